@@ -1,0 +1,3 @@
+from inr_cli.cli import main
+
+main()

@@ -1,0 +1,20 @@
+"""Find out, without failing, whether CuPy and a CUDA GPU can be used."""
+
+from __future__ import annotations
+
+
+def gpu_unavailable_reason() -> str | None:
+    """None when a GPU is usable, else a short reason naming what is missing."""
+    try:
+        import cupy
+    except ImportError:
+        return "CuPy is not installed (pip install 'inr[gpu]')"
+    except Exception as exc:  # a broken CuPy install raises all sorts
+        return f"CuPy failed to import ({exc.__class__.__name__}: {exc})"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        return f"CUDA is not usable ({exc.__class__.__name__}: {str(exc).splitlines()[0]})"
+    if count == 0:
+        return "no CUDA device found"
+    return None

@@ -1,0 +1,33 @@
+"""Choosing the canvas of a render: keep the training image's aspect unless told otherwise."""
+
+from __future__ import annotations
+
+from inr_cli.errors import UsageError
+from inr_cli.images import fit_longer_side
+
+MAX_SIDE = 65535  # PNG and Pillow both handle this; larger sides are refused up front
+MAX_PIXELS = 1 << 28  # 268 M pixels: about 1 GB for an RGBA image in memory
+
+
+def canvas_size(train_width: int, train_height: int, size: int | None, width: int | None,
+                height: int | None) -> tuple[int, int]:
+    if size is not None and (width is not None or height is not None):
+        raise UsageError("give either --size or --width/--height, not both")
+    for name, value in (("--size", size), ("--width", width), ("--height", height)):
+        if value is not None and value <= 0:
+            raise UsageError(f"{name} must be a positive number of pixels, got {value}")
+    if size is not None:
+        w, h = fit_longer_side(train_width, train_height, size)
+    elif width is not None and height is not None:
+        w, h = width, height
+    elif width is not None:
+        w, h = width, max(1, round(width * train_height / train_width))
+    elif height is not None:
+        w, h = max(1, round(height * train_width / train_height)), height
+    else:
+        w, h = train_width, train_height
+    if w > MAX_SIDE or h > MAX_SIDE:
+        raise UsageError(f"a {w}x{h} canvas exceeds the limit of {MAX_SIDE} pixels a side")
+    if w * h > MAX_PIXELS:
+        raise UsageError(f"a {w}x{h} canvas ({w * h} pixels) exceeds the limit of {MAX_PIXELS} pixels")
+    return w, h

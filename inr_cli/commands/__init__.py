@@ -1,0 +1,1 @@
+"""One module per command; each exposes NAME, HELP, NEEDS_ARGS and `command`."""

@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from inr_cli.commands.paths import check_parent, default_output
+from inr_cli.images import save_image
+from inr_cli.pixels import read_csv
+
+NAME = "decode"
+HELP = "Pixel CSV -> image: the exact inverse of encode for 8-bit images."
+NEEDS_ARGS = True
+
+
+def command(
+    csv: Path = typer.Argument(..., help="Pixel CSV written by `inr encode` (or by hand)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Image to write [default: CSV with .png]."),
+) -> None:
+    pixels = read_csv(csv)
+    target = output or default_output(csv, ".png")
+    check_parent(target)
+    save_image(pixels, target)
+    typer.echo(str(target))

@@ -1,0 +1,34 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from inr_cli.commands.paths import check_parent, default_output
+from inr_cli.console import notice
+from inr_cli.errors import UsageError
+from inr_cli.images import load_image
+from inr_cli.pixels import write_csv
+
+NAME = "encode"
+HELP = "Image -> pixel CSV (x, y, channels in [0, 1])."
+NEEDS_ARGS = True
+
+
+def command(
+    image: Path = typer.Argument(..., help="Image file (PNG, JPEG, GIF, ...)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="CSV to write [default: IMAGE with .csv]."),
+    size: Optional[int] = typer.Option(None, "--size", help="Resize so the longer side is N pixels (Lanczos)."),
+    gray: bool = typer.Option(False, "--gray", help="Convert to one grey channel."),
+) -> None:
+    if size is not None and size <= 0:
+        raise UsageError(f"--size must be a positive number of pixels, got {size}")
+    notices: list[str] = []
+    pixels = load_image(image, size=size, gray=gray, notices=notices)
+    for message in notices:
+        notice(message)
+    target = output or default_output(image, ".csv")
+    check_parent(target)
+    write_csv(pixels, target)
+    typer.echo(str(target))

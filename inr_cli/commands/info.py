@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from inr_cli import checkpoint as ckpt
+from inr_cli.metrics import psnr_from_mse
+from inr_cli.runs import read_metrics
+
+NAME = "info"
+HELP = "What a run holds: network, parameters, step reached, last loss and PSNR, sizes."
+NEEDS_ARGS = True
+
+
+def command(
+    run: Path = typer.Argument(..., help="Run directory or checkpoint.npz."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    saved = ckpt.load(run)
+    spec = saved.spec
+    height, width, channels = saved.data_shape
+    rows = read_metrics(run if run.is_dir() else run.parent)
+    last = rows[-1] if rows else None
+    loss = saved.last_loss
+    result = {
+        "model": spec.model,
+        "hidden": spec.hidden,
+        "layers": spec.layers,
+        "omega0": spec.omega0 if spec.model == "siren" else None,
+        "params": spec.parameter_count(),
+        "step": saved.step,
+        "total_steps": saved.total_steps,
+        "loss": None if loss != loss else loss,
+        "psnr": None if loss != loss else round(psnr_from_mse(loss), 4),
+        "seconds": last["seconds"] if last else None,
+        "width": width,
+        "height": height,
+        "channels": ",".join(saved.channels),
+        "model_bytes": spec.parameter_count() * 4,
+        "image_bytes": width * height * channels,
+    }
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    lines = [
+        f"network   {spec.model}, {spec.layers} hidden x {spec.hidden}"
+        + (f", omega0 {spec.omega0:g}" if spec.model == "siren" else ""),
+        f"params    {result['params']:,}",
+        f"step      {saved.step} of {saved.total_steps}",
+        f"loss      {loss:.4e}   PSNR {result['psnr']} dB" if result["loss"] is not None else "loss      -",
+        f"image     {width}x{height} ({result['channels']})",
+        f"size      model {result['model_bytes']:,} bytes (float32) vs image {result['image_bytes']:,} bytes (8-bit)"
+        f" = {result['model_bytes'] / result['image_bytes']:.2f}x",
+    ]
+    typer.echo("\n".join(lines))

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from inr_cli import checkpoint as ckpt
+from inr_cli.backends import get_backend
+from inr_cli.canvas import canvas_size
+from inr_cli.commands.paths import check_parent
+from inr_cli.console import info, notice
+from inr_cli.images import save_uint8
+from inr_cli.render import render_uint8
+
+NAME = "render"
+HELP = "Draw a trained network on a canvas of any size."
+NEEDS_ARGS = True
+
+
+def command(
+    run: Path = typer.Argument(..., help="Run directory or checkpoint.npz."),
+    size: Optional[int] = typer.Option(None, "--size", help="Longer side in pixels; the aspect ratio is kept."),
+    width: Optional[int] = typer.Option(None, "--width", help="Canvas width (with --height: exact size)."),
+    height: Optional[int] = typer.Option(None, "--height", help="Canvas height."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Image to write [default: RUN/render-WxH.png]."),
+    device: str = typer.Option("auto", "--device", help="auto | cpu | gpu."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress messages."),
+) -> None:
+    saved = ckpt.load(run)
+    train_h, train_w, _ = saved.data_shape
+    w, h = canvas_size(train_w, train_h, size, width, height)
+    run_dir = run if run.is_dir() else run.parent
+    target = output or run_dir / f"render-{w}x{h}.png"
+    check_parent(target)
+    notices: list[str] = []
+    backend = get_backend(device, "kernel", notices)
+    for message in notices:
+        notice(message)
+    start = time.perf_counter()
+    values = render_uint8(backend, saved.spec, saved.params, w, h)
+    seconds = time.perf_counter() - start
+    save_uint8(values, target)
+    if not quiet:
+        info(f"rendered {w}x{h} in {seconds:.2f} s on {backend.name}")
+    typer.echo(str(target))

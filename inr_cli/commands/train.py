@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from inr_cli import checkpoint as ckpt
+from inr_cli.config import build_config, validate
+from inr_cli.console import info, notice
+from inr_cli.data import SAMPLE, fingerprint, load_training_data
+from inr_cli.errors import InrError, UsageError
+from inr_cli.runs import latest_run, new_run_dir
+from inr_cli.training import run_training
+
+NAME = "train"
+HELP = "Train a network on a pixel CSV or an image (no DATA: the built-in sample), or --resume a run."
+NEEDS_ARGS = False
+
+# Flags that may change when a run is resumed; the rest define the run and stay as they were.
+RESUMABLE = {"steps", "device", "matmul", "checkpoint_every", "log_every", "preview_every", "cuda_graph"}
+
+
+def command(
+    data: Optional[str] = typer.Argument(
+        None, help="Pixel CSV or image. With --resume: the run directory or checkpoint [default: latest run]."),
+    config_file: Optional[Path] = typer.Option(None, "--config", help="TOML config (see configs/)."),
+    model: Optional[str] = typer.Option(None, "--model", help="siren | sigmoid [default: siren]."),
+    hidden: Optional[int] = typer.Option(None, "--hidden", help="Neurons per hidden layer."),
+    layers: Optional[int] = typer.Option(None, "--layers", help="Number of hidden layers."),
+    omega0: Optional[float] = typer.Option(None, "--omega0", help="SIREN frequency omega_0."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Total step budget (with --resume: extends it)."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate."),
+    lr_min: Optional[float] = typer.Option(None, "--lr-min", help="Final learning rate of the cosine schedule."),
+    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="adam | sgd."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Random pixels per step; 0 = full batch."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed for initialisation and mini-batches."),
+    device: Optional[str] = typer.Option(None, "--device", help="auto | cpu | gpu [default: auto]."),
+    matmul: Optional[str] = typer.Option(None, "--matmul", help="GPU matmul: kernel (ours) | cublas."),
+    cuda_graph: Optional[bool] = typer.Option(None, "--cuda-graph/--no-cuda-graph",
+                                              help="Replay the GPU step as a CUDA graph [default: on]."),
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where to write the run [default: runs/<name>]."),
+    checkpoint_every: Optional[int] = typer.Option(None, "--checkpoint-every", help="Steps between checkpoints."),
+    log_every: Optional[int] = typer.Option(None, "--log-every", help="Steps between loss reads and metrics rows."),
+    preview_every: Optional[int] = typer.Option(None, "--preview-every", help="Steps between previews; 0 = none."),
+    size: Optional[int] = typer.Option(None, "--size", help="Resize an image so the longer side is N."),
+    gray: Optional[bool] = typer.Option(None, "--gray", help="Train on one grey channel."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a run (DATA names it; default: the latest)."),
+    allow_data_change: bool = typer.Option(False, "--allow-data-change",
+                                           help="With --resume: go on even if the data differ from the run's."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+) -> None:
+    flags = dict(model=model, hidden=hidden, layers=layers, omega0=omega0, steps=steps, lr=lr, lr_min=lr_min,
+                 optimizer=optimizer, batch_size=batch_size, seed=seed, device=device, matmul=matmul,
+                 cuda_graph=cuda_graph, checkpoint_every=checkpoint_every, log_every=log_every,
+                 preview_every=preview_every, size=size, gray=gray)
+    flags = {k: v for k, v in flags.items() if v is not None}
+    if resume:
+        _resume(data, flags, config_file, run_dir, allow_data_change, quiet)
+    else:
+        _start(data, flags, config_file, run_dir, quiet)
+
+
+def _start(data, flags, config_file, run_dir, quiet) -> None:
+    source = "" if data in (None, SAMPLE) else str(Path(data).resolve())
+    config = build_config(config_file, {**flags, "source": source})
+    notices: list[str] = []
+    image = load_training_data(config.source, config.size, config.gray, notices)
+    for message in notices:
+        notice(message)
+    if run_dir is None:
+        run_dir = new_run_dir(Path(data).stem if source else SAMPLE)
+    elif (run_dir / ckpt.FILENAME).exists():
+        raise UsageError(f"{run_dir} already holds a run; continue it with --resume {run_dir} or pick another --run-dir")
+    if not quiet:
+        info(f"training {config.model} ({config.layers}x{config.hidden}) on {data or 'the built-in sample'} "
+             f"({image.width}x{image.height}, {','.join(image.channels)}) -> {run_dir}")
+    _finish(run_training(config, image, run_dir, None, quiet), quiet)
+
+
+def _resume(data, flags, config_file, run_dir, allow_data_change, quiet) -> None:
+    if config_file is not None:
+        raise UsageError("--config cannot be used with --resume: the run keeps its saved configuration")
+    if run_dir is not None:
+        raise UsageError("--run-dir cannot be used with --resume: name the run as the argument instead")
+    fixed = sorted(set(flags) - RESUMABLE)
+    if fixed:
+        raise UsageError(f"--{fixed[0].replace('_', '-')} cannot change when resuming; start a new run instead")
+    run = Path(data) if data else latest_run()
+    saved = ckpt.load(run)
+    run_dir = run if run.is_dir() else run.parent
+    config = validate(replace(saved.config, **flags))
+    if saved.step >= config.steps:
+        info(f"{run_dir} already finished {saved.step} of {config.steps} steps; pass --steps N (> {saved.step}) "
+             f"to train further")
+        return
+    image = load_training_data(config.source, config.size, config.gray)
+    if image.n_channels != saved.spec.out_features:
+        raise InrError(f"the data now have {image.n_channels} channels, the run was trained on "
+                       f"{saved.spec.out_features}; start a new run")
+    if fingerprint(image) != saved.data_fingerprint:
+        where = config.source or "the built-in sample"
+        if not allow_data_change:
+            raise InrError(f"{where} has changed since this run started (fingerprint differs); "
+                           f"pass --allow-data-change to continue on the new data")
+        notice(f"{where} has changed since this run started; continuing on the new data as asked")
+    if not quiet:
+        info(f"resuming {run_dir} at step {saved.step} of {config.steps}")
+    _finish(run_training(config, image, run_dir, saved, quiet), quiet)
+
+
+def _finish(result, quiet: bool) -> None:
+    if not quiet:
+        info(f"done: step {result.step}, loss {result.loss:.4e}, PSNR {result.psnr:.2f} dB, "
+             f"{result.seconds:.1f} s of training. Render larger with: inr render {result.run_dir} --size 1024")
+    typer.echo(str(result.run_dir))

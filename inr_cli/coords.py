@@ -1,0 +1,22 @@
+"""The coordinate convention every part shares.
+
+Pixel centres map to [-1, 1] on each axis: u = (x + 0.5) / W * 2 - 1. Any canvas samples the
+centres of its own grid in the same square, so every size shows the same picture.
+"""
+
+import numpy as np
+
+
+def axis_centres(n: int) -> np.ndarray:
+    return ((np.arange(n, dtype=np.float64) + 0.5) / n * 2.0 - 1.0).astype(np.float32)
+
+
+def pixel_grid(width: int, height: int, row_start: int = 0, row_stop: int | None = None) -> np.ndarray:
+    """(rows * W, 2) float32 table of (u, v) for image rows [row_start, row_stop), row-major."""
+    row_stop = height if row_stop is None else row_stop
+    u = axis_centres(width)
+    v = axis_centres(height)[row_start:row_stop]
+    grid = np.empty((len(v), width, 2), dtype=np.float32)
+    grid[..., 0] = u[None, :]
+    grid[..., 1] = v[:, None]
+    return grid.reshape(-1, 2)

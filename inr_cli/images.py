@@ -1,0 +1,131 @@
+"""Image files in and out: decoding every common mode into a PixelImage, and writing PNGs."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from inr_cli.atomic import atomic_path
+from inr_cli.errors import InrError
+from inr_cli.pixels import PixelImage
+
+# Pillow's own bomb guard is a warning up to 2x this and an error beyond; we make both an error.
+MAX_IMAGE_PIXELS = 1 << 28
+
+
+def load_image(path: Path, size: int | None = None, gray: bool = False, notices: list | None = None) -> PixelImage:
+    """Decode an image file; `size` resizes so the longer side is that many pixels (Lanczos)."""
+    path = Path(path)
+    if not path.exists():
+        raise InrError(f"{path}: no such file")
+    if path.is_dir():
+        raise InrError(f"{path}: is a directory, expected an image file")
+    if path.stat().st_size == 0:
+        raise InrError(f"{path}: the file is empty")
+    Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as im:
+                if getattr(im, "n_frames", 1) > 1 and notices is not None:
+                    notices.append(f"{path.name} has {im.n_frames} frames; using the first")
+                im.seek(0)
+                im.load()
+                im = ImageOps.exif_transpose(im)
+                pixels = _to_pixels(im, gray)
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise InrError(f"{path}: declared image size is too large (limit {MAX_IMAGE_PIXELS} pixels)") from None
+    except UnidentifiedImageError:
+        raise InrError(f"{path}: not an image file Pillow can read") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise InrError(f"{path}: broken or truncated image ({exc})") from None
+    if size is not None:
+        pixels = resize(pixels, size)
+    return pixels
+
+
+def _to_pixels(im: Image.Image, gray: bool) -> PixelImage:
+    mode = im.mode
+    if mode in ("I;16", "I;16B", "I;16L", "I"):
+        array = np.asarray(im, dtype=np.float64)
+        scale = 65535.0 if mode.startswith("I;16") or array.max() > 255 else 255.0
+        return PixelImage((np.clip(array / scale, 0, 1)[..., None]).astype(np.float32), ("l",), bit_depth=16)
+    if mode == "F":
+        array = np.clip(np.asarray(im, dtype=np.float32), 0, 1)
+        return PixelImage(array[..., None], ("l",), bit_depth=16)
+    if gray:
+        target = "L"
+    elif mode in ("L", "1"):
+        target = "L"
+    elif mode in ("RGBA", "LA", "PA") or (mode == "P" and "transparency" in im.info):
+        target = "RGBA"
+    else:  # RGB, P, CMYK, YCbCr, LAB, HSV, ...
+        target = "RGB"
+    converted = im.convert(target)
+    array = np.asarray(converted, dtype=np.float32) / 255.0
+    if array.ndim == 2:
+        array = array[..., None]
+    channels = {"L": ("l",), "RGB": ("r", "g", "b"), "RGBA": ("r", "g", "b", "a")}[target]
+    return PixelImage(array, channels, bit_depth=8)
+
+
+def fit_longer_side(width: int, height: int, size: int) -> tuple[int, int]:
+    """Width and height with the longer side `size` and the aspect ratio kept."""
+    if width >= height:
+        return size, max(1, round(height * size / width))
+    return max(1, round(width * size / height)), size
+
+
+def resize(image: PixelImage, size: int) -> PixelImage:
+    if size <= 0:
+        raise InrError(f"size must be a positive number of pixels, got {size}")
+    width, height = fit_longer_side(image.width, image.height, size)
+    if (width, height) == (image.width, image.height):
+        return image
+    channels = [
+        np.asarray(Image.fromarray(np.ascontiguousarray(image.values[..., c], dtype=np.float32)).resize((width, height), Image.LANCZOS))
+        for c in range(image.n_channels)
+    ]
+    values = np.clip(np.stack(channels, axis=-1), 0, 1).astype(np.float32)
+    if image.bit_depth == 8:
+        values = np.round(values * 255) / 255  # stay an 8-bit image so decode(encode(x)) stays exact
+    return PixelImage(values.astype(np.float32), image.channels, image.bit_depth)
+
+
+def to_pil(image: PixelImage) -> Image.Image:
+    values = np.clip(image.values, 0, 1)
+    if image.channels == ("l",) and image.bit_depth == 16:
+        return Image.fromarray(np.round(values[..., 0] * 65535).astype(np.uint16))
+    return _pil_from_uint8(np.round(values * 255).astype(np.uint8))
+
+
+def _pil_from_uint8(array: np.ndarray) -> Image.Image:
+    """(H, W, C) uint8 with C = 1, 3 or 4 -> L, RGB or RGBA."""
+    if array.shape[2] == 1:
+        return Image.fromarray(np.ascontiguousarray(array[..., 0]))
+    return Image.fromarray(array)
+
+
+def save_image(image: PixelImage, path: Path) -> None:
+    _save_pil(to_pil(image), Path(path))
+
+
+def save_uint8(array: np.ndarray, path: Path) -> None:
+    """Write an (H, W, C) uint8 array without a float copy: large renders stay a quarter the size."""
+    _save_pil(_pil_from_uint8(array), Path(path))
+
+
+def _save_pil(pil: Image.Image, path: Path) -> None:
+    fmt = Image.registered_extensions().get(path.suffix.lower())
+    if fmt is None:
+        raise InrError(f"{path}: unknown image extension '{path.suffix}' (use .png)")
+    if fmt == "JPEG" and pil.mode == "RGBA":
+        pil = pil.convert("RGB")
+    with atomic_path(path, suffix=path.suffix) as tmp:
+        try:
+            pil.save(tmp, format=fmt)
+        except (OSError, ValueError) as exc:
+            raise InrError(f"{path}: cannot write this image as {fmt} ({exc})") from None

@@ -1,0 +1,36 @@
+"""Hand-written forward and backward passes over a backend and a workspace."""
+
+from __future__ import annotations
+
+from inr_cli.network import NetworkSpec
+from inr_cli.workspace import Workspace
+
+
+def forward(backend, spec: NetworkSpec, params, ws: Workspace, x, rows: int):
+    """Network output for the first `rows` rows of x; returns a view into the workspace."""
+    layer_input = x[:rows]
+    for (weight, bias), z, a, act in zip(params, ws.z, ws.a, spec.activations()):
+        z, a = z[:rows], a[:rows]
+        backend.matmul(layer_input, weight, z, trans_b=True)
+        backend.bias_activation(z, bias, a, act, spec.omega0)
+        layer_input = a
+    return layer_input
+
+
+def loss_and_output_grad(backend, ws: Workspace, output, target, rows: int) -> None:
+    """Mean squared error into ws.loss, its gradient w.r.t. the output into ws.grad[-1]."""
+    backend.mse_loss(output, target[:rows], ws.grad[-1][:rows], ws.row_loss[:rows])
+    backend.column_reduce(ws.row_loss[:rows], ws.loss)
+
+
+def backward(backend, spec: NetworkSpec, params, grads, ws: Workspace, x, rows: int) -> None:
+    """Parameter gradients into `grads`, given dL/d(output) in ws.grad[-1] and a forward pass."""
+    activations = spec.activations()
+    for i in reversed(range(len(params))):
+        grad = ws.grad[i][:rows]
+        backend.activation_backward(grad, ws.z[i][:rows], ws.a[i][:rows], activations[i], spec.omega0)
+        layer_input = x[:rows] if i == 0 else ws.a[i - 1][:rows]
+        backend.matmul(grad, layer_input, grads[i][0], trans_a=True)
+        backend.column_reduce(grad, grads[i][1])
+        if i > 0:
+            backend.matmul(grad, params[i][0], ws.grad[i - 1][:rows])

@@ -1,0 +1,162 @@
+"""The pixel table: an image as float channels in [0, 1], and its CSV form.
+
+CSV layout (see design notes): a header `x,y,<channels>` then one row per pixel, where x is the
+column 0..W-1, y the row 0..H-1, and channels are `l`, `r,g,b` or `r,g,b,a`.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from inr_cli.atomic import atomic_path
+from inr_cli.errors import InrError
+
+CHANNEL_SETS = {("l",): "grey", ("r", "g", "b"): "RGB", ("r", "g", "b", "a"): "RGBA"}
+KNOWN_CHANNELS = {"l", "r", "g", "b", "a"}
+
+
+@dataclass
+class PixelImage:
+    """H x W x C float32 values in [0, 1] and the names of the channels."""
+
+    values: np.ndarray
+    channels: tuple[str, ...]
+    bit_depth: int = 8  # 8 or 16: how decode quantises when writing an image file
+
+    @property
+    def height(self) -> int:
+        return self.values.shape[0]
+
+    @property
+    def width(self) -> int:
+        return self.values.shape[1]
+
+    @property
+    def n_channels(self) -> int:
+        return self.values.shape[2]
+
+    def targets(self) -> np.ndarray:
+        """Row-major (H*W, C) float32 table in the order of coords.pixel_grid."""
+        return np.ascontiguousarray(self.values.reshape(-1, self.n_channels), dtype=np.float32)
+
+
+def write_csv(image: PixelImage, path: Path) -> None:
+    h, w, c = image.values.shape
+    ys, xs = np.mgrid[0:h, 0:w]
+    table = np.column_stack([xs.ravel(), ys.ravel(), image.values.reshape(-1, c).astype(np.float64)])
+    # 8 significant digits keep round(v * 65535) exact, so both 8- and 16-bit images round-trip.
+    fmt = ",".join(["%d", "%d"] + ["%.8g"] * c)
+    buffer = io.StringIO()
+    buffer.write(",".join(("x", "y") + image.channels) + "\n")
+    np.savetxt(buffer, table, fmt=fmt, delimiter=",")
+    with atomic_path(Path(path)) as tmp:
+        tmp.write_text(buffer.getvalue(), encoding="utf-8")
+
+
+def read_csv(path: Path) -> PixelImage:
+    path = Path(path)
+    name = path.name
+    if not path.exists():
+        raise InrError(f"{path}: no such file")
+    if path.is_dir():
+        raise InrError(f"{path}: is a directory, expected a pixel CSV")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        raise InrError(f"{name}: not a text file (expected a pixel CSV)") from None
+    lines = text.splitlines()
+    if not lines or not "".join(lines).strip():
+        raise InrError(f"{name}: the file is empty (expected a header 'x,y,r,g,b' and pixel rows)")
+    channels = _parse_header(name, lines[0])
+    body = [(i + 1, line) for i, line in enumerate(lines) if i > 0 and line.strip()]
+    if not body:
+        raise InrError(f"{name}: header only, no pixel rows")
+    table = _parse_rows(name, body, 2 + len(channels))
+    line_numbers = np.array([n for n, _ in body])
+    return _table_to_image(name, table, line_numbers, channels)
+
+
+def _parse_header(name: str, header: str) -> tuple[str, ...]:
+    columns = [c.strip().lower() for c in header.split(",")]
+    if columns[:2] != ["x", "y"]:
+        raise InrError(f"{name} line 1: header must start with 'x,y', found '{header.strip()}'")
+    channels = tuple(columns[2:])
+    if channels in CHANNEL_SETS:
+        return channels
+    unknown = [c for c in channels if c not in KNOWN_CHANNELS]
+    if unknown:
+        raise InrError(f"{name} line 1: unknown column '{unknown[0]}' (channels are l, or r,g,b, or r,g,b,a)")
+    if "l" in channels and set(channels) & {"r", "g", "b"}:
+        raise InrError(f"{name} line 1: header names grey 'l' and colour channels at once; use one or the other")
+    if not channels:
+        raise InrError(f"{name} line 1: no channel columns after x,y (expected l, or r,g,b, or r,g,b,a)")
+    raise InrError(f"{name} line 1: channels '{','.join(channels)}' are not one of l | r,g,b | r,g,b,a")
+
+
+def _parse_rows(name: str, body: list[tuple[int, str]], n_columns: int) -> np.ndarray:
+    try:
+        table = np.loadtxt([line for _, line in body], delimiter=",", dtype=np.float64, ndmin=2)
+        if table.shape[1] == n_columns:
+            return table
+    except ValueError:
+        pass
+    # The fast parser failed: walk the rows to name the first bad one.
+    for number, line in body:
+        cells = line.split(",")
+        if len(cells) != n_columns:
+            raise InrError(f"{name} line {number}: {len(cells)} values, expected {n_columns}")
+        for cell in cells:
+            try:
+                float(cell)
+            except ValueError:
+                raise InrError(f"{name} line {number}: '{cell.strip()}' is not a number") from None
+    raise InrError(f"{name}: could not parse the table")
+
+
+def _table_to_image(name: str, table: np.ndarray, line_numbers: np.ndarray, channels) -> PixelImage:
+    finite = np.isfinite(table)
+    if not finite.all():
+        row, col = np.argwhere(~finite)[0]
+        raise InrError(f"{name} line {line_numbers[row]}: value '{table[row, col]}' is not finite")
+    coords, values = table[:, :2], table[:, 2:]
+    bad = (coords < 0) | (coords != np.floor(coords))
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        axis = "xy"[col]
+        raise InrError(f"{name} line {line_numbers[row]}: {axis}={table[row, col]:g} is not a non-negative integer")
+    outside = (values < 0) | (values > 1)
+    if outside.any():
+        row, col = np.argwhere(outside)[0]
+        raise InrError(
+            f"{name} line {line_numbers[row]}: value {values[row, col]:g} in column "
+            f"'{channels[col]}' is outside [0, 1]"
+        )
+    xs = coords[:, 0].astype(np.int64)
+    ys = coords[:, 1].astype(np.int64)
+    width, height = int(xs.max()) + 1, int(ys.max()) + 1
+    if width * height > 1 << 28:
+        raise InrError(f"{name}: coordinates imply a {width}x{height} image, larger than the limit of 2^28 pixels")
+    flat = ys * width + xs
+    order = np.argsort(flat, kind="stable")
+    sorted_flat = flat[order]
+    repeated = np.nonzero(sorted_flat[1:] == sorted_flat[:-1])[0]
+    if repeated.size:
+        row = order[repeated[0] + 1]
+        raise InrError(f"{name} line {line_numbers[row]}: duplicate pixel x={xs[row]}, y={ys[row]}")
+    if flat.size != width * height:
+        present = np.zeros(width * height, dtype=bool)
+        present[flat] = True
+        missing = int(np.argmin(present))
+        raise InrError(
+            f"{name}: pixel x={missing % width}, y={missing // width} is missing "
+            f"({width * height - flat.size} of {width}x{height} absent)"
+        )
+    grid = np.empty((width * height, len(channels)), dtype=np.float32)
+    grid[flat] = values
+    grid = grid.reshape(height, width, len(channels))
+    depth = 8 if np.allclose(np.round(values * 255) / 255, values, atol=1e-6) else 16
+    return PixelImage(grid, tuple(channels), bit_depth=depth)

@@ -1,0 +1,45 @@
+"""Inference: draw the network on any canvas, in chunks of rows so memory stays bounded."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from inr_cli.coords import pixel_grid
+from inr_cli.model import forward
+from inr_cli.network import NetworkSpec, parameter_views
+from inr_cli.workspace import Workspace
+
+CHUNK_PIXELS = 1 << 16  # rows of the workspace; ~64 MB of activations at width 256
+
+
+def render_rows(backend, spec: NetworkSpec, flat_params, width: int, height: int, chunk_pixels: int = CHUNK_PIXELS):
+    """Yield (row_start, row_stop, values) with values a host (rows, W, C) float32 array."""
+    on_device = backend.to_device(flat_params) if isinstance(flat_params, np.ndarray) else flat_params
+    params = parameter_views(spec, on_device)
+    rows_per_chunk = max(1, chunk_pixels // width)
+    ws = Workspace(spec, rows_per_chunk * width, backend, training=False)
+    for row_start in range(0, height, rows_per_chunk):
+        row_stop = min(height, row_start + rows_per_chunk)
+        n = (row_stop - row_start) * width
+        x = ws.x[:n]
+        x[...] = backend.to_device(pixel_grid(width, height, row_start, row_stop))
+        out = forward(backend, spec, params, ws, x, n)
+        yield row_start, row_stop, backend.to_host(out).reshape(row_stop - row_start, width, spec.out_features)
+
+
+def render_float(backend, spec, flat_params, width: int, height: int) -> np.ndarray:
+    """(H, W, C) float32, clipped to [0, 1]: for evaluation at modest sizes."""
+    image = np.empty((height, width, spec.out_features), dtype=np.float32)
+    for start, stop, values in render_rows(backend, spec, flat_params, width, height):
+        np.clip(values, 0.0, 1.0, out=image[start:stop])
+    return image
+
+
+def render_uint8(backend, spec, flat_params, width: int, height: int, on_chunk=None) -> np.ndarray:
+    """(H, W, C) uint8: a quarter of the float image's memory, for large canvases."""
+    image = np.empty((height, width, spec.out_features), dtype=np.uint8)
+    for start, stop, values in render_rows(backend, spec, flat_params, width, height):
+        image[start:stop] = np.round(np.clip(values, 0.0, 1.0) * 255.0)
+        if on_chunk is not None:
+            on_chunk(stop)
+    return image

@@ -1,0 +1,183 @@
+"""The training loop around a Trainer: run directory, checkpoints, metrics, previews, signals."""
+
+from __future__ import annotations
+
+import math
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from inr_cli import checkpoint as ckpt
+from inr_cli.atomic import atomic_write_text
+from inr_cli.backends import get_backend
+from inr_cli.backends.numpy_backend import cosine_lr
+from inr_cli.config import Config, to_toml
+from inr_cli.console import info, notice
+from inr_cli.data import fingerprint
+from inr_cli.errors import InrError
+from inr_cli.images import save_image
+from inr_cli.metrics import psnr_from_mse
+from inr_cli.network import NetworkSpec, init_parameters
+from inr_cli.pixels import PixelImage
+from inr_cli.progress import TrainingProgress
+from inr_cli.render import render_float
+from inr_cli.runs import MetricsLog, RunLock
+from inr_cli.trainer import Trainer
+
+EXIT_INTERRUPTED = 130
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM: save, tell the user how to resume, exit non-zero."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class TrainingDiverged(InrError):
+    pass
+
+
+@dataclass
+class TrainingResult:
+    run_dir: Path
+    step: int
+    loss: float
+    psnr: float
+    seconds: float
+
+
+def spec_for(config: Config, image: PixelImage) -> NetworkSpec:
+    return NetworkSpec(model=config.model, out_features=image.n_channels, hidden=config.hidden,
+                       layers=config.layers, omega0=config.omega0)
+
+
+def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: ckpt.Checkpoint | None = None,
+                 quiet: bool = False) -> TrainingResult:
+    notices: list[str] = []
+    backend = get_backend(config.device, config.matmul, notices)
+    for message in notices:
+        notice(message)
+    spec = spec_for(config, image)
+    data_id = fingerprint(image)
+    if resume_from is not None:
+        params, moment1, moment2, step = resume_from.params, resume_from.moment1, resume_from.moment2, resume_from.step
+    else:
+        params, step = init_parameters(spec, config.seed), 0
+        moment1, moment2 = np.zeros_like(params), np.zeros_like(params)
+    total = config.steps
+
+    def make_checkpoint(state, at_step: int, loss: float) -> ckpt.Checkpoint:
+        return ckpt.Checkpoint(spec=spec, config=config, params=state[0], moment1=state[1], moment2=state[2],
+                               step=at_step, total_steps=total, data_fingerprint=data_id,
+                               data_shape=(image.height, image.width, image.n_channels),
+                               channels=image.channels, last_loss=loss)
+
+    def save(state, at_step: int, loss: float) -> None:
+        try:
+            ckpt.save(make_checkpoint(state, at_step, loss), run_dir / ckpt.FILENAME)
+        except OSError as exc:
+            raise InrError(f"cannot write the checkpoint in {run_dir} ({exc.strerror or exc}); "
+                           f"the previous checkpoint is intact") from None
+
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InrError(f"cannot create the run directory {run_dir} ({exc.strerror})") from None
+    with RunLock(run_dir):
+        try:
+            atomic_write_text(run_dir / "config.toml", to_toml(config))
+        except OSError as exc:
+            raise InrError(f"cannot write to the run directory {run_dir} ({exc.strerror})") from None
+        trainer = Trainer(backend, spec, config, image, params, moment1, moment2, step, total)
+        if resume_from is None:
+            save((params, moment1, moment2), 0, float("nan"))
+        metrics = MetricsLog(run_dir / "metrics.csv", step)
+        seconds = metrics.last_seconds() if resume_from is not None else 0.0
+        loss = resume_from.last_loss if resume_from is not None else float("nan")
+        previous = _install_signal_handlers()
+        try:
+            seconds, loss = _loop(trainer, config, total, metrics, seconds, loss, save, run_dir, quiet)
+        except Interrupted as exc:
+            _ignore_signals()
+            save(trainer.state(), trainer.step_done, loss)
+            info(f"{exc} at step {trainer.step_done}/{total}: checkpoint saved in {run_dir}. "
+                 f"Continue with: inr train --resume {run_dir}")
+            raise SystemExit(EXIT_INTERRUPTED) from None
+        finally:
+            _restore_signal_handlers(previous)
+            metrics.close()
+        save(trainer.state(), trainer.step_done, loss)
+        _write_preview(trainer, run_dir / "render.png")
+    return TrainingResult(run_dir, trainer.step_done, loss, psnr_from_mse(loss), seconds)
+
+
+def _loop(trainer: Trainer, config: Config, total: int, metrics: MetricsLog, seconds: float, loss: float,
+          save, run_dir: Path, quiet: bool):
+    last_saved = trainer.step_done
+    with TrainingProgress(trainer.step_done, total, quiet) as progress:
+        window_start, window_steps = time.perf_counter(), 0
+        while trainer.step_done < total:
+            trainer.step()
+            window_steps += 1
+            step = trainer.step_done
+            if step % config.log_every == 0 or step == total:
+                new_loss = trainer.read_loss()  # the one host synchronisation, at the logging interval
+                now = time.perf_counter()
+                elapsed = now - window_start
+                seconds += elapsed
+                if not math.isfinite(new_loss):
+                    raise TrainingDiverged(
+                        f"loss became {new_loss} at step {step}; stopped, the last good checkpoint (step "
+                        f"{last_saved}) is kept in {run_dir}. Try a smaller learning rate, e.g. --lr {config.lr / 10:g}"
+                    )
+                loss = new_loss
+                lr = cosine_lr(step - 1, total, config.lr, config.lr_min)
+                metrics.append(step, loss, psnr_from_mse(loss), lr, seconds)
+                progress.update(step, loss, psnr_from_mse(loss), lr, window_steps / max(elapsed, 1e-9))
+                window_start, window_steps = now, 0
+            if step % config.checkpoint_every == 0 and step < total:
+                save(trainer.state(), step, loss)
+                last_saved = step
+            if config.preview_every and step % config.preview_every == 0 and step < total:
+                _write_preview(trainer, run_dir / "preview.png")
+    return seconds, loss
+
+
+def _write_preview(trainer: Trainer, path: Path) -> None:
+    """The current network drawn at the training size; a failure to write it only warns."""
+    values = render_float(trainer.backend, trainer.spec, trainer.flat_params, trainer.width, trainer.height)
+    try:
+        save_image(PixelImage(values, trainer.channels), path)
+    except (InrError, OSError) as exc:
+        notice(f"could not write {path}: {exc}")
+
+
+def _install_signal_handlers():
+    def handler(signum, frame):
+        raise Interrupted(signum)
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread (e.g. some test runners)
+            pass
+    return previous
+
+
+def _ignore_signals() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except ValueError:
+            pass
+
+
+def _restore_signal_handlers(previous) -> None:
+    for sig, handler in previous.items():
+        signal.signal(sig, handler)
