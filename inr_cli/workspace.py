@@ -22,7 +22,6 @@ class Workspace:
             self.z = [backend.empty((batch, out_f), dtype) for out_f, _ in shapes]
             self.a = [z if act == "linear" else backend.empty(z.shape, dtype) for z, act in zip(self.z, activations)]
             self.grad = [backend.empty((batch, out_f), dtype) for out_f, _ in shapes]
-            self.row_loss = backend.empty((batch, 1), dtype)
             self.loss = backend.empty((1,), dtype)
             self.x = backend.empty((batch, spec.in_features), dtype)
             self.t = backend.empty((batch, spec.out_features), dtype)

@@ -95,12 +95,11 @@ class NumpyBackend:
         else:
             raise ValueError(f"unknown activation {activation}")
 
-    def mse_loss(self, pred, target, grad, row_loss) -> None:
-        """grad = d(mean squared error)/d(pred); row_loss[i] = row i's share of the mean."""
+    def mse_loss(self, pred, target, grad, loss) -> None:
+        """grad = d(mean squared error)/d(pred); loss[0] = the mean squared error."""
         scale = np.float32(1.0 / pred.size)
         np.subtract(pred, target, out=grad)
-        np.sum(grad * grad, axis=1, out=row_loss[:, 0])
-        row_loss *= scale
+        loss[0] = np.sum(grad * grad) * scale
         grad *= np.float32(2.0) * scale
 
     def sample_batch(self, coords, targets, batch_coords, batch_targets, seed: int, step_counter) -> None:

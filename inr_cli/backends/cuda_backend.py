@@ -1,0 +1,124 @@
+"""The GPU backend: our kernels from kernels/, compiled once by CuPy's RawModule, on one stream.
+
+Everything runs on the backend's own non-blocking stream, so a training step can be captured as a
+CUDA graph (`compile_step`) and replayed with a single launch. `matmul="cublas"` swaps our matmul
+for CuPy's cuBLAS path, for comparison only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from inr_cli.backends.kernel_backend import KernelBackend
+from inr_cli.resources import kernels_dir
+
+COMPILE_OPTIONS = ("-std=c++17",)
+
+
+def kernel_sources() -> list:
+    return sorted(kernels_dir().glob("*.cu"))
+
+
+def load_module():
+    """All kernel files as one RawModule; CuPy caches the compiled binary on disk per machine."""
+    import cupy
+
+    source = "\n".join(f"// ---- {path.name}\n{path.read_text()}" for path in kernel_sources())
+    return cupy.RawModule(code=source, options=COMPILE_OPTIONS)
+
+
+def compile_all_kernels() -> list[tuple[str, str]]:
+    """(file, "ok" or the compiler's first line) for each kernel file: for `inr doctor`."""
+    import cupy
+
+    results = []
+    for path in kernel_sources():
+        try:
+            cupy.RawModule(code=path.read_text(), options=COMPILE_OPTIONS).compile()
+            results.append((path.name, "ok"))
+        except Exception as exc:  # the compiler's message is what the user needs
+            results.append((path.name, f"FAILED: {str(exc).strip().splitlines()[0]}"))
+    return results
+
+
+class CudaBackend(KernelBackend):
+    name = "gpu"
+
+    def __init__(self, matmul: str = "kernel"):
+        super().__init__()
+        import cupy
+
+        self.xp = cupy
+        self._cupy = cupy
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.stream.use()
+        self.module = load_module()
+        self._functions: dict = {}
+        self.sm_count = cupy.cuda.Device().attributes["MultiProcessorCount"]
+        self.use_cublas = matmul == "cublas"
+
+    # --- memory ------------------------------------------------------------------------------------
+    def empty(self, shape, dtype=np.float32):
+        return self._cupy.empty(shape, dtype=dtype)
+
+    def zeros(self, shape, dtype=np.float32):
+        return self._cupy.zeros(shape, dtype=dtype)
+
+    def to_device(self, array):
+        return self._cupy.asarray(np.ascontiguousarray(array))
+
+    def to_host(self, array) -> np.ndarray:
+        return self._cupy.asnumpy(array, stream=self.stream)  # waits for the stream: a sync point
+
+    def synchronize(self) -> None:
+        self.stream.synchronize()
+
+    # --- kernels -----------------------------------------------------------------------------------
+    def launch(self, name: str, grid, block, args) -> None:
+        function = self._functions.get(name)
+        if function is None:
+            function = self._functions[name] = self.module.get_function(name)
+        function(tuple(grid), tuple(block), args)
+
+    def matmul(self, a, b, out, trans_a: bool = False, trans_b: bool = False) -> None:
+        if self.use_cublas:
+            self._cupy.matmul(a.T if trans_a else a, b.T if trans_b else b, out=out)
+        else:
+            super().matmul(a, b, out, trans_a, trans_b)
+
+    def compile_step(self, step):
+        return GraphStep(self, step)
+
+
+class GraphStep:
+    """Run a training step eagerly once (allocating its scratch buffers), capture the second as a
+    CUDA graph, and replay that graph from then on. Falls back to eager launches if capture fails."""
+
+    def __init__(self, backend: CudaBackend, step):
+        self.backend = backend
+        self.step = step
+        self.calls = 0
+        self.graph = None
+        self.failed = None
+
+    def __call__(self) -> None:
+        self.calls += 1
+        if self.graph is not None:
+            self.graph.launch(self.backend.stream)
+            return
+        if self.calls == 1 or self.failed is not None:
+            self.step()
+            return
+        stream = self.backend.stream
+        try:
+            stream.begin_capture()
+            try:
+                self.step()
+            finally:
+                graph = stream.end_capture()
+        except Exception as exc:  # capture unsupported here: eager launches still work
+            self.failed = exc
+            self.step()
+            return
+        self.graph = graph
+        self.graph.launch(stream)

@@ -1,0 +1,103 @@
+"""Launch configurations for the kernels in kernels/: pure arithmetic on shapes.
+
+Shared by the CUDA backend and the CPU emulation used in tests, so the grids, tile choices and
+split-K plans that run on the GPU are the ones the tests check against NumPy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+THREADS = 256
+MAX_GRID = 4096  # grid-stride loops cover the rest
+REDUCE_TX, REDUCE_TY = 32, 8  # as in kernels/column_reduce.cu
+REDUCE_MIN_ROWS_PER_BLOCK = 512
+REDUCE_MAX_ROW_BLOCKS = 128
+LOSS_MAX_BLOCKS = 1024
+ACTIVATION_CODES = {"linear": 0, "sigmoid": 1, "sine": 2, "relu": 3}  # as in kernels/activations.cu
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def elementwise_grid(n: int, max_blocks: int = MAX_GRID) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    return (max(1, min(ceil_div(n, THREADS), max_blocks)), 1, 1), (THREADS, 1, 1)
+
+
+@dataclass(frozen=True)
+class ReducePlan:
+    row_blocks: int
+    rows_per_block: int
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int] = (REDUCE_TX, REDUCE_TY, 1)
+
+
+def plan_column_reduce(rows: int, cols: int) -> ReducePlan:
+    """One pass when rows are few; else row_blocks partial rows, summed by a second pass."""
+    row_blocks = max(1, min(REDUCE_MAX_ROW_BLOCKS, rows // REDUCE_MIN_ROWS_PER_BLOCK))
+    rows_per_block = ceil_div(rows, row_blocks)
+    row_blocks = ceil_div(rows, rows_per_block)
+    return ReducePlan(row_blocks, rows_per_block, (ceil_div(cols, REDUCE_TX), row_blocks, 1))
+
+
+@dataclass(frozen=True)
+class Tile:
+    name: str
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+
+# As instantiated at the end of kernels/matmul.cu.
+TILES = {
+    "128x128": Tile("128x128", 128, 128, 8, 8, 8),
+    "128x64": Tile("128x64", 128, 64, 8, 8, 4),
+    "64x128": Tile("64x128", 64, 128, 8, 4, 8),
+    "256x8": Tile("256x8", 256, 8, 16, 4, 2),
+    "8x256": Tile("8x256", 8, 256, 16, 2, 4),
+}
+
+
+@dataclass(frozen=True)
+class MatmulPlan:
+    kernel: str
+    tile: Tile
+    splits: int
+    k_per_split: int
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+
+
+def choose_tile(m: int, n: int) -> Tile:
+    if n <= 8:
+        return TILES["256x8"]
+    if m <= 8:
+        return TILES["8x256"]
+    if n <= 64:
+        return TILES["128x64"]
+    if m <= 64:
+        return TILES["64x128"]
+    return TILES["128x128"]
+
+
+def plan_matmul(m: int, n: int, k: int, trans_a: bool, trans_b: bool, sm_count: int,
+                min_k_per_split: int = 256) -> MatmulPlan:
+    """Tile by shape; split K when the output alone has too few tiles to fill the GPU."""
+    if trans_a and trans_b:
+        raise ValueError("matmul with both operands transposed is not needed and not provided")
+    tile = choose_tile(m, n)
+    tiles = ceil_div(m, tile.bm) * ceil_div(n, tile.bn)
+    wanted = ceil_div(2 * sm_count, tiles) if tiles < 2 * sm_count else 1
+    splits = max(1, min(wanted, k // min_k_per_split))
+    k_per_split = ceil_div(ceil_div(k, splits), tile.bk) * tile.bk
+    splits = ceil_div(k, k_per_split) if k > 0 else 1
+    kernel = f"matmul_{tile.name}_{'t' if trans_a else 'n'}{'t' if trans_b else 'n'}"
+    grid = (ceil_div(n, tile.bn), ceil_div(m, tile.bm), splits)
+    return MatmulPlan(kernel, tile, splits, k_per_split, grid, (tile.threads, 1, 1))

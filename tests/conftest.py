@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def pytest_collection_modifyitems(config, items):
+    from inr_cli.backends.gpu_probe import gpu_unavailable_reason
+
+    reason = gpu_unavailable_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=f"GPU test: {reason}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def emulated():
+    """The kernels of kernels/ compiled as C++ and run on the CPU (see tests/emulation)."""
+    if shutil.which("g++") is None:
+        pytest.skip("g++ not found: cannot run the kernels' logic on the CPU")
+    from tests.emulation.emulated_backend import EmulatedBackend
+
+    return EmulatedBackend()
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+def make_image(path: Path, mode: str, size=(13, 9), seed: int = 0) -> Path:
+    rng = np.random.default_rng(seed)
+    w, h = size
+    channels = {"L": 1, "RGB": 3, "RGBA": 4}[mode]
+    array = rng.integers(0, 256, (h, w, channels), dtype=np.uint8)
+    Image.fromarray(array[..., 0] if channels == 1 else array).save(path)
+    return path
+
+
+@pytest.fixture
+def rgb_png(tmp_path):
+    return make_image(tmp_path / "rgb.png", "RGB")
+
+
+@pytest.fixture
+def coffee():
+    return FIXTURES / "coffee.png"

@@ -1,0 +1,133 @@
+"""Run the kernels of kernels/ on the CPU: compile them as C++ with cuda_emulation.h and call
+them through ctypes, behind the same KernelBackend the CUDA backend uses.
+
+Each kernel file is preprocessed with the emulation header, its `extern "C"` kernels (macro
+instantiations included) are found in the expanded text, and a launcher `emu_<name>(grid, block,
+args...)` is generated for each. The shared library is cached by the hash of all sources.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from inr_cli.backends.kernel_backend import KernelBackend
+from inr_cli.resources import kernels_dir
+
+HERE = Path(__file__).resolve().parent
+HEADER = HERE / "cuda_emulation.h"
+SIGNATURE = re.compile(r'extern\s+"C"\s+void\s+(\w+)\s*\(([^)]*)\)', re.S)
+CTYPES = {
+    "int": ctypes.c_int,
+    "long long": ctypes.c_longlong,
+    "unsigned long long": ctypes.c_ulonglong,
+    "float": ctypes.c_float,
+    "double": ctypes.c_double,
+}
+
+
+def compiler() -> str | None:
+    return shutil.which("g++")
+
+
+def _parse_params(text: str) -> list[tuple[str, str]]:
+    """[(ctype key or 'pointer', name)] from a C parameter list."""
+    params = []
+    for part in " ".join(text.split()).split(","):
+        part = part.strip()
+        name = re.findall(r"\w+", part)[-1]
+        type_text = part[: part.rfind(name)].replace("__restrict", "").replace("const", "").strip()
+        params.append(("pointer" if "*" in type_text else " ".join(type_text.split()), name))
+    return params
+
+
+def _kernels(sources: list[Path]) -> dict[str, tuple[str, list[tuple[str, str]]]]:
+    """{kernel name: (its parameter list as written, [(type, name)])}."""
+    found = {}
+    for path in sources:
+        expanded = subprocess.run(
+            ["g++", "-x", "c++", "-std=c++20", "-E", "-P", "-include", str(HEADER), str(path)],
+            check=True, capture_output=True, text=True,
+        ).stdout
+        # Only the kernel file's own text: skip what the header and system headers expanded to.
+        for name, params in SIGNATURE.findall(expanded):
+            found[name] = (" ".join(params.split()), _parse_params(params))
+    return found
+
+
+def build_library(cache_dir: Path | None = None):
+    sources = sorted(kernels_dir().glob("*.cu"))
+    digest = hashlib.sha256(HEADER.read_bytes() + Path(__file__).read_bytes())
+    for path in sources:
+        digest.update(path.read_bytes())
+    cache_dir = Path(cache_dir or tempfile.gettempdir()) / "inr-emulation"
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    library = cache_dir / f"kernels-{digest.hexdigest()[:16]}.so"
+    kernels = _kernels(sources)
+    if not library.exists():
+        lines = [f'#include "{HEADER}"'] + [f'#include "{path}"' for path in sources]
+        for name, (decl, params) in kernels.items():
+            call = ", ".join(n for _, n in params)
+            lines.append(
+                f'extern "C" void emu_{name}(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, '
+                f"unsigned bz, {decl}) {{ emu::launch(dim3(gx, gy, gz), dim3(bx, by, bz), [&] {{ {name}({call}); }}); }}"
+            )
+        source = cache_dir / f"{library.stem}.cpp"
+        source.write_text("\n".join(lines) + "\n")
+        tmp = library.with_suffix(".tmp.so")
+        subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w", "-o", str(tmp), str(source)],
+                       check=True, capture_output=True, text=True)
+        tmp.replace(library)
+    return ctypes.CDLL(str(library)), kernels
+
+
+class EmulatedBackend(KernelBackend):
+    """KernelBackend over NumPy arrays whose kernels run as C++ on the CPU."""
+
+    name = "emulated"
+    xp = np
+
+    def __init__(self, sm_count: int = 4):
+        super().__init__()
+        self.sm_count = sm_count  # small, so that split-K and two-pass reductions happen on small shapes
+        self.library, self.kernels = build_library()
+        self.launched: list[str] = []
+        for name, (_, params) in self.kernels.items():
+            function = getattr(self.library, f"emu_{name}")
+            function.argtypes = [ctypes.c_uint] * 6 + [
+                ctypes.c_void_p if t == "pointer" else CTYPES[t] for t, _ in params
+            ]
+            function.restype = None
+
+    def empty(self, shape, dtype=np.float32):
+        return np.empty(shape, dtype=dtype)
+
+    def zeros(self, shape, dtype=np.float32):
+        return np.zeros(shape, dtype=dtype)
+
+    def to_device(self, array):
+        return np.array(array, copy=True)
+
+    def to_host(self, array):
+        return np.asarray(array)
+
+    def synchronize(self) -> None:
+        pass
+
+    def launch(self, name: str, grid, block, args) -> None:
+        converted = []
+        for arg in args:
+            if isinstance(arg, np.ndarray):
+                assert arg.flags.c_contiguous, f"{name}: non-contiguous array argument"
+                converted.append(ctypes.c_void_p(arg.ctypes.data))
+            else:
+                converted.append(arg.item() if isinstance(arg, np.generic) else arg)
+        self.launched.append(name)
+        getattr(self.library, f"emu_{name}")(*grid, *block, *converted)
