@@ -1,0 +1,177 @@
+"""Milliseconds per training step, render throughput, and our matmul against cuBLAS.
+
+    PYTHONPATH=. python benchmarks/bench_step.py [--out bench-results/step.json] [--quick]
+
+Settings (from the CUDA backend issue):
+  sigmoid-200   sigmoid MLP 2x64, 200x200 grey, full batch      (the original system)
+  siren-512     SIREN 3x256, 512x512 RGB, full batch
+  siren-1024    SIREN 3x256, 1024x1024 RGB, random batches of 2^18 pixels
+Backends: numpy (CPU reference), kernel (our CUDA kernels), cublas (our kernels, cuBLAS matmul),
+torch (PyTorch eager, same network and optimizer) when importable. Targets: a step at least as fast
+as PyTorch on the SIREN settings, 3x faster on sigmoid-200; our matmul at >= 80% of cuBLAS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.common import ROOT, environment, photo, save_json, timed  # noqa: E402
+from inr_cli.backends.numpy_backend import NumpyBackend  # noqa: E402
+from inr_cli.config import Config  # noqa: E402
+from inr_cli.coords import pixel_grid  # noqa: E402
+from inr_cli.network import NetworkSpec, init_parameters  # noqa: E402
+from inr_cli.render import render_uint8  # noqa: E402
+from inr_cli.trainer import Trainer  # noqa: E402
+
+SETTINGS = {
+    "sigmoid-200": dict(model="sigmoid", hidden=64, layers=2, size=200, gray=True, batch=0, lr=1e-3),
+    "siren-512": dict(model="siren", hidden=256, layers=3, size=512, gray=False, batch=0, lr=1e-4),
+    "siren-1024": dict(model="siren", hidden=256, layers=3, size=1024, gray=False, batch=1 << 18, lr=1e-4),
+}
+
+
+def gpu_backends():
+    try:
+        from inr_cli.backends.cuda_backend import CudaBackend
+        from inr_cli.backends.gpu_probe import gpu_unavailable_reason
+    except ImportError:
+        return {}
+    if gpu_unavailable_reason() is not None:
+        return {}
+    return {"kernel": CudaBackend(matmul="kernel"), "cublas": CudaBackend(matmul="cublas")}
+
+
+def bench_ours(backend, setting, image, steps, cuda_graph=True):
+    s = setting
+    spec = NetworkSpec(s["model"], image.n_channels, s["hidden"], s["layers"], 30.0)
+    params = init_parameters(spec, 0)
+    config = Config(model=s["model"], hidden=s["hidden"], layers=s["layers"], lr=s["lr"], batch_size=s["batch"],
+                    cuda_graph=cuda_graph)
+    trainer = Trainer(backend, spec, config, image, params, np.zeros_like(params), np.zeros_like(params), 0, 100000)
+    for _ in range(3):  # warm-up: compile, allocate scratch, capture the graph
+        trainer.step()
+    seconds = timed(trainer.step, steps, backend.synchronize)
+    trainer.read_loss()
+    return seconds, trainer
+
+
+def bench_torch(torch, setting, image, steps):
+    from benchmarks.torch_reference import TorchTrainer
+
+    s = setting
+    spec = NetworkSpec(s["model"], image.n_channels, s["hidden"], s["layers"], 30.0)
+    trainer = TorchTrainer(torch, spec, init_parameters(spec, 0), pixel_grid(image.width, image.height),
+                           image.targets(), s["lr"], 1e-6, 100000, s["batch"], 0, "cuda")
+    for _ in range(3):
+        trainer.step()
+    return timed(trainer.step, steps, torch.cuda.synchronize)
+
+
+def bench_render(backend, trainer, size):
+    render_uint8(backend, trainer.spec, trainer.flat_params, 256, 256)  # warm-up
+    backend.synchronize()
+    start = time.perf_counter()
+    render_uint8(backend, trainer.spec, trainer.flat_params, size, size)
+    return size * size / (time.perf_counter() - start)
+
+
+def bench_matmul_shapes(kernel_backend, cublas_backend, setting, image, repeats):
+    """Our matmul against cuBLAS on the exact (m, n, k, transposes) of the setting's step."""
+    import cupy
+
+    s = setting
+    rows = s["batch"] or image.width * image.height
+    spec = NetworkSpec(s["model"], image.n_channels, s["hidden"], s["layers"], 30.0)
+    shapes = set()
+    for out_f, in_f in spec.layer_shapes():
+        shapes.add((rows, out_f, in_f, "nt"))  # forward
+        shapes.add((out_f, in_f, rows, "tn"))  # weight gradient
+        if in_f != spec.in_features:
+            shapes.add((rows, in_f, out_f, "nn"))  # input gradient
+    results = []
+    for m, n, k, trans in sorted(shapes):
+        ta, tb = trans[0] == "t", trans[1] == "t"
+        a = cupy.random.standard_normal((k, m) if ta else (m, k), dtype=cupy.float32)
+        b = cupy.random.standard_normal((n, k) if tb else (k, n), dtype=cupy.float32)
+        out = cupy.empty((m, n), dtype=cupy.float32)
+        times = {}
+        for name, backend in (("kernel", kernel_backend), ("cublas", cublas_backend)):
+            backend.matmul(a, b, out, ta, tb)
+            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record(backend.stream)
+            for _ in range(repeats):
+                backend.matmul(a, b, out, ta, tb)
+            stop.record(backend.stream)
+            stop.synchronize()
+            times[name] = cupy.cuda.get_elapsed_time(start, stop) / repeats
+        flops = 2.0 * m * n * k
+        results.append({
+            "m": m, "n": n, "k": k, "op": trans,
+            "kernel_ms": round(times["kernel"], 4), "cublas_ms": round(times["cublas"], 4),
+            "kernel_tflops": round(flops / times["kernel"] / 1e9, 2),
+            "cublas_tflops": round(flops / times["cublas"] / 1e9, 2),
+            "kernel_vs_cublas": round(times["cublas"] / times["kernel"], 3),
+        })
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "step.json")
+    parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
+    parser.add_argument("--settings", nargs="*", default=list(SETTINGS))
+    parser.add_argument("--no-numpy", action="store_true", help="skip the slow CPU reference")
+    args = parser.parse_args()
+
+    steps_gpu = 20 if args.quick else 100
+    backends = gpu_backends()
+    try:
+        import torch
+
+        torch_ok = torch.cuda.is_available()
+    except ImportError:
+        torch, torch_ok = None, False
+    report = {"environment": environment(), "settings": {}}
+    for name in args.settings:
+        setting = SETTINGS[name]
+        image = photo("coffee", setting["size"], setting["size"], gray=setting["gray"])
+        row = {"config": setting}
+        if not args.no_numpy:
+            seconds, _ = bench_ours(NumpyBackend(), setting, image, 2 if setting["size"] > 256 else 5)
+            row["numpy_ms"] = round(seconds * 1e3, 3)
+        trainer = None
+        for backend_name, backend in backends.items():
+            seconds, trainer_b = bench_ours(backend, setting, image, steps_gpu)
+            row[f"{backend_name}_ms"] = round(seconds * 1e3, 4)
+            if backend_name == "kernel":
+                trainer = trainer_b
+                eager, _ = bench_ours(backend, setting, image, steps_gpu, cuda_graph=False)
+                row["kernel_no_graph_ms"] = round(eager * 1e3, 4)
+        if torch_ok:
+            row["torch_ms"] = round(bench_torch(torch, setting, image, steps_gpu) * 1e3, 4)
+        if trainer is not None:
+            row["render_mpix_per_s"] = round(bench_render(backends["kernel"], trainer, 2048) / 1e6, 2)
+            row["matmul"] = bench_matmul_shapes(backends["kernel"], backends["cublas"], setting, image,
+                                                5 if args.quick else 20)
+        if "torch_ms" in row and "kernel_ms" in row:
+            row["speedup_vs_torch"] = round(row["torch_ms"] / row["kernel_ms"], 2)
+        report["settings"][name] = row
+        summary = {k: v for k, v in row.items() if k not in ("config", "matmul")}
+        print(f"{name}: {summary}", flush=True)
+        for mm in row.get("matmul", []):
+            print(f"  matmul {mm['op']} m={mm['m']} n={mm['n']} k={mm['k']}: ours {mm['kernel_ms']} ms "
+                  f"({mm['kernel_tflops']} TFLOP/s), cuBLAS {mm['cublas_ms']} ms ({mm['cublas_tflops']} TFLOP/s), "
+                  f"ratio {mm['kernel_vs_cublas']}", flush=True)
+    save_json(report, args.out)
+    print(f"saved {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""Shared pieces of the benchmarks: test images, timing, result files."""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from inr_cli.pixels import PixelImage
+
+ROOT = Path(__file__).resolve().parent.parent
+PHOTOS = {"coffee": ROOT / "tests" / "fixtures" / "coffee.png", "rocket": ROOT / "tests" / "fixtures" / "rocket.jpg"}
+
+
+def photo(name: str, width: int, height: int, gray: bool = False) -> PixelImage:
+    """A sample photo resized (Lanczos) to exactly width x height, as 8-bit values."""
+    im = Image.open(PHOTOS[name]).convert("L" if gray else "RGB").resize((width, height), Image.LANCZOS)
+    values = np.asarray(im, dtype=np.float32) / 255.0
+    if values.ndim == 2:
+        values = values[..., None]
+    return PixelImage(values, ("l",) if gray else ("r", "g", "b"))
+
+
+def timed(run_step, steps: int, synchronize) -> float:
+    """Seconds per call of run_step over `steps` calls, synchronised at both ends."""
+    synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        run_step()
+    synchronize()
+    return (time.perf_counter() - start) / steps
+
+
+def environment() -> dict:
+    info = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "python": platform.python_version()}
+    try:
+        info["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                        text=True).stdout.strip() or "unknown"
+    except OSError:
+        info["commit"] = "unknown"
+    try:
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+        info["device"] = props["name"].decode()
+        info["cupy"] = cupy.__version__
+    except Exception:
+        info["device"] = f"CPU ({platform.processor() or platform.machine()})"
+    try:
+        import torch
+
+        info["torch"] = torch.__version__
+    except ImportError:
+        pass
+    return info
+
+
+def save_json(data: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n")

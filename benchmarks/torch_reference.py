@@ -1,0 +1,76 @@
+"""An independent PyTorch implementation of the same networks, optimizer and schedule.
+
+Used by the benchmarks only (PyTorch is never a dependency of inr): same layer sizes, same
+initialisation (copied from our parameters), Adam with PyTorch's defaults, cosine annealing.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def build(torch, spec, flat_params: np.ndarray, device: str):
+    from inr_cli.network import parameter_views
+
+    layers = []
+    for weight, bias in parameter_views(spec, flat_params):
+        linear = torch.nn.Linear(weight.shape[1], weight.shape[0])
+        with torch.no_grad():
+            linear.weight.copy_(torch.from_numpy(np.array(weight)))
+            linear.bias.copy_(torch.from_numpy(np.array(bias)))
+        layers.append(linear.to(device))
+    return layers
+
+
+def forward(torch, spec, layers, x):
+    for index, linear in enumerate(layers):
+        x = linear(x)
+        last = index == len(layers) - 1
+        if spec.model == "siren":
+            x = x if last else torch.sin(spec.omega0 * x)
+        else:
+            x = torch.sigmoid(x)
+    return x
+
+
+class TorchTrainer:
+    def __init__(self, torch, spec, flat_params, coords, targets, lr, lr_min, total_steps, batch_size, seed, device):
+        self.torch = torch
+        self.spec = spec
+        self.layers = build(torch, spec, flat_params, device)
+        self.params = [p for layer in self.layers for p in layer.parameters()]
+        self.optimizer = torch.optim.Adam(self.params, lr=lr)
+        self.lr, self.lr_min, self.total = lr, lr_min, total_steps
+        self.coords = torch.from_numpy(coords).to(device)
+        self.targets = torch.from_numpy(targets).to(device)
+        self.batch_size = batch_size
+        self.generator = torch.Generator(device=device).manual_seed(seed)
+        self.step_index = 0
+        self.loss = None
+
+    def step(self):
+        torch = self.torch
+        for group in self.optimizer.param_groups:
+            progress = min(self.step_index, self.total) / self.total
+            group["lr"] = self.lr_min + 0.5 * (self.lr - self.lr_min) * (1 + math.cos(math.pi * progress))
+        if self.batch_size:
+            idx = torch.randint(0, self.coords.shape[0], (self.batch_size,), device=self.coords.device,
+                                generator=self.generator)
+            x, t = self.coords[idx], self.targets[idx]
+        else:
+            x, t = self.coords, self.targets
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = torch.mean((forward(torch, self.spec, self.layers, x) - t) ** 2)
+        loss.backward()
+        self.optimizer.step()
+        self.loss = loss
+        self.step_index += 1
+
+    def read_loss(self) -> float:
+        return float(self.loss.item())
+
+    def render(self, coords):
+        with self.torch.no_grad():
+            return forward(self.torch, self.spec, self.layers, self.torch.from_numpy(coords).to(self.coords.device))
