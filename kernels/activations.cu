@@ -14,17 +14,29 @@ __device__ __forceinline__ float activate(float z, int kind, float omega0)
     }
 }
 
+// The column of element i needs i % cols: a 64-bit modulo costs several times a 32-bit one, so
+// the index type is chosen by the size of the array.
+template <typename Index>
+__device__ __forceinline__ void bias_activation_loop(float* z, const float* __restrict__ bias, float* a,
+                                                     Index n, Index cols, int kind, float omega0)
+{
+    Index stride = (Index)gridDim.x * blockDim.x;
+    for (Index i = (Index)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float v = z[i] + bias[i % cols];
+        z[i] = v;
+        a[i] = activate(v, kind, omega0);
+    }
+}
+
 // z += bias (per column) in place; a = act(z). a may alias z (inference).
 extern "C" __global__ void bias_activation(float* z, const float* __restrict__ bias, float* a,
                                            long long rows, int cols, int kind, float omega0)
 {
     long long n = rows * cols;
-    long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float v = z[i] + bias[i % cols];
-        z[i] = v;
-        a[i] = activate(v, kind, omega0);
-    }
+    if (n < 0xFFFFFFFFLL - 0xFFFFFFLL)
+        bias_activation_loop<unsigned int>(z, bias, a, (unsigned int)n, (unsigned int)cols, kind, omega0);
+    else
+        bias_activation_loop<long long>(z, bias, a, n, (long long)cols, kind, omega0);
 }
 
 // grad <- grad * act'(z) in place, given z and a = act(z) from the forward pass.

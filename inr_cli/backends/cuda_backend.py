@@ -50,8 +50,10 @@ class CudaBackend(KernelBackend):
 
         self.xp = cupy
         self._cupy = cupy
+        # Every launch and copy names this stream explicitly: several backends may live in one
+        # process (kernel and cuBLAS paths in the benchmark), so the thread's current stream is
+        # never relied on.
         self.stream = cupy.cuda.Stream(non_blocking=True)
-        self.stream.use()
         self.module = load_module()
         self._functions: dict = {}
         self.sm_count = cupy.cuda.Device().attributes["MultiProcessorCount"]
@@ -62,10 +64,12 @@ class CudaBackend(KernelBackend):
         return self._cupy.empty(shape, dtype=dtype)
 
     def zeros(self, shape, dtype=np.float32):
-        return self._cupy.zeros(shape, dtype=dtype)
+        with self.stream:
+            return self._cupy.zeros(shape, dtype=dtype)
 
     def to_device(self, array):
-        return self._cupy.asarray(np.ascontiguousarray(array))
+        with self.stream:
+            return self._cupy.asarray(np.ascontiguousarray(array))
 
     def to_host(self, array) -> np.ndarray:
         return self._cupy.asnumpy(array, stream=self.stream)  # waits for the stream: a sync point
@@ -78,11 +82,12 @@ class CudaBackend(KernelBackend):
         function = self._functions.get(name)
         if function is None:
             function = self._functions[name] = self.module.get_function(name)
-        function(tuple(grid), tuple(block), args)
+        function(tuple(grid), tuple(block), args, stream=self.stream)
 
     def matmul(self, a, b, out, trans_a: bool = False, trans_b: bool = False) -> None:
         if self.use_cublas:
-            self._cupy.matmul(a.T if trans_a else a, b.T if trans_b else b, out=out)
+            with self.stream:
+                self._cupy.matmul(a.T if trans_a else a, b.T if trans_b else b, out=out)
         else:
             super().matmul(a, b, out, trans_a, trans_b)
 

@@ -1,0 +1,116 @@
+"""The NumPy backend's operations against plain NumPy and closed forms."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from inr_cli.backends.numpy_backend import NumpyBackend, batch_indices, cosine_lr
+
+cpu = NumpyBackend()
+
+
+def test_matmul_all_transposes(rng):
+    a = rng.standard_normal((5, 7)).astype(np.float32)
+    b = rng.standard_normal((7, 3)).astype(np.float32)
+    out = np.empty((5, 3), np.float32)
+    cpu.matmul(a, b, out)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5)
+    out_t = np.empty((5, 3), np.float32)
+    cpu.matmul(a, np.ascontiguousarray(b.T), out_t, trans_b=True)
+    np.testing.assert_allclose(out_t, a @ b, rtol=1e-5)
+    out_tn = np.empty((7, 3), np.float32)
+    cpu.matmul(np.ascontiguousarray(a.T).T.copy(), rng.standard_normal((5, 3)).astype(np.float32), out_tn,
+               trans_a=True)
+    assert out_tn.shape == (7, 3)
+
+
+def test_fill_and_column_reduce(rng):
+    out = np.empty(11, np.float32)
+    cpu.fill(out, 2.5)
+    assert (out == 2.5).all()
+    x = rng.standard_normal((9, 4)).astype(np.float32)
+    sums = np.empty(4, np.float32)
+    cpu.column_reduce(x, sums)
+    np.testing.assert_allclose(sums, [sum(x[i, j] for i in range(9)) for j in range(4)], rtol=1e-5)
+
+
+@pytest.mark.parametrize("activation,forward,derivative", [
+    ("sigmoid", lambda z: 1 / (1 + np.exp(-z)), lambda z: np.exp(-z) / (1 + np.exp(-z)) ** 2),
+    ("sine", lambda z: np.sin(30 * z), lambda z: 30 * np.cos(30 * z)),
+    ("relu", lambda z: np.maximum(z, 0), lambda z: (z > 0).astype(float)),
+    ("linear", lambda z: z, lambda z: np.ones_like(z)),
+])
+def test_activation_closed_forms(rng, activation, forward, derivative):
+    z = rng.standard_normal((6, 4)).astype(np.float32)
+    bias = rng.standard_normal(4).astype(np.float32)
+    z_work, a = z.copy(), np.empty_like(z)
+    cpu.bias_activation(z_work, bias, a, activation, 30.0)
+    np.testing.assert_allclose(z_work, z + bias, rtol=1e-6)
+    np.testing.assert_allclose(a, forward((z + bias).astype(np.float64)), rtol=1e-4, atol=1e-5)
+    grad = rng.standard_normal((6, 4)).astype(np.float32)
+    expected = grad * derivative((z + bias).astype(np.float64))
+    cpu.activation_backward(grad, z_work, a, activation, 30.0)
+    np.testing.assert_allclose(grad, expected, rtol=1e-3, atol=1e-4)
+
+
+def test_mse_loss_closed_form(rng):
+    pred, target = rng.random((10, 3), dtype=np.float32), rng.random((10, 3), dtype=np.float32)
+    grad, loss = np.empty_like(pred), np.empty(1, np.float32)
+    cpu.mse_loss(pred, target, grad, loss)
+    assert loss[0] == pytest.approx(float(np.mean((pred - target) ** 2)), rel=1e-6)
+    np.testing.assert_allclose(grad, 2 * (pred - target) / pred.size, rtol=1e-6)
+
+
+def test_cosine_schedule_endpoints():
+    assert cosine_lr(0, 100, 1e-3, 1e-5) == pytest.approx(1e-3)
+    assert cosine_lr(50, 100, 1e-3, 1e-5) == pytest.approx((1e-3 + 1e-5) / 2)
+    assert cosine_lr(100, 100, 1e-3, 1e-5) == pytest.approx(1e-5)
+
+
+def test_adam_matches_textbook_formula(rng):
+    p, g = rng.standard_normal(50).astype(np.float32), rng.standard_normal(50).astype(np.float32)
+    m, v = np.zeros(50, np.float32), np.zeros(50, np.float32)
+    counter, hyper = np.array([0], np.int64), np.zeros(4, np.float32)
+    p_ref = p.astype(np.float64).copy()
+    m_ref = np.zeros(50)
+    v_ref = np.zeros(50)
+    for t in range(1, 4):
+        cpu.advance_schedule(counter, hyper, 1e-2, 1e-4, 10, 0.9, 0.999)
+        cpu.adam_update(p, g, m, v, hyper, 0.9, 0.999, 1e-8)
+        lr = cosine_lr(t - 1, 10, 1e-2, 1e-4)
+        m_ref = 0.9 * m_ref + 0.1 * g
+        v_ref = 0.999 * v_ref + 0.001 * g.astype(np.float64) ** 2
+        p_ref -= lr * (m_ref / (1 - 0.9**t)) / (np.sqrt(v_ref / (1 - 0.999**t)) + 1e-8)
+    assert counter[0] == 3
+    np.testing.assert_allclose(p, p_ref, rtol=1e-5, atol=1e-6)
+
+
+def test_sgd_momentum(rng):
+    p, g = rng.standard_normal(5).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    buf, hyper = np.zeros(5, np.float32), np.array([0.1, 0, 0, 0], np.float32)
+    start = p.copy()
+    cpu.sgd_update(p, g, buf, hyper, 0.9)
+    cpu.sgd_update(p, g, buf, hyper, 0.9)
+    np.testing.assert_allclose(p, start - 0.1 * g - 0.1 * (1.9 * g), rtol=1e-5)
+
+
+def test_batch_indices_deterministic_and_in_range():
+    a = batch_indices(7, 3, 1000, 977)
+    assert (a == batch_indices(7, 3, 1000, 977)).all()
+    assert a.min() >= 0 and a.max() < 977
+    assert not (a == batch_indices(7, 4, 1000, 977)).all()
+    # roughly uniform: every pixel of a small image is hit
+    assert len(np.unique(batch_indices(0, 0, 5000, 50))) == 50
+
+
+def test_sample_batch_gathers_rows(rng):
+    coords = rng.random((20, 2), dtype=np.float32)
+    targets = rng.random((20, 3), dtype=np.float32)
+    bx, bt = np.empty((8, 2), np.float32), np.empty((8, 3), np.float32)
+    cpu.sample_batch(coords, targets, bx, bt, 1, np.array([5], np.int64))
+    idx = batch_indices(1, 5, 8, 20)
+    assert (bx == coords[idx]).all() and (bt == targets[idx]).all()
+    assert math.isfinite(float(bx.sum()))

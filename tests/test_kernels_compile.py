@@ -1,0 +1,29 @@
+"""Every kernel file compiles with nvcc for the GPUs we target (Hopper, and sm_80 as a floor)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from inr_cli.resources import kernels_dir
+
+KERNEL_FILES = sorted(kernels_dir().glob("*.cu"))
+
+
+def test_kernel_files_exist():
+    names = {p.name for p in KERNEL_FILES}
+    assert {"fill.cu", "column_reduce.cu", "matmul.cu", "activations.cu", "loss.cu", "optimizer.cu"} <= names
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found on this machine")
+@pytest.mark.parametrize("path", KERNEL_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
+def test_nvcc_compiles(tmp_path, path, arch):
+    result = subprocess.run(
+        ["nvcc", "-ptx", f"-arch={arch}", "-std=c++17", "-Werror", "all-warnings", "-o", str(tmp_path / "out.ptx"), str(path)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert ".entry" in (tmp_path / "out.ptx").read_text()
