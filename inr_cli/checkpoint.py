@@ -77,6 +77,8 @@ def resolve(path: Path) -> Path:
 
 def load(path: Path) -> Checkpoint:
     path = resolve(path)
+    if not zipfile.is_zipfile(path):  # np.load would otherwise try to unpickle it
+        raise InrError(f"{path}: not a readable checkpoint (not an .npz archive, or truncated)")
     try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in npz.files}

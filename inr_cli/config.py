@@ -29,7 +29,7 @@ class Config:
     # [optimizer]
     optimizer: str = "adam"
     lr: float = 1e-4
-    lr_min: float = 1e-6
+    lr_min: float = 1e-5
     beta1: float = 0.9
     beta2: float = 0.999
     eps: float = 1e-8

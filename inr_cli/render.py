@@ -24,7 +24,9 @@ def render_rows(backend, spec: NetworkSpec, flat_params, width: int, height: int
         x = ws.x[:n]
         x[...] = backend.to_device(pixel_grid(width, height, row_start, row_stop))
         out = forward(backend, spec, params, ws, x, n)
-        yield row_start, row_stop, backend.to_host(out).reshape(row_stop - row_start, width, spec.out_features)
+        # A copy: the workspace is reused by the next chunk.
+        values = np.array(backend.to_host(out), copy=True)
+        yield row_start, row_stop, values.reshape(row_stop - row_start, width, spec.out_features)
 
 
 def render_float(backend, spec, flat_params, width: int, height: int) -> np.ndarray:

@@ -119,7 +119,8 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
 def _loop(trainer: Trainer, config: Config, total: int, metrics: MetricsLog, seconds: float, loss: float,
           save, run_dir: Path, quiet: bool):
     last_saved = trainer.step_done
-    with TrainingProgress(trainer.step_done, total, quiet) as progress:
+    # Overflow on the way to a NaN loss is caught below, with a better message than NumPy's warning.
+    with TrainingProgress(trainer.step_done, total, quiet) as progress, np.errstate(all="ignore"):
         window_start, window_steps = time.perf_counter(), 0
         while trainer.step_done < total:
             trainer.step()

@@ -71,7 +71,8 @@ class NumpyBackend:
                 out[...] = z
         elif activation == "sigmoid":
             np.negative(z, out=out)
-            np.exp(out, out=out)
+            with np.errstate(over="ignore"):  # exp(-z) -> inf gives sigmoid 0, as it should
+                np.exp(out, out=out)
             out += 1.0
             np.reciprocal(out, out=out)
         elif activation == "sine":

@@ -1,0 +1,155 @@
+"""Pixel CSV and image files: exact round trips, every mode, every refusal naming the problem."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from inr_cli.errors import InrError
+from inr_cli.images import load_image, save_image
+from inr_cli.pixels import read_csv, write_csv
+from tests.conftest import make_image
+
+
+@pytest.mark.parametrize("mode", ["L", "RGB", "RGBA"])
+def test_roundtrip_is_exact(tmp_path, mode):
+    src = make_image(tmp_path / "in.png", mode, size=(17, 11), seed=3)
+    pixels = load_image(src)
+    write_csv(pixels, tmp_path / "p.csv")
+    back = read_csv(tmp_path / "p.csv")
+    save_image(back, tmp_path / "out.png")
+    assert np.array_equal(np.asarray(Image.open(tmp_path / "out.png")), np.asarray(Image.open(src)))
+    assert back.channels == {"L": ("l",), "RGB": ("r", "g", "b"), "RGBA": ("r", "g", "b", "a")}[mode]
+
+
+def test_csv_layout(tmp_path, rgb_png):
+    write_csv(load_image(rgb_png), tmp_path / "p.csv")
+    lines = (tmp_path / "p.csv").read_text().splitlines()
+    assert lines[0] == "x,y,r,g,b"
+    assert lines[1].startswith("0,0,") and lines[2].startswith("1,0,")
+    assert len(lines) == 1 + 13 * 9
+    x, y = lines[-1].split(",")[:2]
+    assert (x, y) == ("12", "8")
+
+
+def test_sixteen_bit_grey_roundtrip(tmp_path):
+    values = (np.arange(30 * 20, dtype=np.uint16).reshape(20, 30) * 97)
+    Image.fromarray(values).save(tmp_path / "g16.png")
+    pixels = load_image(tmp_path / "g16.png")
+    assert pixels.channels == ("l",) and pixels.bit_depth == 16
+    write_csv(pixels, tmp_path / "g.csv")
+    save_image(read_csv(tmp_path / "g.csv"), tmp_path / "back.png")
+    assert np.array_equal(np.asarray(Image.open(tmp_path / "back.png")), values)
+
+
+def test_rows_in_any_order_bom_and_crlf(tmp_path):
+    text = "\ufeffx,y,l\r\n1,0,0.5\r\n0,1,1\r\n0,0,0\r\n1,1,0.25\r\n"
+    (tmp_path / "p.csv").write_bytes(text.encode("utf-8"))
+    image = read_csv(tmp_path / "p.csv")
+    np.testing.assert_allclose(image.values[..., 0], [[0, 0.5], [1, 0.25]])
+
+
+@pytest.mark.parametrize("body,message", [
+    ("", "empty"),
+    ("x,y,r,g,b\n", "header only"),
+    ("x,y,r,g\n0,0,1,1\n", "not one of"),
+    ("x,y,q\n0,0,1\n", "unknown column 'q'"),
+    ("x,y,l,r,g,b\n0,0,1,1,1,1\n", "grey 'l' and colour"),
+    ("a,b,l\n0,0,1\n", "must start with 'x,y'"),
+    ("x,y,l\n0,0,1\n1,0\n", "line 3: 2 values, expected 3"),
+    ("x,y,l\n0,0,abc\n", "line 2: 'abc' is not a number"),
+    ("x,y,l\n0,0,nan\n", "line 2: value 'nan' is not finite"),
+    ("x,y,l\n0,0,inf\n", "not finite"),
+    ("x,y,l\n0,0,1.5\n", "line 2: value 1.5 in column 'l' is outside [0, 1]"),
+    ("x,y,l\n0,0,-0.1\n", "outside [0, 1]"),
+    ("x,y,l\n-1,0,1\n", "line 2: x=-1 is not a non-negative integer"),
+    ("x,y,l\n0,0.5,1\n", "y=0.5 is not a non-negative integer"),
+    ("x,y,l\n0,0,1\n1,0,1\n0,0,1\n", "line 4: duplicate pixel x=0, y=0"),
+    ("x,y,l\n0,0,1\n1,1,1\n", "missing"),
+])
+def test_bad_csv_is_refused_with_the_line(tmp_path, body, message):
+    path = tmp_path / "bad.csv"
+    path.write_text(body)
+    with pytest.raises(InrError) as info:
+        read_csv(path)
+    assert message in str(info.value)
+    assert "bad.csv" in str(info.value)
+
+
+def test_image_modes_convert(tmp_path):
+    palette = Image.fromarray(np.arange(64, dtype=np.uint8).reshape(8, 8)).convert("P")
+    palette.save(tmp_path / "p.png")
+    assert load_image(tmp_path / "p.png").channels == ("r", "g", "b")
+    Image.new("LA", (4, 4), (100, 50)).save(tmp_path / "la.png")
+    assert load_image(tmp_path / "la.png").channels == ("r", "g", "b", "a")
+    Image.new("CMYK", (4, 4), (0, 255, 0, 0)).save(tmp_path / "c.jpg")
+    assert load_image(tmp_path / "c.jpg").channels == ("r", "g", "b")
+    assert load_image(tmp_path / "la.png", gray=True).channels == ("l",)
+
+
+def test_exif_rotation_is_respected(tmp_path):
+    im = Image.new("RGB", (8, 4), (200, 10, 10))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90 degrees on display
+    im.save(tmp_path / "r.jpg", exif=exif)
+    pixels = load_image(tmp_path / "r.jpg")
+    assert (pixels.width, pixels.height) == (4, 8)
+
+
+def test_animated_gif_first_frame_with_notice(tmp_path):
+    frames = [Image.new("L", (5, 5), v) for v in (10, 200)]
+    frames[0].save(tmp_path / "a.gif", save_all=True, append_images=frames[1:])
+    notices = []
+    pixels = load_image(tmp_path / "a.gif", notices=notices)
+    assert notices and "first" in notices[0]
+    assert abs(float(pixels.values.mean()) - 10 / 255) < 0.02
+
+
+def test_resize_keeps_aspect(coffee):
+    pixels = load_image(coffee, size=120)
+    assert (pixels.width, pixels.height) == (120, 80)
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"", "empty"),
+    (b"hello, I am text", "not an image"),
+])
+def test_broken_images_refused(tmp_path, content, message):
+    (tmp_path / "x.png").write_bytes(content)
+    with pytest.raises(InrError, match=message):
+        load_image(tmp_path / "x.png")
+
+
+def test_truncated_png_and_jpeg_refused(tmp_path, coffee):
+    data = coffee.read_bytes()
+    (tmp_path / "t.png").write_bytes(data[: len(data) // 2])
+    with pytest.raises(InrError, match="truncated"):
+        load_image(tmp_path / "t.png")
+    Image.open(coffee).convert("RGB").save(tmp_path / "full.jpg")
+    jpeg = (tmp_path / "full.jpg").read_bytes()
+    (tmp_path / "t.jpg").write_bytes(jpeg[: len(jpeg) // 3])
+    with pytest.raises(InrError, match="truncated"):
+        load_image(tmp_path / "t.jpg")
+
+
+def test_decompression_bomb_refused(tmp_path):
+    # A valid PNG header declaring 100000 x 100000 pixels, with almost no data behind it.
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 100000, 100000, 8, 0, 0, 0, 0)
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 10)) + chunk(b"IEND", b"")
+    (tmp_path / "bomb.png").write_bytes(png)
+    with pytest.raises(InrError, match="too large"):
+        load_image(tmp_path / "bomb.png")
+
+
+def test_missing_and_directory(tmp_path):
+    with pytest.raises(InrError, match="no such file"):
+        load_image(tmp_path / "nope.png")
+    with pytest.raises(InrError, match="directory"):
+        load_image(tmp_path)
