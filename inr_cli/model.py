@@ -11,8 +11,7 @@ def forward(backend, spec: NetworkSpec, params, ws: Workspace, x, rows: int):
     layer_input = x[:rows]
     for (weight, bias), z, a, act in zip(params, ws.z, ws.a, spec.activations()):
         z, a = z[:rows], a[:rows]
-        backend.matmul(layer_input, weight, z, trans_b=True)
-        backend.bias_activation(z, bias, a, act, spec.omega0)
+        backend.linear_forward(layer_input, weight, bias, z, a, act, spec.omega0)
         layer_input = a
     return layer_input
 
@@ -23,13 +22,19 @@ def loss_and_output_grad(backend, ws: Workspace, output, target, rows: int) -> N
 
 
 def backward(backend, spec: NetworkSpec, params, grads, ws: Workspace, x, rows: int) -> None:
-    """Parameter gradients into `grads`, given dL/d(output) in ws.grad[-1] and a forward pass."""
+    """Parameter gradients into `grads`, given dL/d(output) in ws.grad[-1] and a forward pass.
+
+    ws.grad[i] holds dL/dz_i: the output layer's comes from the loss through its activation; each
+    earlier one from linear_backward_input, which applies the activation's derivative as it goes."""
     activations = spec.activations()
+    last = len(params) - 1
+    backend.activation_backward(ws.grad[last][:rows], ws.z[last][:rows], ws.a[last][:rows], activations[last],
+                                spec.omega0)
     for i in reversed(range(len(params))):
         grad = ws.grad[i][:rows]
-        backend.activation_backward(grad, ws.z[i][:rows], ws.a[i][:rows], activations[i], spec.omega0)
         layer_input = x[:rows] if i == 0 else ws.a[i - 1][:rows]
         backend.matmul(grad, layer_input, grads[i][0], trans_a=True)
         backend.column_reduce(grad, grads[i][1])
         if i > 0:
-            backend.matmul(grad, params[i][0], ws.grad[i - 1][:rows])
+            backend.linear_backward_input(grad, params[i][0], ws.z[i - 1][:rows], ws.a[i - 1][:rows],
+                                          ws.grad[i - 1][:rows], activations[i - 1], spec.omega0)

@@ -1,18 +1,11 @@
 // Activations -- NumpyBackend.bias_activation and NumpyBackend.activation_backward.
-// Activation codes match ACTIVATIONS in inr_cli/backends/numpy_backend.py:
-//   0 linear, 1 sigmoid, 2 sine (sin(omega0 * z), SIREN), 3 relu.
+// Activation codes and formulas: activation_math.cuh. Inside a training step these passes are
+// fused into the matmul epilogues (matmul.cu); the standalone kernels serve the output layer's
+// sigmoid and any caller that has z already.
 // bias_activation fuses the bias add with the activation: one pass over z instead of two.
 // Launch: any 1-D grid; grid-stride loops over rows * cols elements.
 
-__device__ __forceinline__ float activate(float z, int kind, float omega0)
-{
-    switch (kind) {
-        case 1: return 1.0f / (1.0f + expf(-z));
-        case 2: return sinf(omega0 * z);
-        case 3: return z > 0.0f ? z : 0.0f;
-        default: return z;
-    }
-}
+#include "activation_math.cuh"
 
 // The column of element i needs i % cols: a 64-bit modulo costs several times a 32-bit one, so
 // the index type is chosen by the size of the array.
@@ -46,13 +39,6 @@ extern "C" __global__ void activation_backward(float* __restrict__ grad, const f
 {
     long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-        float d;
-        switch (kind) {
-            case 1: d = a[i] * (1.0f - a[i]); break;
-            case 2: d = omega0 * cosf(omega0 * z[i]); break;
-            case 3: d = z[i] > 0.0f ? 1.0f : 0.0f; break;
-            default: d = 1.0f;
-        }
-        grad[i] *= d;
+        grad[i] *= activation_derivative(z[i], a[i], kind, omega0);
     }
 }

@@ -1,43 +1,123 @@
-// matmul -- NumpyBackend.matmul: C = op(A) @ op(B), row-major float32, op transposing on request.
+// matmul -- NumpyBackend.matmul: C = op(A) @ op(B), row-major float32, op transposing on request,
+// and the fused layer operations NumpyBackend.linear_forward / linear_backward_input.
 // The three shapes a layer needs, with no transpose ever materialised:
 //   forward            Z  = X  W^T   (nt)    X (rows, in),  W (out, in)
 //   input gradient     dX = dZ W     (nn)    dZ (rows, out)
 //   weight gradient    dW = dZ^T X   (tn)    reduced over the batch: split-K, see below
 //
 // Tiling: a block computes a BM x BN tile of C, walking K in steps of BK through shared memory;
-// each thread holds a TM x TN register block. Thread (tx, ty) owns rows ty + i * (BM / TM) and
-// columns tx + j * (BN / TN): neighbouring threads read neighbouring shared-memory words (no bank
-// conflicts) and write neighbouring addresses of C (coalesced). Every load and store is bounds-
-// checked, so M, N and K need not be multiples of the tile.
+// each thread holds a TM x TN register block. The next K-tile is fetched from global memory into
+// registers while the current one is multiplied out of shared memory (two shared buffers, one
+// barrier per K-tile). A thread's rows are groups of 4 adjacent rows (ty * 4 + r, repeated every
+// BM / (TM / 4) rows) so each group is one 16-byte shared-memory read; neighbouring threads own
+// neighbouring groups, so reads are conflict-free and writes of C coalesce. Tiles whose TM or TN
+// is not a multiple of 4 use one row per step instead (ty + i * BM / TM). Every load and store is
+// bounds-checked, so M, N and K need not be multiples of the tile.
 //
 // Split-K: blockIdx.z takes the slice [z * k_per_split, (z + 1) * k_per_split) of K and writes its
 // partial product to C + z * M * N; with gridDim.z > 1 the host sums those slices with
 // column_reduce. This keeps the GPU busy on dW, whose output is tiny and whose K is the batch.
+//
+// Epilogues (fused, so the activations never make a separate pass over memory):
+//   EPI_NONE      C = acc
+//   EPI_BIAS_ACT  z = acc + bias[col]; C = z; a_out = act(z)              (linear_forward)
+//   EPI_ACT_GRAD  C = acc * act'(z_in, a_in)                              (linear_backward_input)
 //
 // Tile configurations (host picks by shape, inr_cli/backends/launch.py):
 //   128x128 (8x8 per thread) general; 128x64 and 64x128 for 64-wide layers;
 //   256x8 for the output layer (N <= 8); 8x256 for its weight gradient (M <= 8).
 // Launch: block (BM / TM) * (BN / TN) threads, grid (ceil(N / BN), ceil(M / BM), splits).
 
-#define SMEM_PAD 4
+#include "activation_math.cuh"
 
-template <int BM, int BN, int BK, int TM, int TN, bool TRANS_A, bool TRANS_B>
+#define SMEM_PAD 4
+#define EPI_NONE 0
+#define EPI_BIAS_ACT 1
+#define EPI_ACT_GRAD 2
+
+// Row (or column) of register i of a thread at position t, for a tile side S with R registers.
+template <int S, int R>
+__device__ __forceinline__ int fragment_index(int t, int i)
+{
+    if constexpr (R % 4 == 0) return (i / 4) * (S / (R / 4)) + t * 4 + (i % 4);
+    else return t + i * (S / R);
+}
+
+template <int S, int R>
+__device__ __forceinline__ void load_fragment(const float* row, int t, float* out)
+{
+    if constexpr (R % 4 == 0) {
+#pragma unroll
+        for (int g = 0; g < R / 4; ++g) {
+            const float4 v = *reinterpret_cast<const float4*>(row + g * (S / (R / 4)) + t * 4);
+            out[g * 4 + 0] = v.x;
+            out[g * 4 + 1] = v.y;
+            out[g * 4 + 2] = v.z;
+            out[g * 4 + 3] = v.w;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < R; ++i) out[i] = row[t + i * (S / R)];
+    }
+}
+
+template <int BM, int BN, int BK, int TM, int TN, bool TRANS_A, bool TRANS_B, int EPI>
 __device__ __forceinline__ void matmul_tile(const float* __restrict__ A, const float* __restrict__ B,
-                                            float* __restrict__ C, int M, int N, int K, int k_per_split)
+                                            float* C, int M, int N, int K, int k_per_split,
+                                            const float* __restrict__ bias, float* a_out,
+                                            const float* z_in, const float* a_in, int kind, float omega0)
 {
     constexpr int THREADS = (BM / TM) * (BN / TN);
-    constexpr int ROW_STEP = BM / TM;
-    constexpr int COL_STEP = BN / TN;
-    __shared__ float As[BK][BM + SMEM_PAD];
-    __shared__ float Bs[BK][BN + SMEM_PAD];
+    // Narrow tiles have fewer elements than threads on one side: the spare threads load nothing.
+    constexpr int A_LOADS = (BM * BK + THREADS - 1) / THREADS;
+    constexpr int B_LOADS = (BN * BK + THREADS - 1) / THREADS;
+    __shared__ __align__(16) float As[2][BK][BM + SMEM_PAD];
+    __shared__ __align__(16) float Bs[2][BK][BN + SMEM_PAD];
 
     const int tid = threadIdx.x;
-    const int tx = tid % COL_STEP;
-    const int ty = tid / COL_STEP;
+    const int tx = tid % (BN / TN);
+    const int ty = tid / (BN / TN);
     const int m0 = blockIdx.y * BM;
     const int n0 = blockIdx.x * BN;
     const int k_begin = blockIdx.z * k_per_split;
     const int k_end = k_begin + k_per_split < K ? k_begin + k_per_split : K;
+
+    float a_stage[A_LOADS], b_stage[B_LOADS];
+    // Walk memory in its own order: along k for A (rows, K), along m for A^T stored (K, M).
+    auto fetch = [&](int k0) {
+#pragma unroll
+        for (int l = 0; l < A_LOADS; ++l) {
+            const int e = tid + l * THREADS;
+            if (e >= BM * BK) break;
+            const int m = TRANS_A ? e % BM : e / BK;
+            const int k = TRANS_A ? e / BM : e % BK;
+            const int gm = m0 + m, gk = k0 + k;
+            a_stage[l] = (gm < M && gk < k_end) ? (TRANS_A ? A[(long long)gk * M + gm] : A[(long long)gm * K + gk]) : 0.0f;
+        }
+#pragma unroll
+        for (int l = 0; l < B_LOADS; ++l) {
+            const int e = tid + l * THREADS;
+            if (e >= BN * BK) break;
+            const int n = TRANS_B ? e / BK : e % BN;
+            const int k = TRANS_B ? e % BK : e / BN;
+            const int gn = n0 + n, gk = k0 + k;
+            b_stage[l] = (gn < N && gk < k_end) ? (TRANS_B ? B[(long long)gn * K + gk] : B[(long long)gk * N + gn]) : 0.0f;
+        }
+    };
+    auto stash = [&](int buffer) {
+#pragma unroll
+        for (int l = 0; l < A_LOADS; ++l) {
+            const int e = tid + l * THREADS;
+            if (e >= BM * BK) break;
+            As[buffer][TRANS_A ? e / BM : e % BK][TRANS_A ? e % BM : e / BK] = a_stage[l];
+        }
+#pragma unroll
+        for (int l = 0; l < B_LOADS; ++l) {
+            const int e = tid + l * THREADS;
+            if (e >= BN * BK) break;
+            Bs[buffer][TRANS_B ? e % BK : e / BN][TRANS_B ? e / BK : e % BN] = b_stage[l];
+        }
+    };
 
     float acc[TM][TN];
 #pragma unroll
@@ -45,51 +125,50 @@ __device__ __forceinline__ void matmul_tile(const float* __restrict__ A, const f
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
+    int buffer = 0;
+    if (k_begin < k_end) {
+        fetch(k_begin);
+        stash(0);
+    }
+    __syncthreads();
     for (int k0 = k_begin; k0 < k_end; k0 += BK) {
-#pragma unroll
-        for (int e = tid; e < BM * BK; e += THREADS) {
-            // Walk memory in its own order: along k for A (rows, K), along m for A^T stored (K, M).
-            const int m = TRANS_A ? e % BM : e / BK;
-            const int k = TRANS_A ? e / BM : e % BK;
-            const int gm = m0 + m, gk = k0 + k;
-            float value = 0.0f;
-            if (gm < M && gk < k_end) value = TRANS_A ? A[(long long)gk * M + gm] : A[(long long)gm * K + gk];
-            As[k][m] = value;
-        }
-#pragma unroll
-        for (int e = tid; e < BN * BK; e += THREADS) {
-            const int n = TRANS_B ? e / BK : e % BN;
-            const int k = TRANS_B ? e % BK : e / BN;
-            const int gn = n0 + n, gk = k0 + k;
-            float value = 0.0f;
-            if (gn < N && gk < k_end) value = TRANS_B ? B[(long long)gn * K + gk] : B[(long long)gk * N + gn];
-            Bs[k][n] = value;
-        }
-        __syncthreads();
+        const bool more = k0 + BK < k_end;
+        if (more) fetch(k0 + BK);  // global loads in flight while we multiply
 #pragma unroll
         for (int k = 0; k < BK; ++k) {
             float a[TM], b[TN];
-#pragma unroll
-            for (int i = 0; i < TM; ++i) a[i] = As[k][ty + i * ROW_STEP];
-#pragma unroll
-            for (int j = 0; j < TN; ++j) b[j] = Bs[k][tx + j * COL_STEP];
+            load_fragment<BM, TM>(As[buffer][k], ty, a);
+            load_fragment<BN, TN>(Bs[buffer][k], tx, b);
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
                 for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
         }
+        if (more) stash(buffer ^ 1);  // the other buffer: nobody reads it in this K-tile
         __syncthreads();
+        buffer ^= 1;
     }
 
     float* out = C + (long long)blockIdx.z * M * N;
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
-        const int gm = m0 + ty + i * ROW_STEP;
+        const int gm = m0 + fragment_index<BM, TM>(ty, i);
         if (gm >= M) continue;
 #pragma unroll
         for (int j = 0; j < TN; ++j) {
-            const int gn = n0 + tx + j * COL_STEP;
-            if (gn < N) out[(long long)gm * N + gn] = acc[i][j];
+            const int gn = n0 + fragment_index<BN, TN>(tx, j);
+            if (gn >= N) continue;
+            const long long at = (long long)gm * N + gn;
+            float v = acc[i][j];
+            if (EPI == EPI_BIAS_ACT) {
+                v += bias[gn];
+                out[at] = v;
+                a_out[at] = activate(v, kind, omega0);
+            } else if (EPI == EPI_ACT_GRAD) {
+                out[at] = v * activation_derivative(z_in[at], a_in[at], kind, omega0);
+            } else {
+                out[at] = v;
+            }
         }
     }
 }
@@ -99,16 +178,40 @@ __device__ __forceinline__ void matmul_tile(const float* __restrict__ A, const f
         name(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, \
              int K, int k_per_split)                                                                      \
     {                                                                                                     \
-        matmul_tile<BM, BN, BK, TM, TN, TA, TB>(A, B, C, M, N, K, k_per_split);                           \
+        matmul_tile<BM, BN, BK, TM, TN, TA, TB, EPI_NONE>(A, B, C, M, N, K, k_per_split, nullptr, nullptr, \
+                                                          nullptr, nullptr, 0, 0.0f);                     \
     }
 
-#define MATMUL_ALL_TRANSPOSES(tile, BM, BN, BK, TM, TN)                \
-    MATMUL_KERNEL(matmul_##tile##_nn, BM, BN, BK, TM, TN, false, false) \
-    MATMUL_KERNEL(matmul_##tile##_nt, BM, BN, BK, TM, TN, false, true)  \
-    MATMUL_KERNEL(matmul_##tile##_tn, BM, BN, BK, TM, TN, true, false)
+// linear_forward: z = X W^T + bias, a = act(z). a may alias z (inference: no separate z kept).
+#define FORWARD_KERNEL(name, BM, BN, BK, TM, TN)                                                           \
+    extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN))                                    \
+        name(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,     \
+             float* z, float* a, int M, int N, int K, int kind, float omega0)                              \
+    {                                                                                                      \
+        matmul_tile<BM, BN, BK, TM, TN, false, true, EPI_BIAS_ACT>(X, W, z, M, N, K, K, bias, a, nullptr, \
+                                                                   nullptr, kind, omega0);                 \
+    }
 
-MATMUL_ALL_TRANSPOSES(128x128, 128, 128, 8, 8, 8)
-MATMUL_ALL_TRANSPOSES(128x64, 128, 64, 8, 8, 4)
-MATMUL_ALL_TRANSPOSES(64x128, 64, 128, 8, 4, 8)
-MATMUL_ALL_TRANSPOSES(256x8, 256, 8, 16, 4, 2)
-MATMUL_ALL_TRANSPOSES(8x256, 8, 256, 16, 2, 4)
+// linear_backward_input: out = (dZ W) * act'(z_prev, a_prev), the previous layer's dZ in one pass.
+#define BACKWARD_INPUT_KERNEL(name, BM, BN, BK, TM, TN)                                                     \
+    extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN))                                     \
+        name(const float* __restrict__ dZ, const float* __restrict__ W, const float* __restrict__ z_prev,   \
+             const float* __restrict__ a_prev, float* __restrict__ out, int M, int N, int K, int kind,      \
+             float omega0)                                                                                  \
+    {                                                                                                       \
+        matmul_tile<BM, BN, BK, TM, TN, false, false, EPI_ACT_GRAD>(dZ, W, out, M, N, K, K, nullptr,      \
+                                                                    nullptr, z_prev, a_prev, kind, omega0); \
+    }
+
+#define MATMUL_ALL(tile, BM, BN, BK, TM, TN)                                  \
+    MATMUL_KERNEL(matmul_##tile##_nn, BM, BN, BK, TM, TN, false, false)       \
+    MATMUL_KERNEL(matmul_##tile##_nt, BM, BN, BK, TM, TN, false, true)        \
+    MATMUL_KERNEL(matmul_##tile##_tn, BM, BN, BK, TM, TN, true, false)        \
+    FORWARD_KERNEL(linear_forward_##tile, BM, BN, BK, TM, TN)                 \
+    BACKWARD_INPUT_KERNEL(linear_backward_input_##tile, BM, BN, BK, TM, TN)
+
+MATMUL_ALL(128x128, 128, 128, 16, 8, 8)
+MATMUL_ALL(128x64, 128, 64, 16, 8, 4)
+MATMUL_ALL(64x128, 64, 128, 16, 4, 8)
+MATMUL_ALL(256x8, 256, 8, 16, 4, 2)
+MATMUL_ALL(8x256, 8, 256, 16, 2, 4)

@@ -169,3 +169,23 @@ def test_cublas_path_agrees(gpu):
     ours, _ = _train(gpu, "siren", 0, steps=20)
     cublas, _ = _train(CudaBackend(matmul="cublas"), "siren", 0, steps=20)
     np.testing.assert_allclose(cublas, ours, rtol=2e-3)
+
+
+@pytest.mark.parametrize("rows,in_f,out_f", [(1, 2, 256), (262144, 2, 256), (262144, 256, 256), (262144, 256, 3), (999, 64, 1)])
+@pytest.mark.parametrize("activation", ["sine", "sigmoid", "linear"])
+def test_fused_layer_kernels(gpu, cpu, rows, in_f, out_f, activation):
+    rng = np.random.default_rng(rows + in_f)
+    x = rng.uniform(-1, 1, (rows, in_f)).astype(np.float32)
+    weight = (rng.standard_normal((out_f, in_f)) / np.sqrt(in_f)).astype(np.float32)
+    bias = rng.standard_normal(out_f).astype(np.float32)
+    grad_out = rng.standard_normal((rows, out_f)).astype(np.float32)
+    z, a, grad_in = np.empty((rows, out_f), np.float32), np.empty((rows, out_f), np.float32), np.empty_like(x)
+    cpu.linear_forward(x, weight, bias, z, a, activation, 30.0)
+    cpu.linear_backward_input(grad_out, weight, x, np.sin(x), grad_in, activation, 30.0)
+    z_d, a_d, g_d = gpu.empty(z.shape), gpu.empty(a.shape), gpu.empty(x.shape)
+    gpu.linear_forward(gpu.to_device(x), gpu.to_device(weight), gpu.to_device(bias), z_d, a_d, activation, 30.0)
+    gpu.linear_backward_input(gpu.to_device(grad_out), gpu.to_device(weight), gpu.to_device(x),
+                              gpu.to_device(np.sin(x)), g_d, activation, 30.0)
+    close(gpu, z_d, z, rtol=1e-3, atol=1e-3)
+    close(gpu, a_d, a, rtol=1e-3, atol=3e-2 if activation == "sine" else 1e-3)  # sin(30 z) amplifies z's rounding
+    close(gpu, g_d, grad_in, rtol=1e-3, atol=1e-2 * np.sqrt(out_f))

@@ -150,3 +150,24 @@ def test_training_steps_match_reference(emulated, model, batch_size):
     render_ref = render_float(cpu, spec, trainers["cpu"].state()[0], 17, 5)
     render_emu = render_float(emulated, spec, trainers["emulated"].state()[0], 17, 5)
     np.testing.assert_allclose(render_emu, render_ref, atol=1e-4)
+
+
+@pytest.mark.parametrize("rows,in_f,out_f", [(1, 2, 5), (300, 2, 70), (150, 70, 3), (129, 33, 65)])
+@pytest.mark.parametrize("activation", ["sine", "sigmoid", "linear"])
+def test_fused_layer_kernels(emulated, rows, in_f, out_f, activation):
+    """linear_forward (matmul + bias + activation epilogue) and linear_backward_input (matmul +
+    activation-derivative epilogue) against the NumPy compositions they replace."""
+    rng = np.random.default_rng(rows + in_f)
+    x = rng.uniform(-1, 1, (rows, in_f)).astype(np.float32)
+    weight = (rng.standard_normal((out_f, in_f)) / np.sqrt(in_f)).astype(np.float32)
+    bias = rng.standard_normal(out_f).astype(np.float32)
+    results = {}
+    for name, backend in (("cpu", cpu), ("emulated", emulated)):
+        z, a = np.empty((rows, out_f), np.float32), np.empty((rows, out_f), np.float32)
+        backend.linear_forward(x, weight, bias, z, a, activation, 30.0)
+        grad_out = np.cos(np.arange(rows * out_f, dtype=np.float32)).reshape(rows, out_f)
+        grad_in = np.empty((rows, in_f), np.float32)
+        backend.linear_backward_input(grad_out, weight, x, np.sin(x), grad_in, activation, 30.0)
+        results[name] = (z, a, grad_in)
+    for got, want in zip(results["emulated"], results["cpu"]):
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)

@@ -19,12 +19,24 @@ def kernel_sources() -> list:
     return sorted(kernels_dir().glob("*.cu"))
 
 
+def module_source(paths) -> str:
+    """The kernel files as one source text, their shared headers inlined once at the top.
+
+    Inlined rather than #included so that CuPy's on-disk cache, keyed on the source text, sees
+    every change to a header."""
+    headers = sorted(kernels_dir().glob("*.cuh"))
+    parts = [f"// ---- {h.name}\n" + h.read_text().replace("#pragma once", "") for h in headers]
+    for path in paths:
+        lines = [line for line in path.read_text().splitlines() if not line.startswith('#include "')]
+        parts.append(f"// ---- {path.name}\n" + "\n".join(lines))
+    return "\n".join(parts)
+
+
 def load_module():
     """All kernel files as one RawModule; CuPy caches the compiled binary on disk per machine."""
     import cupy
 
-    source = "\n".join(f"// ---- {path.name}\n{path.read_text()}" for path in kernel_sources())
-    return cupy.RawModule(code=source, options=COMPILE_OPTIONS)
+    return cupy.RawModule(code=module_source(kernel_sources()), options=COMPILE_OPTIONS)
 
 
 def compile_all_kernels() -> list[tuple[str, str]]:
@@ -34,7 +46,7 @@ def compile_all_kernels() -> list[tuple[str, str]]:
     results = []
     for path in kernel_sources():
         try:
-            cupy.RawModule(code=path.read_text(), options=COMPILE_OPTIONS).compile()
+            cupy.RawModule(code=module_source([path]), options=COMPILE_OPTIONS).compile()
             results.append((path.name, "ok"))
         except Exception as exc:  # the compiler's message is what the user needs
             results.append((path.name, f"FAILED: {str(exc).strip().splitlines()[0]}"))

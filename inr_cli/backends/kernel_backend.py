@@ -59,6 +59,19 @@ class KernelBackend:
         self.launch(plan.kernel, plan.grid, plan.block, (a, b, partial, i32(m), i32(n), i32(k), i32(plan.k_per_split)))
         self.column_reduce(partial.reshape(plan.splits, m * n), out.reshape(m * n))
 
+    def linear_forward(self, x, weight, bias, z, a, activation: str, omega0: float = 1.0) -> None:
+        m, n, k = x.shape[0], weight.shape[0], x.shape[1]
+        plan = plan_matmul(m, n, k, False, True, self.sm_count, fused="linear_forward")
+        self.launch(plan.kernel, plan.grid, plan.block, (x, weight, bias, z, a, i32(m), i32(n), i32(k),
+                                                         i32(ACTIVATION_CODES[activation]), f32(omega0)))
+
+    def linear_backward_input(self, grad, weight, z_prev, a_prev, out, activation_prev: str,
+                              omega0: float = 1.0) -> None:
+        m, n, k = grad.shape[0], weight.shape[1], grad.shape[1]
+        plan = plan_matmul(m, n, k, False, False, self.sm_count, fused="linear_backward_input")
+        self.launch(plan.kernel, plan.grid, plan.block, (grad, weight, z_prev, a_prev, out, i32(m), i32(n), i32(k),
+                                                         i32(ACTIVATION_CODES[activation_prev]), f32(omega0)))
+
     def column_reduce(self, x, out) -> None:
         rows, cols = x.shape
         plan = plan_column_reduce(rows, cols)

@@ -88,16 +88,19 @@ def choose_tile(m: int, n: int) -> Tile:
 
 
 def plan_matmul(m: int, n: int, k: int, trans_a: bool, trans_b: bool, sm_count: int,
-                min_k_per_split: int = 256) -> MatmulPlan:
-    """Tile by shape; split K when the output alone has too few tiles to fill the GPU."""
+                min_k_per_split: int = 256, fused: str | None = None) -> MatmulPlan:
+    """Tile by shape; split K when the output alone has too few tiles to fill the GPU.
+
+    fused: "linear_forward" or "linear_backward_input" names the kernel with a fused epilogue
+    (never split: the epilogue needs the whole sum)."""
     if trans_a and trans_b:
         raise ValueError("matmul with both operands transposed is not needed and not provided")
     tile = choose_tile(m, n)
     tiles = ceil_div(m, tile.bm) * ceil_div(n, tile.bn)
     wanted = ceil_div(2 * sm_count, tiles) if tiles < 2 * sm_count else 1
-    splits = max(1, min(wanted, k // min_k_per_split))
+    splits = 1 if fused else max(1, min(wanted, k // min_k_per_split))
     k_per_split = ceil_div(ceil_div(k, splits), tile.bk) * tile.bk
     splits = ceil_div(k, k_per_split) if k > 0 else 1
-    kernel = f"matmul_{tile.name}_{'t' if trans_a else 'n'}{'t' if trans_b else 'n'}"
+    kernel = f"{fused}_{tile.name}" if fused else f"matmul_{tile.name}_{'t' if trans_a else 'n'}{'t' if trans_b else 'n'}"
     grid = (ceil_div(n, tile.bn), ceil_div(m, tile.bm), splits)
     return MatmulPlan(kernel, tile, splits, k_per_split, grid, (tile.threads, 1, 1))

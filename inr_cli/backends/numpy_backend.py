@@ -96,6 +96,18 @@ class NumpyBackend:
         else:
             raise ValueError(f"unknown activation {activation}")
 
+    def linear_forward(self, x, weight, bias, z, a, activation: str, omega0: float = 1.0) -> None:
+        """One layer: z = x @ weight.T + bias, a = act(z) (a may be z). The kernels fuse the bias
+        and activation into the matmul's epilogue."""
+        self.matmul(x, weight, z, trans_b=True)
+        self.bias_activation(z, bias, a, activation, omega0)
+
+    def linear_backward_input(self, grad, weight, z_prev, a_prev, out, activation_prev: str,
+                              omega0: float = 1.0) -> None:
+        """The previous layer's dL/dz: out = (grad @ weight) * act_prev'(z_prev), fused on the GPU."""
+        self.matmul(grad, weight, out)
+        self.activation_backward(out, z_prev, a_prev, activation_prev, omega0)
+
     def mse_loss(self, pred, target, grad, loss) -> None:
         """grad = d(mean squared error)/d(pred); loss[0] = the mean squared error."""
         scale = np.float32(1.0 / pred.size)

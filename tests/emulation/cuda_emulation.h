@@ -25,7 +25,10 @@ inline dim3 blockDim;
 inline dim3 gridDim;
 inline std::barrier<>* emu_block_barrier = nullptr;
 
+struct alignas(16) float4 { float x, y, z, w; };
+
 #define __global__
+#define __align__(n) __attribute__((aligned(n)))
 #define __device__
 #define __forceinline__ inline
 #define __restrict__ __restrict

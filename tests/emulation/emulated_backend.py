@@ -82,7 +82,7 @@ def build_library(cache_dir: Path | None = None):
         source = cache_dir / f"{library.stem}.cpp"
         source.write_text("\n".join(lines) + "\n")
         tmp = library.with_suffix(".tmp.so")
-        subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w", "-o", str(tmp), str(source)],
+        subprocess.run(["g++", "-std=c++20", "-O1", "-fno-strict-aliasing", "-shared", "-fPIC", "-pthread", "-w", "-o", str(tmp), str(source)],
                        check=True, capture_output=True, text=True)
         tmp.replace(library)
     return ctypes.CDLL(str(library)), kernels
