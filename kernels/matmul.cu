@@ -31,6 +31,10 @@
 #include "activation_math.cuh"
 
 #define SMEM_PAD 4
+// Blocks per SM the compiler must fit in registers (dev/matmul_variants.py measures 1 against 2).
+#ifndef MATMUL_MIN_BLOCKS
+#define MATMUL_MIN_BLOCKS 2
+#endif
 #define EPI_NONE 0
 #define EPI_BIAS_ACT 1
 #define EPI_ACT_GRAD 2
@@ -150,31 +154,61 @@ __device__ __forceinline__ void matmul_tile(const float* __restrict__ A, const f
     }
 
     float* out = C + (long long)blockIdx.z * M * N;
+    // Columns come in groups of 4 adjacent ones when TN % 4 == 0: with N % 4 == 0 those are written
+    // (and the epilogue's z and a read) as one 16-byte access, so a warp's stores coalesce fully.
+    const bool vector_ok = (TN % 4 == 0) && (N % 4 == 0);
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
         const int gm = m0 + fragment_index<BM, TM>(ty, i);
         if (gm >= M) continue;
 #pragma unroll
-        for (int j = 0; j < TN; ++j) {
-            const int gn = n0 + fragment_index<BN, TN>(tx, j);
-            if (gn >= N) continue;
-            const long long at = (long long)gm * N + gn;
-            float v = acc[i][j];
-            if (EPI == EPI_BIAS_ACT) {
-                v += bias[gn];
-                out[at] = v;
-                a_out[at] = activate(v, kind, omega0);
-            } else if (EPI == EPI_ACT_GRAD) {
-                out[at] = v * activation_derivative(z_in[at], a_in[at], kind, omega0);
-            } else {
-                out[at] = v;
+        for (int j0 = 0; j0 < TN; j0 += (TN % 4 == 0 ? 4 : 1)) {
+            const int gn0 = n0 + fragment_index<BN, TN>(tx, j0);
+            const long long at = (long long)gm * N + gn0;
+            if (vector_ok && gn0 + 3 < N) {
+                float v[4] = {acc[i][j0], acc[i][j0 + 1], acc[i][j0 + 2], acc[i][j0 + 3]};
+                if (EPI == EPI_BIAS_ACT) {
+                    const float4 b4 = *reinterpret_cast<const float4*>(bias + gn0);
+                    v[0] += b4.x; v[1] += b4.y; v[2] += b4.z; v[3] += b4.w;
+                    *reinterpret_cast<float4*>(out + at) = make_float4(v[0], v[1], v[2], v[3]);
+                    *reinterpret_cast<float4*>(a_out + at) = make_float4(
+                        activate(v[0], kind, omega0), activate(v[1], kind, omega0),
+                        activate(v[2], kind, omega0), activate(v[3], kind, omega0));
+                } else if (EPI == EPI_ACT_GRAD) {
+                    const float4 z4 = *reinterpret_cast<const float4*>(z_in + at);
+                    const float4 a4 = *reinterpret_cast<const float4*>(a_in + at);
+                    *reinterpret_cast<float4*>(out + at) = make_float4(
+                        v[0] * activation_derivative(z4.x, a4.x, kind, omega0),
+                        v[1] * activation_derivative(z4.y, a4.y, kind, omega0),
+                        v[2] * activation_derivative(z4.z, a4.z, kind, omega0),
+                        v[3] * activation_derivative(z4.w, a4.w, kind, omega0));
+                } else {
+                    *reinterpret_cast<float4*>(out + at) = make_float4(v[0], v[1], v[2], v[3]);
+                }
+                continue;
+            }
+#pragma unroll
+            for (int r = 0; r < (TN % 4 == 0 ? 4 : 1); ++r) {
+                const int gn = n0 + fragment_index<BN, TN>(tx, j0 + r);
+                if (gn >= N) continue;
+                const long long at1 = (long long)gm * N + gn;
+                float v = acc[i][j0 + r];
+                if (EPI == EPI_BIAS_ACT) {
+                    v += bias[gn];
+                    out[at1] = v;
+                    a_out[at1] = activate(v, kind, omega0);
+                } else if (EPI == EPI_ACT_GRAD) {
+                    out[at1] = v * activation_derivative(z_in[at1], a_in[at1], kind, omega0);
+                } else {
+                    out[at1] = v;
+                }
             }
         }
     }
 }
 
 #define MATMUL_KERNEL(name, BM, BN, BK, TM, TN, TA, TB)                                                   \
-    extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN))                                   \
+    extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN), MATMUL_MIN_BLOCKS)                                   \
         name(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, \
              int K, int k_per_split)                                                                      \
     {                                                                                                     \
@@ -184,7 +218,7 @@ __device__ __forceinline__ void matmul_tile(const float* __restrict__ A, const f
 
 // linear_forward: z = X W^T + bias, a = act(z). a may alias z (inference: no separate z kept).
 #define FORWARD_KERNEL(name, BM, BN, BK, TM, TN)                                                           \
-    extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN))                                    \
+    extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN), MATMUL_MIN_BLOCKS)                                    \
         name(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,     \
              float* z, float* a, int M, int N, int K, int kind, float omega0)                              \
     {                                                                                                      \
@@ -194,7 +228,7 @@ __device__ __forceinline__ void matmul_tile(const float* __restrict__ A, const f
 
 // linear_backward_input: out = (dZ W) * act'(z_prev, a_prev), the previous layer's dZ in one pass.
 #define BACKWARD_INPUT_KERNEL(name, BM, BN, BK, TM, TN)                                                     \
-    extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN))                                     \
+    extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN), MATMUL_MIN_BLOCKS)                                     \
         name(const float* __restrict__ dZ, const float* __restrict__ W, const float* __restrict__ z_prev,   \
              const float* __restrict__ a_prev, float* __restrict__ out, int M, int N, int K, int kind,      \
              float omega0)                                                                                  \

@@ -32,11 +32,13 @@ def module_source(paths) -> str:
     return "\n".join(parts)
 
 
-def load_module():
-    """All kernel files as one RawModule; CuPy caches the compiled binary on disk per machine."""
+def load_module(defines: dict | None = None):
+    """All kernel files as one RawModule; CuPy caches the compiled binary on disk per machine.
+    `defines` overrides compile-time knobs (e.g. MATMUL_MIN_BLOCKS) for experiments in dev/."""
     import cupy
 
-    return cupy.RawModule(code=module_source(kernel_sources()), options=COMPILE_OPTIONS)
+    options = COMPILE_OPTIONS + tuple(f"-D{k}={v}" for k, v in (defines or {}).items())
+    return cupy.RawModule(code=module_source(kernel_sources()), options=options)
 
 
 def compile_all_kernels() -> list[tuple[str, str]]:
@@ -56,7 +58,7 @@ def compile_all_kernels() -> list[tuple[str, str]]:
 class CudaBackend(KernelBackend):
     name = "gpu"
 
-    def __init__(self, matmul: str = "kernel"):
+    def __init__(self, matmul: str = "kernel", defines: dict | None = None):
         super().__init__()
         import cupy
 
@@ -66,7 +68,7 @@ class CudaBackend(KernelBackend):
         # process (kernel and cuBLAS paths in the benchmark), so the thread's current stream is
         # never relied on.
         self.stream = cupy.cuda.Stream(non_blocking=True)
-        self.module = load_module()
+        self.module = load_module(defines)
         self._functions: dict = {}
         self.sm_count = cupy.cuda.Device().attributes["MultiProcessorCount"]
         self.use_cublas = matmul == "cublas"

@@ -26,6 +26,9 @@ inline dim3 gridDim;
 inline std::barrier<>* emu_block_barrier = nullptr;
 
 struct alignas(16) float4 { float x, y, z, w; };
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline float __sinf(float x) { return std::sin(x); }
+inline float __cosf(float x) { return std::cos(x); }
 
 #define __global__
 #define __align__(n) __attribute__((aligned(n)))
