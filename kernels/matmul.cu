@@ -31,9 +31,10 @@
 #include "activation_math.cuh"
 
 #define SMEM_PAD 4
-// Blocks per SM the compiler must fit in registers (dev/matmul_variants.py measures 1 against 2).
+// Blocks per SM the compiler must fit in registers. 2 forces spills on the 128x128 tile and was
+// slower on an H100 (dev/matmul_variants.py measures both).
 #ifndef MATMUL_MIN_BLOCKS
-#define MATMUL_MIN_BLOCKS 2
+#define MATMUL_MIN_BLOCKS 1
 #endif
 #define EPI_NONE 0
 #define EPI_BIAS_ACT 1
@@ -65,6 +66,56 @@ __device__ __forceinline__ void load_fragment(const float* row, int t, float* ou
     }
 }
 
+// Global -> registers -> shared for one operand tile. The tile is SO x SC in the operand's own
+// memory order (SC along the contiguous dimension), read as float4 along SC when the operand's
+// row length is a multiple of 4 and its base is 16-byte aligned, element by element otherwise
+// (and at ragged edges). Shared memory always holds [k][m or n]: when SC runs along k the tile is
+// transposed on the way in.
+template <int SO, int SC, int THREADS>
+__device__ __forceinline__ void fetch_tile(const float* __restrict__ G, long long ld, int o0, int c0, int o_lim,
+                                           int c_lim, bool vec, float4* stage)
+{
+    constexpr int VECS = SO * SC / 4;
+    constexpr int LOADS = (VECS + THREADS - 1) / THREADS;
+#pragma unroll
+    for (int l = 0; l < LOADS; ++l) {
+        const int v = threadIdx.x + l * THREADS;
+        if (v >= VECS) break;
+        const int go = o0 + v / (SC / 4);
+        const int gc = c0 + (v % (SC / 4)) * 4;
+        if (go < o_lim && vec && gc + 3 < c_lim) {
+            stage[l] = *reinterpret_cast<const float4*>(G + go * ld + gc);
+        } else {
+            const float* row = G + go * ld;
+            const bool in = go < o_lim;
+            stage[l] = make_float4(in && gc < c_lim ? row[gc] : 0.0f, in && gc + 1 < c_lim ? row[gc + 1] : 0.0f,
+                                   in && gc + 2 < c_lim ? row[gc + 2] : 0.0f, in && gc + 3 < c_lim ? row[gc + 3] : 0.0f);
+        }
+    }
+}
+
+template <int SO, int SC, int THREADS, bool C_IS_K, int WIDTH>
+__device__ __forceinline__ void stash_tile(float (*smem)[WIDTH], const float4* stage)
+{
+    constexpr int VECS = SO * SC / 4;
+    constexpr int LOADS = (VECS + THREADS - 1) / THREADS;
+#pragma unroll
+    for (int l = 0; l < LOADS; ++l) {
+        const int v = threadIdx.x + l * THREADS;
+        if (v >= VECS) break;
+        const int o = v / (SC / 4);
+        const int c = (v % (SC / 4)) * 4;
+        if constexpr (C_IS_K) {
+            smem[c + 0][o] = stage[l].x;
+            smem[c + 1][o] = stage[l].y;
+            smem[c + 2][o] = stage[l].z;
+            smem[c + 3][o] = stage[l].w;
+        } else {
+            *reinterpret_cast<float4*>(&smem[o][c]) = stage[l];
+        }
+    }
+}
+
 template <int BM, int BN, int BK, int TM, int TN, bool TRANS_A, bool TRANS_B, int EPI>
 __device__ __forceinline__ void matmul_tile(const float* __restrict__ A, const float* __restrict__ B,
                                             float* C, int M, int N, int K, int k_per_split,
@@ -72,9 +123,6 @@ __device__ __forceinline__ void matmul_tile(const float* __restrict__ A, const f
                                             const float* z_in, const float* a_in, int kind, float omega0)
 {
     constexpr int THREADS = (BM / TM) * (BN / TN);
-    // Narrow tiles have fewer elements than threads on one side: the spare threads load nothing.
-    constexpr int A_LOADS = (BM * BK + THREADS - 1) / THREADS;
-    constexpr int B_LOADS = (BN * BK + THREADS - 1) / THREADS;
     __shared__ __align__(16) float As[2][BK][BM + SMEM_PAD];
     __shared__ __align__(16) float Bs[2][BK][BN + SMEM_PAD];
 
@@ -86,41 +134,24 @@ __device__ __forceinline__ void matmul_tile(const float* __restrict__ A, const f
     const int k_begin = blockIdx.z * k_per_split;
     const int k_end = k_begin + k_per_split < K ? k_begin + k_per_split : K;
 
-    float a_stage[A_LOADS], b_stage[B_LOADS];
-    // Walk memory in its own order: along k for A (rows, K), along m for A^T stored (K, M).
+    // Operand tiles in their own memory order: A is (BM x BK) with k contiguous, or (BK x BM)
+    // when transposed; B is (BK x BN), or (BN x BK) when transposed.
+    constexpr int A_SO = TRANS_A ? BK : BM, A_SC = TRANS_A ? BM : BK;
+    constexpr int B_SO = TRANS_B ? BN : BK, B_SC = TRANS_B ? BK : BN;
+    constexpr int A_LOADS = (A_SO * A_SC / 4 + THREADS - 1) / THREADS;
+    constexpr int B_LOADS = (B_SO * B_SC / 4 + THREADS - 1) / THREADS;
+    const bool vec_a = (TRANS_A ? M : K) % 4 == 0 && ((unsigned long long)A & 15) == 0;
+    const bool vec_b = (TRANS_B ? K : N) % 4 == 0 && ((unsigned long long)B & 15) == 0;
+    float4 a_stage[A_LOADS], b_stage[B_LOADS];
     auto fetch = [&](int k0) {
-#pragma unroll
-        for (int l = 0; l < A_LOADS; ++l) {
-            const int e = tid + l * THREADS;
-            if (e >= BM * BK) break;
-            const int m = TRANS_A ? e % BM : e / BK;
-            const int k = TRANS_A ? e / BM : e % BK;
-            const int gm = m0 + m, gk = k0 + k;
-            a_stage[l] = (gm < M && gk < k_end) ? (TRANS_A ? A[(long long)gk * M + gm] : A[(long long)gm * K + gk]) : 0.0f;
-        }
-#pragma unroll
-        for (int l = 0; l < B_LOADS; ++l) {
-            const int e = tid + l * THREADS;
-            if (e >= BN * BK) break;
-            const int n = TRANS_B ? e / BK : e % BN;
-            const int k = TRANS_B ? e % BK : e / BN;
-            const int gn = n0 + n, gk = k0 + k;
-            b_stage[l] = (gn < N && gk < k_end) ? (TRANS_B ? B[(long long)gn * K + gk] : B[(long long)gk * N + gn]) : 0.0f;
-        }
+        if (TRANS_A) fetch_tile<A_SO, A_SC, THREADS>(A, M, k0, m0, k_end, M, vec_a, a_stage);
+        else fetch_tile<A_SO, A_SC, THREADS>(A, K, m0, k0, M, k_end, vec_a, a_stage);
+        if (TRANS_B) fetch_tile<B_SO, B_SC, THREADS>(B, K, n0, k0, N, k_end, vec_b, b_stage);
+        else fetch_tile<B_SO, B_SC, THREADS>(B, N, k0, n0, k_end, N, vec_b, b_stage);
     };
     auto stash = [&](int buffer) {
-#pragma unroll
-        for (int l = 0; l < A_LOADS; ++l) {
-            const int e = tid + l * THREADS;
-            if (e >= BM * BK) break;
-            As[buffer][TRANS_A ? e / BM : e % BK][TRANS_A ? e % BM : e / BK] = a_stage[l];
-        }
-#pragma unroll
-        for (int l = 0; l < B_LOADS; ++l) {
-            const int e = tid + l * THREADS;
-            if (e >= BN * BK) break;
-            Bs[buffer][TRANS_B ? e % BK : e / BN][TRANS_B ? e / BK : e % BN] = b_stage[l];
-        }
+        stash_tile<A_SO, A_SC, THREADS, !TRANS_A, BM + SMEM_PAD>(As[buffer], a_stage);
+        stash_tile<B_SO, B_SC, THREADS, TRANS_B, BN + SMEM_PAD>(Bs[buffer], b_stage);
     };
 
     float acc[TM][TN];
