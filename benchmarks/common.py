@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import time
@@ -40,7 +41,8 @@ def timed(run_step, steps: int, synchronize) -> float:
 def environment() -> dict:
     info = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "python": platform.python_version()}
     try:
-        info["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+        # INR_COMMIT names the commit where the tree was copied without its git history.
+        info["commit"] = os.environ.get("INR_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                         text=True).stdout.strip() or "unknown"
     except OSError:
         info["commit"] = "unknown"
