@@ -27,8 +27,6 @@ from inr_cli.render import render_float
 from inr_cli.runs import MetricsLog, RunLock
 from inr_cli.trainer import Trainer
 
-EXIT_INTERRUPTED = 130
-
 
 class Interrupted(Exception):
     """Ctrl-C or SIGTERM: save, tell the user how to resume, exit non-zero."""
@@ -89,6 +87,10 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
     except OSError as exc:
         raise InrError(f"cannot create the run directory {run_dir} ({exc.strerror})") from None
     with RunLock(run_dir):
+        # A process killed mid-write leaves its temporary file behind; the rename never happened,
+        # so checkpoint.npz is the last complete one and the leftovers can go.
+        for leftover in run_dir.glob(f".{ckpt.FILENAME}.*.tmp"):
+            leftover.unlink(missing_ok=True)
         try:
             atomic_write_text(run_dir / "config.toml", to_toml(config))
         except OSError as exc:
@@ -107,7 +109,7 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
             save(trainer.state(), trainer.step_done, loss)
             info(f"{exc} at step {trainer.step_done}/{total}: checkpoint saved in {run_dir}. "
                  f"Continue with: inr train --resume {run_dir}")
-            raise SystemExit(EXIT_INTERRUPTED) from None
+            raise SystemExit(128 + exc.signum) from None  # 130 for Ctrl-C, 143 for SIGTERM
         finally:
             _restore_signal_handlers(previous)
             metrics.close()

@@ -1,0 +1,146 @@
+"""Crashes, signals, full disks, concurrent runs: nothing lost, every failure a clear line."""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from inr_cli import checkpoint as ckpt
+from inr_cli.cli import app
+from inr_cli.runs import RunLock
+from tests.conftest import make_image
+
+ROOT = Path(__file__).resolve().parent.parent
+runner = CliRunner()
+NET = ["--hidden", "24", "--layers", "2", "--device", "cpu", "-q", "--preview-every", "0"]
+
+
+def inr(*args, **kwargs) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "inr_cli", *map(str, args)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+@pytest.fixture
+def image(tmp_path):
+    return make_image(tmp_path / "img.png", "RGB", size=(64, 48), seed=5)
+
+
+def test_sigkill_at_any_moment_then_resume_is_bit_identical(tmp_path, image):
+    """Kill a real `inr train` with SIGKILL at varied moments (checkpointing every step, so many
+    kills land inside a checkpoint write), resume each time, and compare with a run never killed."""
+    # ~3 ms a step, most of it writing and fsyncing the checkpoint: kills land mid-write often.
+    args = [image, "--steps", "2000", "--checkpoint-every", "1", "--batch-size", "300", *NET]
+    whole = inr("train", *args, "--run-dir", tmp_path / "whole")
+    assert whole.wait(timeout=120) == 0, whole.stderr.read()
+
+    run = tmp_path / "killed"
+    rng = random.Random(7)
+    kills, resumes, finished = 0, 0, False
+    process = inr("train", *args, "--run-dir", run)
+    while not finished:
+        if kills < 12:
+            time.sleep(rng.uniform(0.2, 1.2))
+        code = process.poll()
+        if code is None and kills < 12:
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=30)
+            kills += 1
+        else:
+            code = process.wait(timeout=120)
+            assert code == 0, process.stderr.read()
+            finished = True
+            break
+        if (run / ckpt.FILENAME).is_file():
+            ckpt.load(run)  # the checkpoint on disk is always complete
+            process = inr("train", run, "--resume", "-q")
+            resumes += 1
+        else:  # killed before the first checkpoint: start again
+            process = inr("train", *args, "--run-dir", run)
+    assert kills >= 10
+    print(f"{kills} kills, {resumes} resumes")
+    a, b = ckpt.load(tmp_path / "whole"), ckpt.load(run)
+    assert b.step == 2000
+    assert np.array_equal(a.params, b.params) and np.array_equal(a.moment1, b.moment1)
+    assert not list(run.glob(".*.tmp")), "temporary checkpoint files left behind"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_saves_and_says_how_to_resume(tmp_path, image, sig):
+    run = tmp_path / "run"
+    process = inr("train", image, "--steps", "100000", "--checkpoint-every", "100000", "--run-dir", run, *NET)
+    deadline = time.time() + 60
+    while not (run / "metrics.csv").is_file() or len((run / "metrics.csv").read_text().splitlines()) < 3:
+        assert time.time() < deadline and process.poll() is None, process.stderr.read()
+        time.sleep(0.1)
+    process.send_signal(sig)
+    code = process.wait(timeout=60)
+    stderr = process.stderr.read()
+    assert code != 0
+    assert f"inr train --resume {run}" in stderr
+    assert "Traceback" not in stderr
+    assert ckpt.load(run).step > 0
+
+
+def test_disk_full_keeps_previous_checkpoint(tmp_path, image, monkeypatch):
+    run = tmp_path / "run"
+    assert runner.invoke(app, ["train", str(image), "--steps", "4", "--run-dir", str(run), *NET]).exit_code == 0
+    before = ckpt.load(run)
+    real_savez = np.savez
+
+    def full_disk(handle, **arrays):
+        real_savez(handle, **arrays)  # bytes written, then the disk fills before the end
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(np, "savez", full_disk)
+    result = runner.invoke(app, ["train", str(run), "--resume", "--steps", "8", "-q"])
+    assert result.exit_code == 1
+    assert "No space left on device" in result.output and "previous checkpoint is intact" in result.output
+    monkeypatch.setattr(np, "savez", real_savez)
+    after = ckpt.load(run)
+    assert after.step == before.step and np.array_equal(after.params, before.params)
+    assert not list(run.glob(".*.tmp"))
+
+
+def test_unwritable_run_directory(tmp_path, image):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    result = runner.invoke(app, ["train", str(image), "--run-dir", str(blocker / "run"), *NET])
+    assert result.exit_code == 1 and "cannot create the run directory" in result.output
+
+
+def test_second_trainer_on_same_run_refuses(tmp_path, image):
+    run = tmp_path / "run"
+    assert runner.invoke(app, ["train", str(image), "--steps", "2", "--run-dir", str(run), *NET]).exit_code == 0
+    with RunLock(run):
+        result = runner.invoke(app, ["train", str(run), "--resume", "--steps", "4", "-q"])
+    assert result.exit_code == 1 and "another inr train is using this run directory" in result.output
+    assert ckpt.load(run).step == 2
+
+
+def test_failed_commands_leave_no_output_file(tmp_path):
+    (tmp_path / "bad.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40)
+    result = runner.invoke(app, ["encode", str(tmp_path / "bad.png"), "-o", str(tmp_path / "out.csv")])
+    assert result.exit_code == 1 and not (tmp_path / "out.csv").exists()
+    (tmp_path / "bad.csv").write_text("x,y,l\n0,0,0.5\n0,0,0.5\n")
+    result = runner.invoke(app, ["decode", str(tmp_path / "bad.csv"), "-o", str(tmp_path / "out.png")])
+    assert result.exit_code == 1 and not (tmp_path / "out.png").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("flag", ["--layers", "--hidden", "--steps", "--checkpoint-every", "--log-every"])
+@pytest.mark.parametrize("value", ["0", "-2"])
+def test_non_positive_options_refused(tmp_path, image, flag, value):
+    result = runner.invoke(app, ["train", str(image), *NET, flag, value, "--run-dir", str(tmp_path / "r")])
+    assert result.exit_code == 2 and "must be positive" in result.output
+    assert not (tmp_path / "r").exists()
