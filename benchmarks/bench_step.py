@@ -82,10 +82,26 @@ def bench_render(backend, trainer, size):
     return size * size / (time.perf_counter() - start)
 
 
-def bench_matmul_shapes(kernel_backend, cublas_backend, setting, image, repeats):
-    """Our matmul against cuBLAS on the exact (m, n, k, transposes) of the setting's step."""
+def time_matmul(backend, m, n, k, trans: str, repeats: int = 20) -> float:
+    """Milliseconds per backend.matmul on random operands of that shape, timed with CUDA events."""
     import cupy
 
+    ta, tb = trans[0] == "t", trans[1] == "t"
+    a = cupy.random.standard_normal((k, m) if ta else (m, k), dtype=cupy.float32)
+    b = cupy.random.standard_normal((n, k) if tb else (k, n), dtype=cupy.float32)
+    out = cupy.empty((m, n), dtype=cupy.float32)
+    backend.matmul(a, b, out, ta, tb)
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    start.record(backend.stream)
+    for _ in range(repeats):
+        backend.matmul(a, b, out, ta, tb)
+    stop.record(backend.stream)
+    stop.synchronize()
+    return cupy.cuda.get_elapsed_time(start, stop) / repeats
+
+
+def bench_matmul_shapes(kernel_backend, cublas_backend, setting, image, repeats):
+    """Our matmul against cuBLAS on the exact (m, n, k, transposes) of the setting's step."""
     s = setting
     rows = s["batch"] or image.width * image.height
     spec = NetworkSpec(s["model"], image.n_channels, s["hidden"], s["layers"], 30.0)
@@ -97,20 +113,8 @@ def bench_matmul_shapes(kernel_backend, cublas_backend, setting, image, repeats)
             shapes.add((rows, in_f, out_f, "nn"))  # input gradient
     results = []
     for m, n, k, trans in sorted(shapes):
-        ta, tb = trans[0] == "t", trans[1] == "t"
-        a = cupy.random.standard_normal((k, m) if ta else (m, k), dtype=cupy.float32)
-        b = cupy.random.standard_normal((n, k) if tb else (k, n), dtype=cupy.float32)
-        out = cupy.empty((m, n), dtype=cupy.float32)
-        times = {}
-        for name, backend in (("kernel", kernel_backend), ("cublas", cublas_backend)):
-            backend.matmul(a, b, out, ta, tb)
-            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-            start.record(backend.stream)
-            for _ in range(repeats):
-                backend.matmul(a, b, out, ta, tb)
-            stop.record(backend.stream)
-            stop.synchronize()
-            times[name] = cupy.cuda.get_elapsed_time(start, stop) / repeats
+        times = {name: time_matmul(backend, m, n, k, trans, repeats)
+                 for name, backend in (("kernel", kernel_backend), ("cublas", cublas_backend))}
         flops = 2.0 * m * n * k
         results.append({
             "m": m, "n": n, "k": k, "op": trans,

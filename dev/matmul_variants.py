@@ -13,29 +13,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import cupy  # noqa: E402
-
-from benchmarks.bench_step import SETTINGS, bench_ours  # noqa: E402
+from benchmarks.bench_step import SETTINGS, bench_ours, time_matmul  # noqa: E402
 from benchmarks.common import photo  # noqa: E402
 from inr_cli.backends.cuda_backend import CudaBackend  # noqa: E402
 
 VARIANTS = {"min_blocks_2": {"MATMUL_MIN_BLOCKS": 2}, "min_blocks_1": {"MATMUL_MIN_BLOCKS": 1}}
 SHAPES = [(262144, 256, 256, "nt"), (262144, 256, 256, "nn"), (256, 256, 262144, "tn")]
-
-
-def time_matmul(backend, m, n, k, trans, repeats=20):
-    ta, tb = trans[0] == "t", trans[1] == "t"
-    a = cupy.random.standard_normal((k, m) if ta else (m, k), dtype=cupy.float32)
-    b = cupy.random.standard_normal((n, k) if tb else (k, n), dtype=cupy.float32)
-    out = cupy.empty((m, n), dtype=cupy.float32)
-    backend.matmul(a, b, out, ta, tb)
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    start.record(backend.stream)
-    for _ in range(repeats):
-        backend.matmul(a, b, out, ta, tb)
-    stop.record(backend.stream)
-    stop.synchronize()
-    return cupy.cuda.get_elapsed_time(start, stop) / repeats
 
 
 def main():
