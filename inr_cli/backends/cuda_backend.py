@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from inr_cli.backends.kernel_backend import KernelBackend
+from inr_cli.backends.numpy_backend import NumpyBackend
 from inr_cli.resources import kernels_dir
 
 COMPILE_OPTIONS = ("-std=c++17",)
@@ -104,6 +105,21 @@ class CudaBackend(KernelBackend):
                 self._cupy.matmul(a.T if trans_a else a, b.T if trans_b else b, out=out)
         else:
             super().matmul(a, b, out, trans_a, trans_b)
+
+    # With --matmul cublas every product goes through cuBLAS, so the fused layer kernels give way to
+    # the reference composition (matmul, then the activation kernel), as NumpyBackend spells it.
+    def linear_forward(self, x, weight, bias, z, a, activation: str, omega0: float = 1.0) -> None:
+        if self.use_cublas:
+            NumpyBackend.linear_forward(self, x, weight, bias, z, a, activation, omega0)
+        else:
+            super().linear_forward(x, weight, bias, z, a, activation, omega0)
+
+    def linear_backward_input(self, grad, weight, z_prev, a_prev, out, activation_prev: str,
+                              omega0: float = 1.0) -> None:
+        if self.use_cublas:
+            NumpyBackend.linear_backward_input(self, grad, weight, z_prev, a_prev, out, activation_prev, omega0)
+        else:
+            super().linear_backward_input(grad, weight, z_prev, a_prev, out, activation_prev, omega0)
 
     def compile_step(self, step):
         return GraphStep(self, step)
