@@ -26,6 +26,10 @@ class Config:
     hidden: int = 256
     layers: int = 3
     omega0: float = 30.0
+    # [encoding]
+    encoding: str = "none"  # "none" or "fourier" (Gaussian Fourier features, Tancik et al. 2020)
+    fourier_features: int = 256  # mapping size m: the network sees 2m inputs
+    fourier_sigma: float = 10.0  # standard deviation of the random frequencies B
     # [optimizer]
     optimizer: str = "adam"
     lr: float = 1e-4
@@ -50,25 +54,36 @@ class Config:
     gray: bool = False
 
 
+# TOML section -> {key in the file: Config field}.
 SECTIONS = {
-    "network": ("model", "hidden", "layers", "omega0"),
-    "optimizer": ("optimizer", "lr", "lr_min", "beta1", "beta2", "eps", "momentum"),
-    "training": (
-        "steps", "batch_size", "seed", "checkpoint_every", "log_every", "preview_every",
-        "device", "matmul", "cuda_graph",
-    ),
-    "data": ("source", "size", "gray"),
+    "network": {"model": "model", "hidden": "hidden", "layers": "layers", "omega0": "omega0"},
+    "encoding": {"name": "encoding", "features": "fourier_features", "sigma": "fourier_sigma"},
+    "optimizer": {"name": "optimizer", "lr": "lr", "lr_min": "lr_min", "beta1": "beta1", "beta2": "beta2",
+                  "eps": "eps", "momentum": "momentum"},
+    "training": {k: k for k in ("steps", "batch_size", "seed", "checkpoint_every", "log_every", "preview_every",
+                                "device", "matmul", "cuda_graph")},
+    "data": {"source": "source", "size": "size", "gray": "gray"},
 }
-# In TOML the optimizer's own name is `name` inside [optimizer].
-TOML_ALIASES = {("optimizer", "name"): "optimizer"}
 FIELD_TYPES = {f.name: f.type for f in fields(Config)}
-CHOICES = {"model": MODELS, "optimizer": OPTIMIZERS, "device": DEVICES, "matmul": MATMULS}
-POSITIVE = ("hidden", "layers", "omega0", "lr", "beta1", "beta2", "eps", "steps", "checkpoint_every", "log_every")
+ENCODINGS = ("none", "fourier")
+CHOICES = {"model": MODELS, "optimizer": OPTIMIZERS, "device": DEVICES, "matmul": MATMULS, "encoding": ENCODINGS}
+POSITIVE = ("hidden", "layers", "omega0", "fourier_features", "fourier_sigma", "lr", "beta1", "beta2", "eps", "steps", "checkpoint_every", "log_every")
 NON_NEGATIVE = ("lr_min", "momentum", "batch_size", "seed", "preview_every", "size")
 
 
-def preset_path(model: str) -> Path:
-    return configs_dir() / f"{model}.toml"
+# The preset a model starts from when no --preset is named.
+MODEL_PRESETS = {"siren": "siren", "sigmoid": "sigmoid", "relu": "fourier"}
+
+
+def presets() -> list[str]:
+    return sorted(p.stem for p in configs_dir().glob("*.toml"))
+
+
+def preset_path(name: str) -> Path:
+    path = configs_dir() / f"{name}.toml"
+    if not path.is_file():
+        raise UsageError(f"no preset '{name}' (available: {', '.join(presets())})")
+    return path
 
 
 def read_toml(path: Path) -> dict:
@@ -89,9 +104,9 @@ def read_toml(path: Path) -> dict:
         if not isinstance(table, dict):
             raise UsageError(f"{path}: '{section}' must be a [section]")
         for key, value in table.items():
-            name = TOML_ALIASES.get((section, key), key)
-            if name not in SECTIONS[section] or (section == "optimizer" and key == "optimizer"):
-                known = ", ".join("name" if k == "optimizer" else k for k in SECTIONS[section])
+            name = SECTIONS[section].get(key)
+            if name is None:
+                known = ", ".join(SECTIONS[section])
                 raise UsageError(f"{path}: unknown key '{section}.{key}' (known in [{section}]: {known})")
             values[name] = _coerce(f"{path}: {section}.{key}", name, value)
     return values
@@ -134,24 +149,25 @@ def validate(config: Config) -> Config:
     return config
 
 
-def build_config(config_file: Path | None, overrides: dict) -> Config:
-    """Defaults, then the preset of the chosen model, then the file, then the flags."""
+def build_config(config_file: Path | None, overrides: dict, preset_name: str | None = None) -> Config:
+    """Defaults, then the preset (named, or the chosen model's), then the file, then the flags."""
     overrides = {k: v for k, v in overrides.items() if v is not None}
     from_file = read_toml(config_file) if config_file else {}
-    model = overrides.get("model") or from_file.get("model") or Config.model
-    if model not in MODELS:
-        raise UsageError(f"model '{model}' is not one of: {', '.join(MODELS)}")
-    preset = read_toml(preset_path(model))
+    if preset_name is None:
+        model = overrides.get("model") or from_file.get("model") or Config.model
+        if model not in MODELS:
+            raise UsageError(f"model '{model}' is not one of: {', '.join(MODELS)}")
+        preset_name = MODEL_PRESETS[model]
+    preset = read_toml(preset_path(preset_name))
     return validate(replace(Config(), **{**preset, **from_file, **overrides}))
 
 
 def to_toml(config: Config) -> str:
     values = asdict(config)
     lines = ["# Effective configuration of this run (inr train --config accepts this file)."]
-    for section, names in SECTIONS.items():
+    for section, keys in SECTIONS.items():
         lines.append(f"\n[{section}]")
-        for name in names:
-            key = "name" if (section, name) == ("optimizer", "optimizer") else name
+        for key, name in keys.items():
             lines.append(f"{key} = {_toml_value(values[name])}")
     return "\n".join(lines) + "\n"
 

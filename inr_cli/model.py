@@ -6,9 +6,23 @@ from inr_cli.network import NetworkSpec
 from inr_cli.workspace import Workspace
 
 
-def forward(backend, spec: NetworkSpec, params, ws: Workspace, x, rows: int):
+def encode_input(backend, spec: NetworkSpec, frequencies, ws: Workspace, x, rows: int):
+    """The first layer's input: x itself, or its Fourier features [cos(2 pi x B^T), sin(2 pi x B^T)]."""
+    if frequencies is None:
+        return x[:rows]
+    backend.matmul(x[:rows], frequencies, ws.projection[:rows], trans_b=True)
+    backend.fourier_features(ws.projection[:rows], ws.encoded[:rows])
+    return ws.encoded[:rows]
+
+
+def first_layer_input(spec: NetworkSpec, ws: Workspace, x, rows: int):
+    """What encode_input returned in the forward pass just run."""
+    return ws.encoded[:rows] if spec.encoding == "fourier" else x[:rows]
+
+
+def forward(backend, spec: NetworkSpec, params, ws: Workspace, x, rows: int, frequencies=None):
     """Network output for the first `rows` rows of x; returns a view into the workspace."""
-    layer_input = x[:rows]
+    layer_input = encode_input(backend, spec, frequencies, ws, x, rows)
     for (weight, bias), z, a, act in zip(params, ws.z, ws.a, spec.activations()):
         z, a = z[:rows], a[:rows]
         backend.linear_forward(layer_input, weight, bias, z, a, act, spec.omega0)
@@ -32,7 +46,7 @@ def backward(backend, spec: NetworkSpec, params, grads, ws: Workspace, x, rows: 
                                 spec.omega0)
     for i in reversed(range(len(params))):
         grad = ws.grad[i][:rows]
-        layer_input = x[:rows] if i == 0 else ws.a[i - 1][:rows]
+        layer_input = first_layer_input(spec, ws, x, rows) if i == 0 else ws.a[i - 1][:rows]
         backend.matmul(grad, layer_input, grads[i][0], trans_a=True)
         backend.column_reduce(grad, grads[i][1])
         if i > 0:

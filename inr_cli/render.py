@@ -6,7 +6,7 @@ import numpy as np
 
 from inr_cli.coords import pixel_grid
 from inr_cli.model import forward
-from inr_cli.network import NetworkSpec, parameter_views
+from inr_cli.network import NetworkSpec, encoding_view, parameter_views
 from inr_cli.workspace import Workspace
 
 CHUNK_PIXELS = 1 << 16  # rows of the workspace; ~64 MB of activations at width 256
@@ -16,6 +16,7 @@ def render_rows(backend, spec: NetworkSpec, flat_params, width: int, height: int
     """Yield (row_start, row_stop, values) with values a host (rows, W, C) float32 array."""
     on_device = backend.to_device(flat_params) if isinstance(flat_params, np.ndarray) else flat_params
     params = parameter_views(spec, on_device)
+    frequencies = encoding_view(spec, on_device)
     rows_per_chunk = max(1, chunk_pixels // width)
     ws = Workspace(spec, rows_per_chunk * width, backend, training=False)
     for row_start in range(0, height, rows_per_chunk):
@@ -23,7 +24,7 @@ def render_rows(backend, spec: NetworkSpec, flat_params, width: int, height: int
         n = (row_stop - row_start) * width
         x = ws.x[:n]
         x[...] = backend.to_device(pixel_grid(width, height, row_start, row_stop))
-        out = forward(backend, spec, params, ws, x, n)
+        out = forward(backend, spec, params, ws, x, n, frequencies)
         # A copy: the workspace is reused by the next chunk.
         values = np.array(backend.to_host(out), copy=True)
         yield row_start, row_stop, values.reshape(row_stop - row_start, width, spec.out_features)

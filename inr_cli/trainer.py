@@ -13,7 +13,7 @@ import numpy as np
 from inr_cli.config import Config
 from inr_cli.coords import pixel_grid
 from inr_cli.model import backward, forward, loss_and_output_grad
-from inr_cli.network import NetworkSpec, parameter_views
+from inr_cli.network import NetworkSpec, encoding_view, parameter_views
 from inr_cli.pixels import PixelImage
 from inr_cli.workspace import Workspace
 
@@ -38,6 +38,7 @@ class Trainer:
         self.moment1 = backend.to_device(moment1)
         self.moment2 = backend.to_device(moment2)
         self.params = parameter_views(spec, self.flat_params)
+        self.frequencies = encoding_view(spec, self.flat_params)
         self.grads = parameter_views(spec, self.flat_grads)
         self.workspace = Workspace(spec, self.batch, backend, training=True)
         self.step_counter = backend.to_device(np.array([step], dtype=np.int64))
@@ -51,7 +52,7 @@ class Trainer:
         else:
             b.sample_batch(self.coords, self.targets, ws.x, ws.t, cfg.seed, self.step_counter)
             x, t = ws.x, ws.t
-        output = forward(b, self.spec, self.params, ws, x, self.batch)
+        output = forward(b, self.spec, self.params, ws, x, self.batch, self.frequencies)
         loss_and_output_grad(b, ws, output, t, self.batch)
         backward(b, self.spec, self.params, self.grads, ws, x, self.batch)
         b.advance_schedule(self.step_counter, self.hyper, cfg.lr, cfg.lr_min, self.total_steps, cfg.beta1, cfg.beta2)

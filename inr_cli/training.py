@@ -50,8 +50,11 @@ class TrainingResult:
 
 
 def spec_for(config: Config, image: PixelImage) -> NetworkSpec:
+    fourier = config.encoding == "fourier"
     return NetworkSpec(model=config.model, out_features=image.n_channels, hidden=config.hidden,
-                       layers=config.layers, omega0=config.omega0)
+                       layers=config.layers, omega0=config.omega0, encoding=config.encoding,
+                       fourier_features=config.fourier_features if fourier else 0,
+                       fourier_sigma=config.fourier_sigma if fourier else 0.0)
 
 
 def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: ckpt.Checkpoint | None = None,

@@ -17,6 +17,10 @@ class Workspace:
         self.training = training
         shapes = spec.layer_shapes()
         activations = spec.activations()
+        if spec.encoding == "fourier":
+            # x B^T, then [cos, sin] of it: the first layer's input, kept for its weight gradient.
+            self.projection = backend.empty((batch, spec.fourier_features), dtype)
+            self.encoded = backend.empty((batch, spec.encoded_features), dtype)
         if training:
             # z (pre-activation) feeds the sine derivative, a feeds the next layer's weight gradient.
             self.z = [backend.empty((batch, out_f), dtype) for out_f, _ in shapes]

@@ -190,3 +190,18 @@ def test_device_gpu_without_gpu_is_a_clear_error(rgb_png, tmp_path):
     assert result.exit_code == 1 and "--device gpu:" in result.output
     result = run("train", rgb_png, "--steps", "1", "--hidden", "8", "--run-dir", tmp_path / "r2")
     assert result.exit_code == 0 and "using the CPU" in result.output
+
+
+def test_fourier_preset_trains_renders_and_keeps_frequencies(tmp_path, rgb_png):
+    from inr_cli import checkpoint as ckpt
+
+    run_dir = tmp_path / "f"
+    result = run("train", rgb_png, "--preset", "fourier", "--steps", "4", "--hidden", "16", "--fourier-features",
+                 "8", "--run-dir", run_dir, "--device", "cpu", "-q")
+    assert result.exit_code == 0, result.output
+    saved = ckpt.load(run_dir)
+    assert saved.spec.model == "relu" and saved.spec.encoding == "fourier" and saved.spec.fourier_features == 8
+    assert "[encoding]" in (run_dir / "config.toml").read_text()
+    result = run("render", run_dir, "--size", "20", "--device", "cpu", "-q")
+    assert result.exit_code == 0, result.output
+    assert run("train", rgb_png, "--preset", "nope").exit_code == 2

@@ -189,3 +189,13 @@ def test_fused_layer_kernels(gpu, cpu, rows, in_f, out_f, activation):
     close(gpu, z_d, z, rtol=1e-3, atol=1e-3)
     close(gpu, a_d, a, rtol=1e-3, atol=3e-2 if activation == "sine" else 1e-3)  # sin(30 z) amplifies z's rounding
     close(gpu, g_d, grad_in, rtol=1e-3, atol=1e-2 * np.sqrt(out_f))
+
+
+@pytest.mark.parametrize("rows,m", [(1, 1), (262144, 256), (999, 7)])
+def test_fourier_features(gpu, cpu, rows, m):
+    projection = np.random.default_rng(rows).normal(0, 10, (rows, m)).astype(np.float32)
+    ref = np.empty((rows, 2 * m), np.float32)
+    cpu.fourier_features(projection, ref)
+    out = gpu.empty((rows, 2 * m))
+    gpu.fourier_features(gpu.to_device(projection), out)
+    close(gpu, out, ref, atol=2e-4)

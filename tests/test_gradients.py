@@ -56,3 +56,37 @@ def test_siren_initialisation_bounds():
     for weight, _ in views[1:]:
         assert np.abs(weight).max() <= np.sqrt(6 / weight.shape[1]) / 30
         assert np.abs(weight).max() > 0.8 * np.sqrt(6 / weight.shape[1]) / 30
+
+
+def test_fourier_relu_gradients_and_frozen_frequencies():
+    """ReLU MLP on Fourier features: layer gradients match finite differences, and the frequency
+    matrix B at the front of the parameter vector gets exactly zero gradient (it is never trained)."""
+    from inr_cli.network import encoding_view
+
+    spec = NetworkSpec("relu", out_features=2, hidden=6, layers=2, encoding="fourier", fourier_features=4,
+                       fourier_sigma=2.0)
+    rng = np.random.default_rng(3)
+    flat = init_parameters(spec, 2).astype(np.float64)
+    x = rng.uniform(-1, 1, (9, 2))
+    t = rng.uniform(0, 1, (9, 2))
+
+    def loss(f):
+        ws = Workspace(spec, 9, cpu, training=True, dtype=np.float64)
+        out = forward(cpu, spec, parameter_views(spec, f), ws, x, 9, encoding_view(spec, f))
+        loss_and_output_grad(cpu, ws, out, t, 9)
+        return float(ws.loss[0]), ws, f
+
+    value, ws, _ = loss(flat)
+    grads = np.zeros_like(flat)
+    backward(cpu, spec, parameter_views(spec, flat), parameter_views(spec, grads), ws, x, 9)
+    assert (grads[: spec.encoding_size()] == 0).all()
+    eps = 1e-6
+    for i in range(spec.encoding_size(), flat.size):
+        plus, minus = flat.copy(), flat.copy()
+        plus[i] += eps
+        minus[i] -= eps
+        numeric = (loss(plus)[0] - loss(minus)[0]) / (2 * eps)
+        assert grads[i] == pytest.approx(numeric, rel=1e-4, abs=1e-7)
+    encoded = ws.encoded
+    angle = 2 * np.pi * x @ encoding_view(spec, flat).T
+    np.testing.assert_allclose(encoded, np.concatenate([np.cos(angle), np.sin(angle)], axis=1), rtol=1e-10)

@@ -171,3 +171,29 @@ def test_fused_layer_kernels(emulated, rows, in_f, out_f, activation):
         results[name] = (z, a, grad_in)
     for got, want in zip(results["emulated"], results["cpu"]):
         np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("rows,m", [(1, 1), (70, 5), (33, 256)])
+def test_fourier_features(emulated, rows, m):
+    projection = np.random.default_rng(rows).normal(0, 10, (rows, m)).astype(np.float32)
+    ref, out = np.empty((rows, 2 * m), np.float32), np.full((rows, 2 * m), np.nan, np.float32)
+    cpu.fourier_features(projection, ref)
+    emulated.fourier_features(projection, out)
+    np.testing.assert_allclose(out, ref, atol=2e-4)
+
+
+def test_fourier_network_steps_match_reference(emulated):
+    image = PixelImage(np.random.default_rng(2).random((8, 11, 3), dtype=np.float32), ("r", "g", "b"))
+    spec = NetworkSpec("relu", 3, 16, 2, encoding="fourier", fourier_features=8, fourier_sigma=3.0)
+    config = Config(model="relu", hidden=16, layers=2, lr=1e-3, encoding="fourier", fourier_features=8,
+                    fourier_sigma=3.0)
+    params = init_parameters(spec, 0)
+    losses = {}
+    for name, backend in (("cpu", cpu), ("emulated", emulated)):
+        trainer = Trainer(backend, spec, config, image, params, np.zeros_like(params), np.zeros_like(params), 0, 10)
+        losses[name] = []
+        for _ in range(3):
+            trainer.step()
+            losses[name].append(trainer.read_loss())
+        assert (trainer.state()[0][: spec.encoding_size()] == params[: spec.encoding_size()]).all()
+    np.testing.assert_allclose(losses["emulated"], losses["cpu"], rtol=1e-4)

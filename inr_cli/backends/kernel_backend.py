@@ -98,6 +98,11 @@ class KernelBackend:
         self.launch("activation_backward", grid, block,
                     (grad, z, a, i64(grad.size), i32(ACTIVATION_CODES[activation]), f32(omega0)))
 
+    def fourier_features(self, projection, out) -> None:
+        rows, m = projection.shape
+        grid, block = elementwise_grid(projection.size)
+        self.launch("fourier_features", grid, block, (projection, out, i64(rows), i32(m)))
+
     def mse_loss(self, pred, target, grad, loss) -> None:
         n = pred.size
         grid, block = elementwise_grid(n, LOSS_MAX_BLOCKS)

@@ -108,6 +108,13 @@ class NumpyBackend:
         self.matmul(grad, weight, out)
         self.activation_backward(out, z_prev, a_prev, activation_prev, omega0)
 
+    def fourier_features(self, projection, out) -> None:
+        """out = [cos(2 pi p), sin(2 pi p)] for projection p (rows, m); out is (rows, 2m)."""
+        m = projection.shape[1]
+        angle = (2.0 * math.pi) * projection  # a Python float keeps the array dtype (NEP 50)
+        np.cos(angle, out=out[:, :m])
+        np.sin(angle, out=out[:, m:])
+
     def mse_loss(self, pred, target, grad, loss) -> None:
         """grad = d(mean squared error)/d(pred); loss[0] = the mean squared error."""
         scale = np.float32(1.0 / pred.size)

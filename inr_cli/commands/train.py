@@ -26,10 +26,15 @@ def command(
     data: Optional[str] = typer.Argument(
         None, help="Pixel CSV or image. With --resume: the run directory or checkpoint [default: latest run]."),
     config_file: Optional[Path] = typer.Option(None, "--config", help="TOML config (see configs/)."),
-    model: Optional[str] = typer.Option(None, "--model", help="siren | sigmoid [default: siren]."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="Start from configs/NAME.toml: siren, sigmoid, "
+                                         "fourier [default: the model's]."),
+    model: Optional[str] = typer.Option(None, "--model", help="siren | sigmoid | relu [default: siren]."),
     hidden: Optional[int] = typer.Option(None, "--hidden", help="Neurons per hidden layer."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Number of hidden layers."),
     omega0: Optional[float] = typer.Option(None, "--omega0", help="SIREN frequency omega_0."),
+    encoding: Optional[str] = typer.Option(None, "--encoding", help="none | fourier (Gaussian Fourier features)."),
+    fourier_features: Optional[int] = typer.Option(None, "--fourier-features", help="Fourier mapping size m."),
+    fourier_sigma: Optional[float] = typer.Option(None, "--fourier-sigma", help="Spread of the Fourier frequencies."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Total step budget (with --resume: extends it)."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate."),
     lr_min: Optional[float] = typer.Option(None, "--lr-min", help="Final learning rate of the cosine schedule."),
@@ -51,20 +56,23 @@ def command(
                                            help="With --resume: go on even if the data differ from the run's."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
 ) -> None:
-    flags = dict(model=model, hidden=hidden, layers=layers, omega0=omega0, steps=steps, lr=lr, lr_min=lr_min,
+    flags = dict(model=model, hidden=hidden, layers=layers, omega0=omega0, encoding=encoding,
+                 fourier_features=fourier_features, fourier_sigma=fourier_sigma, steps=steps, lr=lr, lr_min=lr_min,
                  optimizer=optimizer, batch_size=batch_size, seed=seed, device=device, matmul=matmul,
                  cuda_graph=cuda_graph, checkpoint_every=checkpoint_every, log_every=log_every,
                  preview_every=preview_every, size=size, gray=gray)
     flags = {k: v for k, v in flags.items() if v is not None}
     if resume:
+        if preset is not None:
+            raise UsageError("--preset cannot be used with --resume: the run keeps its saved configuration")
         _resume(data, flags, config_file, run_dir, allow_data_change, quiet)
     else:
-        _start(data, flags, config_file, run_dir, quiet)
+        _start(data, flags, config_file, run_dir, quiet, preset)
 
 
-def _start(data, flags, config_file, run_dir, quiet) -> None:
+def _start(data, flags, config_file, run_dir, quiet, preset=None) -> None:
     source = "" if data in (None, SAMPLE) else str(Path(data).resolve())
-    config = build_config(config_file, {**flags, "source": source})
+    config = build_config(config_file, {**flags, "source": source}, preset)
     notices: list[str] = []
     image = load_training_data(config.source, config.size, config.gray, notices)
     for message in notices:
