@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from inr_cli import checkpoint as ckpt
+from inr_cli.comparison import side_by_side
 from inr_cli.atomic import atomic_write_text
 from inr_cli.backends import get_backend
 from inr_cli.backends.numpy_backend import cosine_lr
@@ -117,7 +118,8 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
             _restore_signal_handlers(previous)
             metrics.close()
         save(trainer.state(), trainer.step_done, loss)
-        _write_preview(trainer, run_dir / "render.png")
+        rendered = _write_preview(trainer, run_dir / "render.png")
+        _save_quietly(side_by_side(rendered, image.values), run_dir / "comparison.png")
     return TrainingResult(run_dir, trainer.step_done, loss, psnr_from_mse(loss), seconds)
 
 
@@ -150,15 +152,21 @@ def _loop(trainer: Trainer, config: Config, total: int, metrics: MetricsLog, sec
                 save(trainer.state(), step, loss)
                 last_saved = step
             if config.preview_every and step % config.preview_every == 0 and step < total:
-                _write_preview(trainer, run_dir / "preview.png")
+                (run_dir / "previews").mkdir(exist_ok=True)
+                _write_preview(trainer, run_dir / "previews" / f"step-{step:06d}.png")
     return seconds, loss
 
 
-def _write_preview(trainer: Trainer, path: Path) -> None:
+def _write_preview(trainer: Trainer, path: Path) -> np.ndarray:
     """The current network drawn at the training size; a failure to write it only warns."""
     values = render_float(trainer.backend, trainer.spec, trainer.flat_params, trainer.width, trainer.height)
+    _save_quietly(PixelImage(values, trainer.channels), path)
+    return values
+
+
+def _save_quietly(image: PixelImage, path: Path) -> None:
     try:
-        save_image(PixelImage(values, trainer.channels), path)
+        save_image(image, path)
     except (InrError, OSError) as exc:
         notice(f"could not write {path}: {exc}")
 

@@ -106,8 +106,12 @@ def test_run_directory_contents(tmp_path, rgb_png):
     result = train([str(rgb_png), "--steps", "6", "--preview-every", "3", "--run-dir", str(run), *SMALL])
     assert result.exit_code == 0
     assert result.stdout.strip().endswith(str(run))
-    for name in ("checkpoint.npz", "config.toml", "metrics.csv", "render.png", "preview.png"):
+    for name in ("checkpoint.npz", "config.toml", "metrics.csv", "render.png", "comparison.png",
+                 "previews/step-000003.png"):
         assert (run / name).is_file(), name
+    from PIL import Image
+
+    assert Image.open(run / "comparison.png").size == (3 * 13 + 8, 9)
     header, *rows = (run / "metrics.csv").read_text().splitlines()
     assert header == "step,loss,psnr,lr,seconds"
     assert [int(r.split(",")[0]) for r in rows] == [3, 6]
