@@ -75,6 +75,12 @@ def resolve(path: Path) -> Path:
     return path
 
 
+def resolve_exists(path: Path) -> bool:
+    """Whether `path` is a checkpoint file or a run directory holding one."""
+    path = Path(path)
+    return (path / FILENAME).is_file() if path.is_dir() else path.is_file()
+
+
 def load(path: Path) -> Checkpoint:
     path = resolve(path)
     if not zipfile.is_zipfile(path):  # np.load would otherwise try to unpickle it

@@ -80,19 +80,25 @@ def fit_longer_side(width: int, height: int, size: int) -> tuple[int, int]:
 
 
 def resize(image: PixelImage, size: int) -> PixelImage:
+    """Lanczos resize so the longer side is `size`, aspect kept; 8-bit images stay 8-bit."""
     if size <= 0:
         raise InrError(f"size must be a positive number of pixels, got {size}")
     width, height = fit_longer_side(image.width, image.height, size)
     if (width, height) == (image.width, image.height):
         return image
-    channels = [
-        np.asarray(Image.fromarray(np.ascontiguousarray(image.values[..., c], dtype=np.float32)).resize((width, height), Image.LANCZOS))
-        for c in range(image.n_channels)
-    ]
-    values = np.clip(np.stack(channels, axis=-1), 0, 1).astype(np.float32)
+    values = resample(image.values, width, height, Image.LANCZOS)
     if image.bit_depth == 8:
         values = np.round(values * 255) / 255  # stay an 8-bit image so decode(encode(x)) stays exact
     return PixelImage(values.astype(np.float32), image.channels, image.bit_depth)
+
+
+def resample(values: np.ndarray, width: int, height: int, method=Image.LANCZOS) -> np.ndarray:
+    """(H, W, C) float values resampled channel by channel to (height, width, C), clipped to [0, 1]."""
+    channels = [
+        np.asarray(Image.fromarray(np.ascontiguousarray(values[..., c], dtype=np.float32)).resize((width, height), method))
+        for c in range(values.shape[2])
+    ]
+    return np.clip(np.stack(channels, axis=-1), 0, 1).astype(np.float32)
 
 
 def to_pil(image: PixelImage) -> Image.Image:

@@ -205,3 +205,20 @@ def test_fourier_preset_trains_renders_and_keeps_frequencies(tmp_path, rgb_png):
     result = run("render", run_dir, "--size", "20", "--device", "cpu", "-q")
     assert result.exit_code == 0, result.output
     assert run("train", rgb_png, "--preset", "nope").exit_code == 2
+
+
+def test_eval_train_size_trains_renders_and_compares(tmp_path, coffee):
+    run_dir = tmp_path / "up"
+    args = ["eval", run_dir, coffee, "--train-size", "24", "--steps", "30", "--device", "cpu", "--json"]
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    scores = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (scores["width"], scores["height"]) == (600, 400)
+    assert (scores["train_width"], scores["train_height"]) == (24, 16)
+    assert set(scores["lanczos"]) == {"psnr", "ssim"} and set(scores["bicubic"]) == {"psnr", "ssim"}
+    assert 10 < scores["lanczos"]["psnr"] < 40
+    step = scores["step"]
+    result = run(*args)  # the run now exists: reused, not retrained
+    assert result.exit_code == 0 and json.loads(result.stdout.strip().splitlines()[-1])["step"] == step
+    text = run("eval", run_dir, coffee, "--train-size", "24", "--device", "cpu").stdout
+    assert "lanczos" in text and "bicubic" in text

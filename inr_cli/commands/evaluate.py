@@ -2,31 +2,51 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 import typer
+from PIL import Image
 
 from inr_cli import checkpoint as ckpt
 from inr_cli.backends import get_backend
-from inr_cli.console import notice
+from inr_cli.config import build_config
+from inr_cli.console import info, notice
 from inr_cli.data import load_training_data
-from inr_cli.errors import InrError
+from inr_cli.errors import InrError, UsageError
+from inr_cli.images import resample, resize
 from inr_cli.metrics import psnr, ssim
 from inr_cli.render import render_float
+from inr_cli.training import run_training
 
 NAME = "eval"
-HELP = "PSNR and SSIM of the network's render against a reference image or CSV."
+HELP = ("PSNR and SSIM of the network's render against a reference image or CSV. With --train-size: "
+        "train on a downscaled reference (or reuse RUN), render at full size, compare with Lanczos and bicubic.")
 NEEDS_ARGS = True
 
 
 def command(
-    run: Path = typer.Argument(..., help="Run directory or checkpoint.npz."),
+    run: Path = typer.Argument(..., help="Run directory or checkpoint.npz (with --train-size: created if absent)."),
     reference: Path = typer.Argument(..., help="Reference image or pixel CSV; rendered at its size."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     device: str = typer.Option("auto", "--device", help="auto | cpu | gpu."),
+    train_size: Optional[int] = typer.Option(None, "--train-size",
+                                             help="Train on the reference shrunk so its longer side is N."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="Preset for the training run [default: siren]."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Steps for the training run [default: preset's]."),
 ) -> None:
+    if train_size is not None and train_size <= 0:
+        raise UsageError(f"--train-size must be a positive number of pixels, got {train_size}")
+    ref = load_training_data(str(reference))
+    if train_size is not None and not ckpt.resolve_exists(run):
+        small = resize(ref, train_size)
+        config = build_config(None, {"steps": steps, "device": device, "source": str(reference.resolve()),
+                                     "size": train_size, "preview_every": 0}, preset)
+        if not as_json:
+            info(f"training {config.model} on {reference.name} at {small.width}x{small.height} -> {run}")
+        run_training(config, small, run, None, quiet=as_json)
     saved = ckpt.load(run)
-    gray = saved.channels == ("l",)
-    ref = load_training_data(str(reference), gray=gray)
+    if saved.channels == ("l",) and ref.channels != ("l",):
+        ref = load_training_data(str(reference), gray=True)
     if ref.n_channels != saved.spec.out_features:
         raise InrError(f"{reference} has channels {','.join(ref.channels)}, the network draws "
                        f"{','.join(saved.channels)}")
@@ -43,8 +63,21 @@ def command(
         "width": ref.width,
         "height": ref.height,
     }
+    if train_size is not None:
+        small = resize(ref, train_size)
+        if (saved.data_shape[1], saved.data_shape[0]) != (small.width, small.height):
+            notice(f"{run} was trained at {saved.data_shape[1]}x{saved.data_shape[0]}, "
+                   f"not at {small.width}x{small.height}; the baselines use the latter")
+        result["train_width"], result["train_height"] = small.width, small.height
+        for name, method in (("lanczos", Image.LANCZOS), ("bicubic", Image.BICUBIC)):
+            upscaled = resample(small.values, ref.width, ref.height, method)
+            result[name] = {"psnr": round(psnr(upscaled, ref.values), 4), "ssim": round(ssim(upscaled, ref.values), 5)}
     if as_json:
         typer.echo(json.dumps(result))
-    else:
-        typer.echo(f"PSNR {result['psnr']:.2f} dB  SSIM {result['ssim']:.4f}  "
-                   f"({ref.width}x{ref.height}, step {saved.step}, {result['params']} parameters)")
+        return
+    typer.echo(f"inr      PSNR {result['psnr']:.2f} dB  SSIM {result['ssim']:.4f}  "
+               f"({ref.width}x{ref.height}, step {saved.step}, {result['params']} parameters)")
+    for name in ("lanczos", "bicubic"):
+        if name in result:
+            typer.echo(f"{name:8s} PSNR {result[name]['psnr']:.2f} dB  SSIM {result[name]['ssim']:.4f}  "
+                       f"(upscaled from {result['train_width']}x{result['train_height']})")
