@@ -12,8 +12,11 @@ import numpy as np
 
 
 def build(torch, spec, flat_params: np.ndarray, device: str):
-    from inr_cli.network import parameter_views
+    """nn.Linear layers holding our initial parameters (and the fixed Fourier matrix, if any)."""
+    from inr_cli.network import encoding_view, parameter_views
 
+    frequencies = encoding_view(spec, flat_params)
+    encoding = None if frequencies is None else torch.from_numpy(np.array(frequencies)).to(device)
     layers = []
     for weight, bias in parameter_views(spec, flat_params):
         linear = torch.nn.Linear(weight.shape[1], weight.shape[0])
@@ -21,15 +24,20 @@ def build(torch, spec, flat_params: np.ndarray, device: str):
             linear.weight.copy_(torch.from_numpy(np.array(weight)))
             linear.bias.copy_(torch.from_numpy(np.array(bias)))
         layers.append(linear.to(device))
-    return layers
+    return layers, encoding
 
 
-def forward(torch, spec, layers, x):
+def forward(torch, spec, layers, x, encoding=None):
+    if encoding is not None:
+        angle = 2 * math.pi * x @ encoding.T
+        x = torch.cat([torch.cos(angle), torch.sin(angle)], dim=1)
     for index, linear in enumerate(layers):
         x = linear(x)
         last = index == len(layers) - 1
         if spec.model == "siren":
             x = x if last else torch.sin(spec.omega0 * x)
+        elif spec.model == "relu" and not last:
+            x = torch.relu(x)
         else:
             x = torch.sigmoid(x)
     return x
@@ -39,7 +47,7 @@ class TorchTrainer:
     def __init__(self, torch, spec, flat_params, coords, targets, lr, lr_min, total_steps, batch_size, seed, device):
         self.torch = torch
         self.spec = spec
-        self.layers = build(torch, spec, flat_params, device)
+        self.layers, self.encoding = build(torch, spec, flat_params, device)
         self.params = [p for layer in self.layers for p in layer.parameters()]
         self.optimizer = torch.optim.Adam(self.params, lr=lr)
         self.lr, self.lr_min, self.total = lr, lr_min, total_steps
@@ -62,7 +70,7 @@ class TorchTrainer:
         else:
             x, t = self.coords, self.targets
         self.optimizer.zero_grad(set_to_none=True)
-        loss = torch.mean((forward(torch, self.spec, self.layers, x) - t) ** 2)
+        loss = torch.mean((forward(torch, self.spec, self.layers, x, self.encoding) - t) ** 2)
         loss.backward()
         self.optimizer.step()
         self.loss = loss
@@ -73,4 +81,5 @@ class TorchTrainer:
 
     def render(self, coords):
         with self.torch.no_grad():
-            return forward(self.torch, self.spec, self.layers, self.torch.from_numpy(coords).to(self.coords.device))
+            x = self.torch.from_numpy(coords).to(self.coords.device)
+            return forward(self.torch, self.spec, self.layers, x, self.encoding)
