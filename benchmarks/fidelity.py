@@ -72,8 +72,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="tiny sizes and budgets: a smoke run")
     parser.add_argument("--presets", nargs="*", default=list(PRESETS))
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--size", type=int, default=256, help="longer side of the training images")
+    parser.add_argument("--budgets", type=int, nargs="*", default=[300, 1000, 3000], help="steps to report")
+    parser.add_argument("--up-sizes", type=int, nargs="*", default=[128, 256], help="train sizes for upscaling")
+    parser.add_argument("--target", type=int, default=512, help="upscaling target size")
     args = parser.parse_args()
-    size, budgets, up_sizes, target = (256, (300, 1000, 3000), (128, 256), 512)
+    size, budgets, up_sizes, target = args.size, tuple(args.budgets), tuple(args.up_sizes), args.target
     if args.quick:
         size, budgets, up_sizes, target = (32, (5, 10, 20), (16, 32), 64)
     backend = get_backend(args.device)
@@ -108,7 +112,8 @@ def main() -> None:
                                         method)
                     entry[name] = {"psnr": round(psnr(upscaled, original.values), 3),
                                    "ssim": round(ssim(upscaled, original.values), 4)}
-                print(f"  upscale {small_size}->{target}: {entry}", flush=True)
+                print(f"  upscale {small_size}->{target}: {preset} {entry[preset]}, lanczos {entry['lanczos']}, "
+                      f"bicubic {entry['bicubic']}", flush=True)
     save_json(report, args.out)
     print(f"saved {args.out}")
 
