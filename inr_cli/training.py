@@ -64,7 +64,7 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
     backend = get_backend(config.device, config.matmul, notices)
     for message in notices:
         notice(message)
-    spec = spec_for(config, image)
+    spec = resume_from.spec if resume_from is not None else spec_for(config, image)
     data_id = fingerprint(image)
     if resume_from is not None:
         params, moment1, moment2, step = resume_from.params, resume_from.moment1, resume_from.moment2, resume_from.step

@@ -29,6 +29,9 @@ def command(
         "hidden": spec.hidden,
         "layers": spec.layers,
         "omega0": spec.omega0 if spec.model == "siren" else None,
+        "encoding": spec.encoding,
+        "fourier_features": spec.fourier_features or None,
+        "fourier_sigma": spec.fourier_sigma or None,
         "params": spec.parameter_count(),
         "step": saved.step,
         "total_steps": saved.total_steps,
@@ -46,7 +49,9 @@ def command(
         return
     lines = [
         f"network   {spec.model}, {spec.layers} hidden x {spec.hidden}"
-        + (f", omega0 {spec.omega0:g}" if spec.model == "siren" else ""),
+        + (f", omega0 {spec.omega0:g}" if spec.model == "siren" else "")
+        + (f", Fourier features m={spec.fourier_features} sigma={spec.fourier_sigma:g}"
+           if spec.encoding == "fourier" else ""),
         f"params    {result['params']:,}",
         f"step      {saved.step} of {saved.total_steps}",
         f"loss      {loss:.4e}   PSNR {result['psnr']} dB" if result["loss"] is not None else "loss      -",
