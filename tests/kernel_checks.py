@@ -1,0 +1,132 @@
+"""One check per kernel operation, against the NumPy reference, for any KernelBackend.
+
+test_kernels_emulated.py runs these on the CPU (the kernel source compiled as C++) over small
+awkward shapes; test_gpu.py runs the same checks on the GPU over large ones.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from inr_cli.backends.numpy_backend import NumpyBackend
+
+cpu = NumpyBackend()
+
+
+def close(backend, array, reference, rtol=1e-4, atol=1e-5):
+    np.testing.assert_allclose(backend.to_host(array), reference, rtol=rtol, atol=atol)
+
+
+def check_matmul(backend, m, n, k, trans):
+    rng = np.random.default_rng(m * 7 + n * 3 + k)
+    ta, tb = trans[0] == "t", trans[1] == "t"
+    a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
+    out = backend.to_device(np.full((m, n), np.nan, np.float32))
+    backend.matmul(backend.to_device(a), backend.to_device(b), out, ta, tb)
+    reference = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
+    close(backend, out, reference, rtol=1e-3, atol=1e-4 * np.sqrt(k))
+
+
+def check_column_reduce(backend, rows, cols):
+    x = np.random.default_rng(rows + cols).standard_normal((rows, cols)).astype(np.float32)
+    out = backend.to_device(np.full(cols, np.nan, np.float32))
+    backend.column_reduce(backend.to_device(x), out)
+    close(backend, out, x.astype(np.float64).sum(axis=0), rtol=1e-4, atol=1e-4 * np.sqrt(rows))
+
+
+def check_fill(backend, n):
+    out = backend.to_device(np.zeros(n, np.float32))
+    backend.fill(out, -1.5)
+    assert (backend.to_host(out) == np.float32(-1.5)).all()
+
+
+def check_activations(backend, activation, rows, cols):
+    rng = np.random.default_rng(rows * cols)
+    z = rng.standard_normal((rows, cols)).astype(np.float32)
+    bias = rng.standard_normal(cols).astype(np.float32)
+    grad = rng.standard_normal((rows, cols)).astype(np.float32)
+    z_ref, a_ref, g_ref = z.copy(), np.empty_like(z), grad.copy()
+    cpu.bias_activation(z_ref, bias, a_ref, activation, 30.0)
+    cpu.activation_backward(g_ref, z_ref, a_ref, activation, 30.0)
+    z_d, a_d, g_d = backend.to_device(z), backend.to_device(np.empty_like(z)), backend.to_device(grad)
+    backend.bias_activation(z_d, backend.to_device(bias), a_d, activation, 30.0)
+    backend.activation_backward(g_d, z_d, a_d, activation, 30.0)
+    close(backend, z_d, z_ref, rtol=1e-6)
+    close(backend, a_d, a_ref, atol=1e-4)
+    close(backend, g_d, g_ref, rtol=1e-3, atol=1e-3)
+
+
+def check_mse_loss(backend, rows, cols):
+    rng = np.random.default_rng(rows)
+    pred, target = rng.random((rows, cols), dtype=np.float32), rng.random((rows, cols), dtype=np.float32)
+    grad_ref, loss_ref = np.empty_like(pred), np.empty(1, np.float32)
+    cpu.mse_loss(pred, target, grad_ref, loss_ref)
+    grad, loss = backend.to_device(np.empty_like(pred)), backend.to_device(np.empty(1, np.float32))
+    backend.mse_loss(backend.to_device(pred), backend.to_device(target), grad, loss)
+    close(backend, grad, grad_ref, rtol=1e-6, atol=1e-12)
+    close(backend, loss, loss_ref, rtol=1e-5)
+
+
+def check_schedule_and_optimizers(backend, n):
+    rng = np.random.default_rng(0)
+    host = [rng.standard_normal(n).astype(np.float32) for _ in range(4)]
+    host[3] = np.abs(host[3])
+    dev = [backend.to_device(a) for a in host]
+    counter_h, counter_d = np.array([41], np.int64), backend.to_device(np.array([41], np.int64))
+    hyper_h, hyper_d = np.zeros(4, np.float32), backend.to_device(np.zeros(4, np.float32))
+    for _ in range(3):
+        cpu.advance_schedule(counter_h, hyper_h, 1e-3, 1e-5, 100, 0.9, 0.999)
+        backend.advance_schedule(counter_d, hyper_d, 1e-3, 1e-5, 100, 0.9, 0.999)
+        cpu.adam_update(*host, hyper_h, 0.9, 0.999, 1e-8)
+        backend.adam_update(*dev, hyper_d, 0.9, 0.999, 1e-8)
+    assert int(backend.to_host(counter_d)[0]) == 44
+    close(backend, hyper_d, hyper_h, rtol=1e-6)
+    for d, h in zip(dev, host):
+        close(backend, d, h, rtol=1e-5, atol=1e-6)
+    cpu.sgd_update(host[0], host[1], host[2], hyper_h, 0.9)
+    backend.sgd_update(dev[0], dev[1], dev[2], hyper_d, 0.9)
+    close(backend, dev[0], host[0], rtol=1e-5, atol=1e-6)
+
+
+def check_sample_batch(backend, n_pixels, batch, seed, step):
+    rng = np.random.default_rng(0)
+    coords = rng.random((n_pixels, 2), dtype=np.float32)
+    targets = rng.random((n_pixels, 4), dtype=np.float32)
+    counter = np.array([step], np.int64)
+    bx, bt = np.empty((batch, 2), np.float32), np.empty((batch, 4), np.float32)
+    cpu.sample_batch(coords, targets, bx, bt, seed, counter)
+    bx_d, bt_d = backend.to_device(np.empty_like(bx)), backend.to_device(np.empty_like(bt))
+    backend.sample_batch(backend.to_device(coords), backend.to_device(targets), bx_d, bt_d, seed,
+                         backend.to_device(counter))
+    assert (backend.to_host(bx_d) == bx).all() and (backend.to_host(bt_d) == bt).all()
+
+
+def check_fused_layer(backend, rows, in_f, out_f, activation):
+    """linear_forward (matmul + bias + activation epilogue) and linear_backward_input (matmul +
+    activation-derivative epilogue) against the NumPy compositions they replace."""
+    rng = np.random.default_rng(rows + in_f)
+    x = rng.uniform(-1, 1, (rows, in_f)).astype(np.float32)
+    weight = (rng.standard_normal((out_f, in_f)) / np.sqrt(in_f)).astype(np.float32)
+    bias = rng.standard_normal(out_f).astype(np.float32)
+    grad_out = rng.standard_normal((rows, out_f)).astype(np.float32)
+    z, a, grad_in = np.empty((rows, out_f), np.float32), np.empty((rows, out_f), np.float32), np.empty_like(x)
+    cpu.linear_forward(x, weight, bias, z, a, activation, 30.0)
+    cpu.linear_backward_input(grad_out, weight, x, np.sin(x), grad_in, activation, 30.0)
+    z_d, a_d, g_d = (backend.to_device(np.empty_like(v)) for v in (z, a, grad_in))
+    backend.linear_forward(backend.to_device(x), backend.to_device(weight), backend.to_device(bias), z_d, a_d,
+                           activation, 30.0)
+    backend.linear_backward_input(backend.to_device(grad_out), backend.to_device(weight), backend.to_device(x),
+                                  backend.to_device(np.sin(x)), g_d, activation, 30.0)
+    close(backend, z_d, z, rtol=1e-3, atol=1e-3)
+    close(backend, a_d, a, rtol=1e-3, atol=3e-2 if activation == "sine" else 1e-3)  # sin(30 z) amplifies z's rounding
+    close(backend, g_d, grad_in, rtol=1e-3, atol=1e-2 * np.sqrt(out_f))
+
+
+def check_fourier_features(backend, rows, m):
+    projection = np.random.default_rng(rows).normal(0, 10, (rows, m)).astype(np.float32)
+    ref = np.empty((rows, 2 * m), np.float32)
+    cpu.fourier_features(projection, ref)
+    out = backend.to_device(np.full((rows, 2 * m), np.nan, np.float32))
+    backend.fourier_features(backend.to_device(projection), out)
+    close(backend, out, ref, atol=2e-4)
