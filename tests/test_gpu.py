@@ -117,3 +117,25 @@ def test_fused_layer_kernels(gpu, rows, in_f, out_f, activation):
 @pytest.mark.parametrize("rows,m", [(1, 1), (262144, 256), (999, 7)])
 def test_fourier_features(gpu, rows, m):
     check_fourier_features(gpu, rows, m)
+
+def test_checkpoints_move_between_gpu_and_cpu(tmp_path, rgb_png):
+    """Train on the GPU, resume on the CPU, and the reverse: both land near a CPU-only run."""
+    from typer.testing import CliRunner
+
+    from inr_cli import checkpoint as ckpt
+    from inr_cli.cli import app
+
+    runner = CliRunner()
+    net = ["--hidden", "32", "--layers", "2", "-q", "--preview-every", "0"]
+    for first, second, name in (("gpu", "cpu", "g2c"), ("cpu", "gpu", "c2g"), ("cpu", "cpu", "ref")):
+        run_dir = tmp_path / name
+        result = runner.invoke(app, ["train", str(rgb_png), "--steps", "10", "--device", first, "--run-dir",
+                                     str(run_dir), *net])
+        assert result.exit_code == 0, result.output
+        result = runner.invoke(app, ["train", str(run_dir), "--resume", "--steps", "20", "--device", second, "-q"])
+        assert result.exit_code == 0, result.output
+    reference = ckpt.load(tmp_path / "ref").params
+    for name in ("g2c", "c2g"):
+        np.testing.assert_allclose(ckpt.load(tmp_path / name).params, reference, rtol=1e-3, atol=1e-4)
+        result = runner.invoke(app, ["render", str(tmp_path / name), "--size", "32", "--device", "gpu", "-q"])
+        assert result.exit_code == 0, result.output

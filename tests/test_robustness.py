@@ -144,3 +144,22 @@ def test_non_positive_options_refused(tmp_path, image, flag, value):
     result = runner.invoke(app, ["train", str(image), *NET, flag, value, "--run-dir", str(tmp_path / "r")])
     assert result.exit_code == 2 and "must be positive" in result.output
     assert not (tmp_path / "r").exists()
+
+
+def test_two_train_processes_on_one_run(tmp_path, image):
+    run = tmp_path / "run"
+    first = inr("train", image, "--steps", "100000", "--checkpoint-every", "100000", "--run-dir", run, *NET)
+    try:
+        deadline = time.time() + 60
+        while not (run / "metrics.csv").is_file():
+            assert time.time() < deadline and first.poll() is None, first.stderr.read()
+            time.sleep(0.1)
+        second = inr("train", run, "--resume", "-q")
+        assert second.wait(timeout=60) == 1
+        message = second.stderr.read()
+        assert "another inr train is using this run directory" in message and "Traceback" not in message
+        assert first.poll() is None, "the first run must go on"
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(timeout=60)
+    assert ckpt.load(run).step > 0
