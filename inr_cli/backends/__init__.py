@@ -7,9 +7,8 @@ The NumPy backend is the reference; the CUDA backend runs the same operations as
 from __future__ import annotations
 
 from inr_cli.backends.numpy_backend import NumpyBackend
+from inr_cli.config import DEVICES
 from inr_cli.errors import InrError
-
-DEVICES = ("auto", "cpu", "gpu")
 
 
 def get_backend(device: str = "auto", matmul: str = "kernel", notices: list | None = None):
