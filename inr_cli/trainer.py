@@ -40,7 +40,7 @@ class Trainer:
         self.params = parameter_views(spec, self.flat_params)
         self.frequencies = encoding_view(spec, self.flat_params)
         self.grads = parameter_views(spec, self.flat_grads)
-        self.workspace = Workspace(spec, self.batch, backend, training=True)
+        self.workspace = Workspace(spec, self.batch, backend, training=True, sampled=not self.full_batch)
         self.step_counter = backend.to_device(np.array([step], dtype=np.int64))
         self.hyper = backend.zeros((4,))
         self._run_step = backend.compile_step(self._step) if config.cuda_graph else self._step

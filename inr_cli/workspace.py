@@ -12,7 +12,10 @@ from inr_cli.network import NetworkSpec
 
 
 class Workspace:
-    def __init__(self, spec: NetworkSpec, batch: int, backend, training: bool, dtype=np.float32):
+    def __init__(self, spec: NetworkSpec, batch: int, backend, training: bool, dtype=np.float32,
+                 sampled: bool = False):
+        """sampled: training draws mini-batches, so it needs buffers for the drawn inputs and targets;
+        a full-batch step reads the uploaded data directly."""
         self.batch = batch
         self.training = training
         shapes = spec.layer_shapes()
@@ -27,8 +30,9 @@ class Workspace:
             self.a = [z if act == "linear" else backend.empty(z.shape, dtype) for z, act in zip(self.z, activations)]
             self.grad = [backend.empty((batch, out_f), dtype) for out_f, _ in shapes]
             self.loss = backend.empty((1,), dtype)
-            self.x = backend.empty((batch, spec.in_features), dtype)
-            self.t = backend.empty((batch, spec.out_features), dtype)
+            if sampled:
+                self.x = backend.empty((batch, spec.in_features), dtype)
+                self.t = backend.empty((batch, spec.out_features), dtype)
         else:
             # Inference: activations in place, hidden layers ping-pong between two buffers.
             hidden = [backend.empty((batch, spec.hidden), dtype) for _ in range(min(2, spec.layers))]

@@ -31,11 +31,11 @@ def batch_indices(seed: int, step: int, batch: int, n: int) -> np.ndarray:
     return (x % np.uint64(n)).astype(np.int64)
 
 
-class NumpyBackend:
-    name = "cpu"
+class HostMemory:
+    """Arrays in host memory: the NumPy backend's, and the CPU emulation of the kernels' in tests."""
+
     xp = np
 
-    # --- memory -------------------------------------------------------------------------------
     def empty(self, shape, dtype=np.float32):
         return np.empty(shape, dtype=dtype)
 
@@ -50,6 +50,10 @@ class NumpyBackend:
 
     def synchronize(self) -> None:
         pass
+
+
+class NumpyBackend(HostMemory):
+    name = "cpu"
 
     # --- operations (one per kernel) -------------------------------------------------------------
     def fill(self, out, value: float) -> None:

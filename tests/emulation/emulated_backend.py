@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from inr_cli.backends.kernel_backend import KernelBackend
+from inr_cli.backends.numpy_backend import HostMemory
 from inr_cli.resources import kernels_dir
 
 HERE = Path(__file__).resolve().parent
@@ -88,11 +89,10 @@ def build_library(cache_dir: Path | None = None):
     return ctypes.CDLL(str(library)), kernels
 
 
-class EmulatedBackend(KernelBackend):
+class EmulatedBackend(HostMemory, KernelBackend):
     """KernelBackend over NumPy arrays whose kernels run as C++ on the CPU."""
 
     name = "emulated"
-    xp = np
 
     def __init__(self, sm_count: int = 4):
         super().__init__()
@@ -105,21 +105,6 @@ class EmulatedBackend(KernelBackend):
                 ctypes.c_void_p if t == "pointer" else CTYPES[t] for t, _ in params
             ]
             function.restype = None
-
-    def empty(self, shape, dtype=np.float32):
-        return np.empty(shape, dtype=dtype)
-
-    def zeros(self, shape, dtype=np.float32):
-        return np.zeros(shape, dtype=dtype)
-
-    def to_device(self, array):
-        return np.array(array, copy=True)
-
-    def to_host(self, array):
-        return np.asarray(array)
-
-    def synchronize(self) -> None:
-        pass
 
     def launch(self, name: str, grid, block, args) -> None:
         converted = []
