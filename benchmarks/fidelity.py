@@ -3,25 +3,34 @@ the upscaling question (is the network a better image scaler than Lanczos or bic
 
     PYTHONPATH=. python benchmarks/fidelity.py [--out bench-results/fidelity.json] [--quick]
 
-Runs on the GPU when one is usable, else on the CPU (slowly: hours at full size). PyTorch is
-optional (`pip install torch` in the benchmark's own environment); without it that column is empty.
+Runs on the GPU when one is usable, else on the CPU (slowly: hours at full size; there the jobs run
+in --workers processes with one BLAS thread each). PyTorch is optional (`pip install torch` in the
+benchmark's own environment); without it that column is empty.
 
-1. For each preset and sample photo at 256 px (longer side): PSNR of the training image after 300,
-   1000 and 3000 steps of one 3000-step run (cosine schedule over 3000), ours and PyTorch's from the
-   same initial parameters and the same schedule.
-2. Upscaling: train at 128 and 256 px, render at 512, PSNR / SSIM against the 512 px original, beside
-   Lanczos and bicubic upscales of the same small image.
+1. For each preset and sample photo at --size px (longer side): PSNR of the training image after
+   each of --budgets steps of one run as long as the last budget (cosine schedule over that run),
+   ours and PyTorch's from the same initial parameters and the same schedule (PyTorch stopped after
+   --torch-steps if given).
+2. Upscaling: train at each of --up-sizes (a size equal to --size reuses that run), render at each
+   of --targets, PSNR / SSIM against the photo resized to the target, beside Lanczos and bicubic
+   upscales of the very image the network was trained on.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
-from dataclasses import replace
-from pathlib import Path
+import os
 
-import numpy as np
-from PIL import Image
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+from concurrent.futures import ProcessPoolExecutor  # noqa: E402
+from dataclasses import replace  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+from PIL import Image  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -29,7 +38,7 @@ from benchmarks.common import PHOTOS, ROOT, environment, save_json  # noqa: E402
 from inr_cli.backends import get_backend  # noqa: E402
 from inr_cli.config import build_config  # noqa: E402
 from inr_cli.coords import pixel_grid  # noqa: E402
-from inr_cli.images import load_image, resample, resize  # noqa: E402
+from inr_cli.images import load_image, resample  # noqa: E402
 from inr_cli.metrics import psnr, psnr_from_mse, ssim  # noqa: E402
 from inr_cli.network import init_parameters  # noqa: E402
 from inr_cli.render import render_float  # noqa: E402
@@ -52,18 +61,62 @@ def train_ours(backend, config, image, checkpoints):
     return curve, trainer
 
 
-def train_torch(torch, config, image, checkpoints, device):
+def train_torch(torch, config, image, checkpoints, device, stop_after):
     from benchmarks.torch_reference import TorchTrainer
 
     spec = spec_for(config, image)
     trainer = TorchTrainer(torch, spec, init_parameters(spec, config.seed), pixel_grid(image.width, image.height),
                            image.targets(), config.lr, config.lr_min, config.steps, 0, config.seed, device)
     curve = {}
-    for step in range(1, config.steps + 1):
+    for step in range(1, min(stop_after, config.steps) + 1):
         trainer.step()
         if step in checkpoints:
             curve[step] = round(psnr_from_mse(trainer.read_loss()), 3)
     return curve
+
+
+def upscale_scores(rendered: np.ndarray, small, original) -> dict:
+    """The network's render and the classic resamplers of the same small image, each against the original."""
+    scores = {"inr": rendered}
+    for name, method in (("lanczos", Image.LANCZOS), ("bicubic", Image.BICUBIC)):
+        scores[name] = resample(small.values, original.width, original.height, method)
+    return {name: {"psnr": round(psnr(values, original.values), 3), "ssim": round(ssim(values, original.values), 4)}
+            for name, values in scores.items()}
+
+
+def ours_job(device, preset, photo, train_size, steps, budgets, targets):
+    """One of our runs: its PSNR curve and its renders at each target size."""
+    config = replace(build_config(None, {"steps": steps}, preset), preview_every=0)
+    small = load_image(PHOTOS[photo], size=train_size)
+    backend = get_backend(device)
+    curve, trainer = train_ours(backend, config, small, set(budgets))
+    upscales = {}
+    for target in targets:
+        original = load_image(PHOTOS[photo], size=target)
+        rendered = render_float(backend, trainer.spec, trainer.flat_params, original.width, original.height)
+        upscales[target] = upscale_scores(rendered, small, original)
+    return {"kind": "ours", "preset": preset, "photo": photo, "train_size": train_size, "curve": curve,
+            "upscales": upscales}
+
+
+def torch_job(preset, photo, size, steps, budgets, stop_after):
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        torch.set_num_threads(1)
+    config = replace(build_config(None, {"steps": steps}, preset), preview_every=0)
+    image = load_image(PHOTOS[photo], size=size)
+    curve = train_torch(torch, config, image, set(budgets), device, stop_after)
+    return {"kind": "torch", "preset": preset, "photo": photo, "curve": curve}
+
+
+def torch_available() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def main() -> None:
@@ -74,46 +127,46 @@ def main() -> None:
     parser.add_argument("--device", default="auto")
     parser.add_argument("--size", type=int, default=256, help="longer side of the training images")
     parser.add_argument("--budgets", type=int, nargs="*", default=[300, 1000, 3000], help="steps to report")
+    parser.add_argument("--torch-steps", type=int, default=0, help="stop the PyTorch runs here (default: all)")
     parser.add_argument("--up-sizes", type=int, nargs="*", default=[128, 256], help="train sizes for upscaling")
-    parser.add_argument("--target", type=int, default=512, help="upscaling target size")
+    parser.add_argument("--targets", type=int, nargs="*", default=[512], help="upscaling target sizes")
+    parser.add_argument("--workers", type=int, default=0, help="parallel jobs (default: 1 on a GPU, else cores)")
     args = parser.parse_args()
-    size, budgets, up_sizes, target = args.size, tuple(args.budgets), tuple(args.up_sizes), args.target
+    size, budgets, up_sizes, targets = args.size, sorted(args.budgets), args.up_sizes, args.targets
     if args.quick:
-        size, budgets, up_sizes, target = (32, (5, 10, 20), (16, 32), 64)
-    backend = get_backend(args.device)
-    try:
-        import torch
-
-        torch_device = "cuda" if torch.cuda.is_available() else "cpu"
-    except ImportError:
-        torch = torch_device = None
-    report = {"environment": environment(), "backend": backend.name, "size": size, "budgets": budgets,
-              "curves": {}, "upscaling": {}}
+        size, budgets, up_sizes, targets = 32, [5, 10, 20], [16, 32], [64]
+    steps = budgets[-1]
+    backend_name = get_backend(args.device).name
+    workers = args.workers or (1 if backend_name != "numpy" else os.cpu_count() or 1)
+    jobs = []
     for photo in PHOTOS:
-        image = load_image(PHOTOS[photo], size=size)
-        original = load_image(PHOTOS[photo], size=target)
         for preset in args.presets:
-            config = replace(build_config(None, {"steps": budgets[-1]}, preset), preview_every=0)
-            ours, _ = train_ours(backend, config, image, set(budgets))
-            row = {"inr": ours}
-            if torch is not None:
-                row["torch"] = train_torch(torch, config, image, set(budgets), torch_device)
-            report["curves"][f"{photo}/{preset}"] = row
-            print(f"{photo:7s} {preset:8s} inr {ours}  torch {row.get('torch', '-')}", flush=True)
-            for small_size in up_sizes:
-                small = load_image(PHOTOS[photo], size=small_size)
-                _, trainer = train_ours(backend, config, small, set())
-                rendered = render_float(backend, trainer.spec, trainer.flat_params, original.width, original.height)
-                entry = report["upscaling"].setdefault(f"{photo}/{small_size}->{target}", {})
-                entry[preset] = {"psnr": round(psnr(rendered, original.values), 3),
-                                 "ssim": round(ssim(rendered, original.values), 4)}
-                for name, method in (("lanczos", Image.LANCZOS), ("bicubic", Image.BICUBIC)):
-                    upscaled = resample(resize(original, small_size).values, original.width, original.height,
-                                        method)
-                    entry[name] = {"psnr": round(psnr(upscaled, original.values), 3),
-                                   "ssim": round(ssim(upscaled, original.values), 4)}
-                print(f"  upscale {small_size}->{target}: {preset} {entry[preset]}, lanczos {entry['lanczos']}, "
-                      f"bicubic {entry['bicubic']}", flush=True)
+            for train_size in sorted(set(up_sizes) | {size}):
+                jobs.append((ours_job, (args.device, preset, photo, train_size, steps,
+                                        budgets if train_size == size else [],
+                                        targets if train_size in up_sizes else [])))
+            if torch_available():
+                jobs.append((torch_job, (preset, photo, size, steps, budgets, args.torch_steps or steps)))
+    report = {"environment": environment(), "backend": backend_name, "size": size, "budgets": budgets,
+              "curves": {}, "upscaling": {}}
+    with ProcessPoolExecutor(workers) as pool:
+        futures = [pool.submit(function, *job_args) for function, job_args in jobs]
+        for future in futures:
+            result = future.result()
+            key = f"{result['photo']}/{result['preset']}"
+            if result["kind"] == "torch":
+                report["curves"].setdefault(key, {})["torch"] = result["curve"]
+                print(f"{key:16s} torch {result['curve']}", flush=True)
+                continue
+            if result["curve"]:
+                report["curves"].setdefault(key, {})["inr"] = result["curve"]
+                print(f"{key:16s} inr   {result['curve']}", flush=True)
+            for target, scores in result["upscales"].items():
+                entry = report["upscaling"].setdefault(f"{result['photo']}/{result['train_size']}->{target}", {})
+                entry[result["preset"]] = scores["inr"]
+                entry["lanczos"], entry["bicubic"] = scores["lanczos"], scores["bicubic"]
+                print(f"  {result['photo']} upscale {result['train_size']}->{target}: {result['preset']} "
+                      f"{scores['inr']}, lanczos {scores['lanczos']}, bicubic {scores['bicubic']}", flush=True)
     save_json(report, args.out)
     print(f"saved {args.out}")
 
