@@ -119,7 +119,7 @@ def test_run_directory_contents(tmp_path, rgb_png):
 
 @pytest.mark.slow
 def test_siren_learns_the_coffee_photo(tmp_path):
-    """The issue's learning test: SIREN 3x128, 300 full-batch steps at lr 1e-4 on coffee at 128 px.
+    """The issue's learning test: SIREN 3x128 (omega0 30), 300 full-batch steps at lr 1e-4 on coffee at 128 px.
     An independent PyTorch implementation reaches 27.1 dB here."""
     from inr_cli.backends.numpy_backend import NumpyBackend
     from inr_cli.images import load_image
@@ -127,7 +127,7 @@ def test_siren_learns_the_coffee_photo(tmp_path):
 
     run = tmp_path / "coffee"
     result = train(["tests/fixtures/coffee.png", "--size", "128", "--model", "siren", "--hidden", "128",
-                    "--layers", "3", "--steps", "300", "--lr", "1e-4", "--lr-min", "1e-4", "--device", "cpu",
+                    "--layers", "3", "--omega0", "30", "--steps", "300", "--lr", "1e-4", "--lr-min", "1e-4", "--device", "cpu",
                     "--run-dir", str(run), "-q", "--preview-every", "0"])
     assert result.exit_code == 0, result.output
     saved = ckpt.load(run)
