@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import platform
 import subprocess
 import time
+from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -66,3 +68,8 @@ def environment() -> dict:
 def save_json(data: dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """Worker processes started fresh (spawn): a forked child cannot use a CUDA context its parent opened."""
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))

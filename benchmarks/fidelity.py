@@ -25,7 +25,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import sys  # noqa: E402
-from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -34,7 +33,7 @@ from PIL import Image  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import PHOTOS, ROOT, environment, save_json  # noqa: E402
+from benchmarks.common import PHOTOS, ROOT, environment, save_json, worker_pool  # noqa: E402
 from inr_cli.backends import get_backend  # noqa: E402
 from inr_cli.config import build_config  # noqa: E402
 from inr_cli.coords import pixel_grid  # noqa: E402
@@ -149,7 +148,7 @@ def main() -> None:
                 jobs.append((torch_job, (preset, photo, size, steps, budgets, args.torch_steps or steps)))
     report = {"environment": environment(), "backend": backend_name, "size": size, "budgets": budgets,
               "curves": {}, "upscaling": {}}
-    with ProcessPoolExecutor(workers) as pool:
+    with worker_pool(workers) as pool:
         futures = [pool.submit(function, *job_args) for function, job_args in jobs]
         for future in futures:
             result = future.result()

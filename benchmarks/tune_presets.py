@@ -1,6 +1,6 @@
 """Preset tuning: a small grid of settings per preset, each trained on both sample photos.
 
-    PYTHONPATH=. python benchmarks/tune_presets.py siren --size 128 --workers 2 \
+    PYTHONPATH=. python benchmarks/tune_presets.py siren --size 128 --workers 2 [--device gpu] \
         --grid lr=1e-4,3e-4 omega0=30,60 [--steps 1000] [--out benchmarks/results/tune-siren.json]
 
 For every combination of the grid it trains the preset (its own step budget unless --steps) on each
@@ -21,7 +21,6 @@ import argparse  # noqa: E402
 import itertools  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-from concurrent.futures import ProcessPoolExecutor  # noqa: E402
 from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -29,7 +28,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import PHOTOS, ROOT, environment, save_json  # noqa: E402
+from benchmarks.common import PHOTOS, ROOT, environment, save_json, worker_pool  # noqa: E402
 from inr_cli.backends import get_backend  # noqa: E402
 from inr_cli.config import SECTIONS, build_config  # noqa: E402
 from inr_cli.images import load_image  # noqa: E402
@@ -59,14 +58,14 @@ def _number(text: str):
     return text
 
 
-def run_one(preset: str, overrides: dict, photo: str, size: int) -> dict:
+def run_one(device: str, preset: str, overrides: dict, photo: str, size: int) -> dict:
     from benchmarks.fidelity import train_ours
 
     config = replace(build_config(None, overrides, preset), preview_every=0)
     image = load_image(PHOTOS[photo], size=size)
     larger = load_image(PHOTOS[photo], size=2 * size)
     start = time.perf_counter()
-    curve, trainer = train_ours(get_backend("cpu"), config, image, {config.steps})
+    curve, trainer = train_ours(get_backend(device), config, image, {config.steps})
     rendered = render_float(trainer.backend, trainer.spec, trainer.flat_params, larger.width, larger.height)
     return {"photo": photo, "settings": overrides, "train_psnr": curve[config.steps],
             "upscale2x_psnr": round(psnr(rendered, larger.values), 3), "seconds": round(time.perf_counter() - start, 1)}
@@ -78,6 +77,7 @@ def main() -> None:
     parser.add_argument("--grid", nargs="*", default=[], help="FIELD=v1,v2 ... (config field names)")
     parser.add_argument("--size", type=int, default=128)
     parser.add_argument("--steps", type=int, default=0, help="step budget (default: the preset's)")
+    parser.add_argument("--device", default="cpu", help="cpu, gpu or auto")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -85,9 +85,9 @@ def main() -> None:
     combos = [dict(zip(grid, values)) for values in itertools.product(*grid.values())] or [{}]
     if args.steps:
         combos = [{**combo, "steps": args.steps} for combo in combos]
-    jobs = [(args.preset, combo, photo, args.size) for combo in combos for photo in PHOTOS]
+    jobs = [(args.device, args.preset, combo, photo, args.size) for combo in combos for photo in PHOTOS]
     results = []
-    with ProcessPoolExecutor(args.workers) as pool:
+    with worker_pool(args.workers) as pool:
         for result in pool.map(run_one, *zip(*jobs)):
             results.append(result)
             print(f"{result['photo']:7s} {result['settings']}  train {result['train_psnr']:.2f} dB  "
