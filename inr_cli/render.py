@@ -23,7 +23,7 @@ def render_rows(backend, spec: NetworkSpec, flat_params, width: int, height: int
         row_stop = min(height, row_start + rows_per_chunk)
         n = (row_stop - row_start) * width
         x = ws.x[:n]
-        x[...] = backend.to_device(pixel_grid(width, height, row_start, row_stop))
+        backend.copy_from_host(x, pixel_grid(width, height, row_start, row_stop))
         out = forward(backend, spec, params, ws, x, n, frequencies)
         # A copy: the workspace is reused by the next chunk.
         values = np.array(backend.to_host(out), copy=True)

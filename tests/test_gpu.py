@@ -93,6 +93,21 @@ def test_training_run_matches_cpu(gpu, model, batch_size):
     np.testing.assert_allclose(gpu_render, cpu_render, atol=2e-3)
 
 
+def test_render_ignores_work_on_other_streams(gpu):
+    """A render stays on the backend's stream: a copy issued on the null stream, which the
+    non-blocking stream does not wait for, would land after the kernels that read it."""
+    import cupy
+
+    spec = NetworkSpec("siren", 3, 64, 3, 30.0)
+    params = init_parameters(spec, 0)
+    expected = render_float(cpu, spec, params, 300, 500)  # three chunks of the workspace
+    busy = cupy.ones(1 << 26, dtype=cupy.float32)
+    for _ in range(200):  # tens of milliseconds queued on the null stream
+        cupy.sin(busy, out=busy)
+    rendered = render_float(gpu, spec, params, 300, 500)
+    np.testing.assert_allclose(rendered, expected, atol=2e-3)
+
+
 def test_cuda_graph_equals_eager(gpu):
     graph_losses, graph_trainer = _train(gpu, "siren", 0, steps=20, cuda_graph=True)
     eager_losses, _ = _train(gpu, "siren", 0, steps=20, cuda_graph=False)

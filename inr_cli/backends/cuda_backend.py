@@ -76,7 +76,8 @@ class CudaBackend(KernelBackend):
 
     # --- memory ------------------------------------------------------------------------------------
     def empty(self, shape, dtype=np.float32):
-        return self._cupy.empty(shape, dtype=dtype)
+        with self.stream:  # from this stream's pool arena, like every array we launch on
+            return self._cupy.empty(shape, dtype=dtype)
 
     def zeros(self, shape, dtype=np.float32):
         with self.stream:
@@ -85,6 +86,11 @@ class CudaBackend(KernelBackend):
     def to_device(self, array):
         with self.stream:
             return self._cupy.asarray(np.ascontiguousarray(array))
+
+    def copy_from_host(self, out, array) -> None:
+        # On our stream: `out[...] = device_array` would run CuPy's copy kernel on the null stream,
+        # which a non-blocking stream does not wait for, so the next kernel could read stale values.
+        out.set(np.ascontiguousarray(array, dtype=out.dtype), stream=self.stream)
 
     def to_host(self, array) -> np.ndarray:
         return self._cupy.asnumpy(array, stream=self.stream)  # waits for the stream: a sync point

@@ -45,6 +45,9 @@ class HostMemory:
     def to_device(self, array):
         return np.array(array, copy=True)
 
+    def copy_from_host(self, out, array) -> None:
+        out[...] = array
+
     def to_host(self, array) -> np.ndarray:
         return np.asarray(array)
 
