@@ -37,6 +37,18 @@ def test_version_and_help():
         assert run(command, "--help").exit_code == 0
 
 
+def test_help_texts_survive_rich_markup():
+    """Rich reads `[word...]` in a help text as a markup tag and drops it: say defaults in brackets."""
+    import re
+
+    import typer.main
+
+    for command in typer.main.get_command(app).commands.values():
+        for param in command.params:
+            assert not re.search(r"\[[a-z#/@]", getattr(param, "help", None) or ""), (command.name, param.name)
+    assert "render-WxH.png" in " ".join(run("render", "--help").stdout.split())
+
+
 @pytest.mark.parametrize("mode", ["L", "RGB", "RGBA"])
 def test_encode_decode_roundtrip(tmp_path, mode):
     src = make_image(tmp_path / "img.png", mode)

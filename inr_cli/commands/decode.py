@@ -16,7 +16,7 @@ NEEDS_ARGS = True
 
 def command(
     csv: Path = typer.Argument(..., help="Pixel CSV written by `inr encode` (or by hand)."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Image to write [default: CSV with .png]."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Image to write (default: CSV with .png)."),
 ) -> None:
     pixels = read_csv(csv)
     target = output or default_output(csv, ".png")

@@ -18,7 +18,7 @@ NEEDS_ARGS = True
 
 def command(
     image: Path = typer.Argument(..., help="Image file (PNG, JPEG, GIF, ...)."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="CSV to write [default: IMAGE with .csv]."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="CSV to write (default: IMAGE with .csv)."),
     size: Optional[int] = typer.Option(None, "--size", help="Resize so the longer side is N pixels (Lanczos)."),
     gray: bool = typer.Option(False, "--gray", help="Convert to one grey channel."),
 ) -> None:

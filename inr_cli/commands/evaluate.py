@@ -31,8 +31,8 @@ def command(
     device: str = typer.Option("auto", "--device", help="auto | cpu | gpu."),
     train_size: Optional[int] = typer.Option(None, "--train-size",
                                              help="Train on the reference shrunk so its longer side is N."),
-    preset: Optional[str] = typer.Option(None, "--preset", help="Preset for the training run [default: siren]."),
-    steps: Optional[int] = typer.Option(None, "--steps", help="Steps for the training run [default: preset's]."),
+    preset: Optional[str] = typer.Option(None, "--preset", help="Preset for the training run (default: siren)."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Steps for the training run (default: the preset's)."),
 ) -> None:
     if train_size is not None and train_size <= 0:
         raise UsageError(f"--train-size must be a positive number of pixels, got {train_size}")

@@ -24,7 +24,7 @@ def command(
     size: Optional[int] = typer.Option(None, "--size", help="Longer side in pixels; the aspect ratio is kept."),
     width: Optional[int] = typer.Option(None, "--width", help="Canvas width (with --height: exact size)."),
     height: Optional[int] = typer.Option(None, "--height", help="Canvas height."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Image to write [default: RUN/render-WxH.png]."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Image to write (default: RUN/render-WxH.png)."),
     device: str = typer.Option("auto", "--device", help="auto | cpu | gpu."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress messages."),
 ) -> None:

@@ -24,11 +24,11 @@ RESUMABLE = {"steps", "device", "matmul", "checkpoint_every", "log_every", "prev
 
 def command(
     data: Optional[str] = typer.Argument(
-        None, help="Pixel CSV or image. With --resume: the run directory or checkpoint [default: latest run]."),
+        None, help="Pixel CSV or image. With --resume: the run directory or checkpoint (default: latest run)."),
     config_file: Optional[Path] = typer.Option(None, "--config", help="TOML config (see configs/)."),
     preset: Optional[str] = typer.Option(None, "--preset", help="Start from configs/NAME.toml: siren, sigmoid, "
-                                         "fourier [default: the model's]."),
-    model: Optional[str] = typer.Option(None, "--model", help="siren | sigmoid | relu [default: siren]."),
+                                         "fourier (default: the model's)."),
+    model: Optional[str] = typer.Option(None, "--model", help="siren | sigmoid | relu (default: siren)."),
     hidden: Optional[int] = typer.Option(None, "--hidden", help="Neurons per hidden layer."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Number of hidden layers."),
     omega0: Optional[float] = typer.Option(None, "--omega0", help="SIREN frequency omega_0."),
@@ -41,11 +41,11 @@ def command(
     optimizer: Optional[str] = typer.Option(None, "--optimizer", help="adam | sgd."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Random pixels per step; 0 = full batch."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for initialisation and mini-batches."),
-    device: Optional[str] = typer.Option(None, "--device", help="auto | cpu | gpu [default: auto]."),
+    device: Optional[str] = typer.Option(None, "--device", help="auto | cpu | gpu (default: auto)."),
     matmul: Optional[str] = typer.Option(None, "--matmul", help="GPU matmul: kernel (ours) | cublas."),
     cuda_graph: Optional[bool] = typer.Option(None, "--cuda-graph/--no-cuda-graph",
-                                              help="Replay the GPU step as a CUDA graph [default: on]."),
-    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where to write the run [default: runs/<name>]."),
+                                              help="Replay the GPU step as a CUDA graph (default: on)."),
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where to write the run (default: runs/<name>)."),
     checkpoint_every: Optional[int] = typer.Option(None, "--checkpoint-every", help="Steps between checkpoints."),
     log_every: Optional[int] = typer.Option(None, "--log-every", help="Steps between loss reads and metrics rows."),
     preview_every: Optional[int] = typer.Option(None, "--preview-every", help="Steps between previews; 0 = none."),
