@@ -27,3 +27,15 @@ def test_nvcc_compiles(tmp_path, path, arch):
     )
     assert result.returncode == 0, result.stderr
     assert ".entry" in (tmp_path / "out.ptx").read_text()
+
+
+def test_launch_tiles_match_the_kernel_instantiations():
+    """The host's launch plans (block size, K-split alignment) describe the tiles the .cu compiles."""
+    import re
+
+    from inr_cli.backends.launch import TILES
+
+    text = (kernels_dir() / "matmul.cu").read_text()
+    compiled = {name: tuple(int(v) for v in values) for name, *values in
+                re.findall(r"^MATMUL_ALL\((\w+), (\d+), (\d+), (\d+), (\d+), (\d+)\)", text, re.M)}
+    assert compiled == {t.name: (t.bm, t.bn, t.bk, t.tm, t.tn) for t in TILES.values()}
