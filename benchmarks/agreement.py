@@ -2,7 +2,8 @@
 amplified by training? Three runs from the same initial parameters and schedule, PSNR every step:
 ours (our matmul kernels), ours with cuBLAS matmuls (same algorithm, other summation order), PyTorch.
 
-    PYTHONPATH=. python benchmarks/agreement.py [--size 256] [--steps 3000] [--budgets 300 1000 3000]
+    PYTHONPATH=. python benchmarks/agreement.py [--size 256] [--steps 3000] [--budgets 300 1000 3000] \
+        [--presets siren fourier] [--set omega0=30 lr=1e-4]
 
 For each budget it prints the PSNR at that step and the mean PSNR over the last 10% of the steps up
 to it (a high learning rate makes the loss spike now and then, and one step can land on a spike).
@@ -22,14 +23,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import PHOTOS, ROOT, environment, save_json, worker_pool  # noqa: E402
+from benchmarks.tune_presets import parse_grid  # noqa: E402
 from inr_cli.config import build_config  # noqa: E402
 from inr_cli.images import load_image  # noqa: E402
 
 
-def curve_job(kind: str, preset: str, photo: str, size: int, steps: int) -> dict:
+def curve_job(kind: str, preset: str, photo: str, size: int, steps: int, overrides: dict) -> dict:
     from benchmarks.fidelity import train_ours, train_torch
 
-    config = replace(build_config(None, {"steps": steps}, preset), preview_every=0)
+    config = replace(build_config(None, {**overrides, "steps": steps}, preset), preview_every=0)
     image = load_image(PHOTOS[photo], size=size)
     every_step = set(range(1, steps + 1))
     if kind == "torch":
@@ -55,15 +57,18 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=256)
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--budgets", type=int, nargs="*", default=[300, 1000, 3000])
+    parser.add_argument("--set", nargs="*", default=[], help="FIELD=VALUE over the presets' settings")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "agreement.json")
     args = parser.parse_args()
+    overrides = {name: values[0] for name, values in parse_grid(args.set).items()}
     kinds = ("kernel", "cublas", "torch")
-    jobs = [(kind, preset, photo, args.size, args.steps) for preset in args.presets for photo in PHOTOS
+    jobs = [(kind, preset, photo, args.size, args.steps, overrides) for preset in args.presets for photo in PHOTOS
             for kind in kinds]
     with worker_pool(args.workers) as pool:
         runs = list(pool.map(curve_job, *zip(*jobs)))
-    report = {"environment": environment(), "size": args.size, "steps": args.steps, "rows": []}
+    report = {"environment": environment(), "size": args.size, "steps": args.steps, "overrides": overrides,
+              "rows": []}
     print(f"{'photo/preset':16s} {'budget':>6s}  " + "  ".join(f"{k:>15s}" for k in kinds)
           + "  |kernel-cublas| |kernel-torch|   (PSNR at the step / mean over the last 10%)")
     for preset in args.presets:
