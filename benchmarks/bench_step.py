@@ -90,6 +90,9 @@ def time_matmul(backend, m, n, k, trans: str, repeats: int = 20) -> float:
     a = cupy.random.standard_normal((k, m) if ta else (m, k), dtype=cupy.float32)
     b = cupy.random.standard_normal((n, k) if tb else (k, n), dtype=cupy.float32)
     out = cupy.empty((m, n), dtype=cupy.float32)
+    # The operands come from the null stream, which the backend's non-blocking stream does not wait
+    # for: finish them first, or their generation overlaps (and slows) the timed products.
+    cupy.cuda.Device().synchronize()
     backend.matmul(a, b, out, ta, tb)
     start, stop = cupy.cuda.Event(), cupy.cuda.Event()
     start.record(backend.stream)
