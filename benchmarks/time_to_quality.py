@@ -4,7 +4,8 @@
 
 Both sides: SIREN 3x256, full batch, Adam cosine-annealed from --lr to --lr-min over --steps, the
 same initial parameters; by default omega0 30, lr 1e-4 to 1e-6 (the paper's settings; the siren
-preset's are --omega0 60 --lr 3e-4 --lr-min 1e-5). The loss is read every --check steps (that read is counted in the time).
+preset's are --omega0 60 --lr 3e-4 --lr-min 1e-5). The loss is read every --check steps (that read
+is counted in the time).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from benchmarks.common import ROOT, environment, photo, save_json  # noqa: E402
 from inr_cli.config import Config  # noqa: E402
 from inr_cli.coords import pixel_grid  # noqa: E402
 from inr_cli.metrics import psnr_from_mse  # noqa: E402
-from inr_cli.network import NetworkSpec, init_parameters  # noqa: E402
+from inr_cli.network import init_parameters  # noqa: E402
 from inr_cli.trainer import Trainer  # noqa: E402
+from inr_cli.training import spec_for  # noqa: E402
 
 TARGETS = (30.0, 40.0)
 
@@ -64,9 +66,9 @@ def main() -> None:
     from inr_cli.backends.cuda_backend import CudaBackend
 
     image = photo(args.photo, 512, 512)
-    spec = NetworkSpec("siren", 3, 256, 3, args.omega0)
+    config = Config(model="siren", hidden=256, layers=3, omega0=args.omega0, lr=args.lr, lr_min=args.lr_min)
+    spec = spec_for(config, image)
     params = init_parameters(spec, 0)
-    config = Config(lr=args.lr, lr_min=args.lr_min, omega0=args.omega0)
     backend = CudaBackend()
     # Compile the kernels and capture the graph outside the timed region.
     warm = Trainer(backend, spec, config, image, params, np.zeros_like(params), np.zeros_like(params), 0, args.steps)

@@ -29,7 +29,7 @@ class Config:
     # [encoding]
     encoding: str = "none"  # "none" or "fourier" (Gaussian Fourier features, Tancik et al. 2020)
     fourier_features: int = 256  # mapping size m: the network sees 2m inputs
-    fourier_sigma: float = 6.0   # standard deviation of the random frequencies B
+    fourier_sigma: float = 6.0  # standard deviation of the random frequencies B
     # [optimizer]
     optimizer: str = "adam"
     lr: float = 1e-4

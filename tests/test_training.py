@@ -127,7 +127,8 @@ def test_siren_learns_the_coffee_photo(tmp_path):
 
     run = tmp_path / "coffee"
     result = train(["tests/fixtures/coffee.png", "--size", "128", "--model", "siren", "--hidden", "128",
-                    "--layers", "3", "--omega0", "30", "--steps", "300", "--lr", "1e-4", "--lr-min", "1e-4", "--device", "cpu",
+                    "--layers", "3", "--omega0", "30", "--steps", "300", "--lr", "1e-4", "--lr-min", "1e-4",
+                    "--device", "cpu",
                     "--run-dir", str(run), "-q", "--preview-every", "0"])
     assert result.exit_code == 0, result.output
     saved = ckpt.load(run)
