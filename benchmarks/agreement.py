@@ -15,23 +15,21 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import PHOTOS, ROOT, environment, save_json, worker_pool  # noqa: E402
+from benchmarks.common import PHOTOS, ROOT, configure, environment, save_json, worker_pool  # noqa: E402
 from benchmarks.tune_presets import parse_grid  # noqa: E402
-from inr_cli.config import build_config  # noqa: E402
 from inr_cli.images import load_image  # noqa: E402
 
 
 def curve_job(kind: str, preset: str, photo: str, size: int, steps: int, overrides: dict) -> dict:
     from benchmarks.fidelity import train_ours, train_torch
 
-    config = replace(build_config(None, {**overrides, "steps": steps}, preset), preview_every=0)
+    config = configure(preset, **{**overrides, "steps": steps, "preview_every": 0})
     image = load_image(PHOTOS[photo], size=size)
     every_step = set(range(1, steps + 1))
     if kind == "torch":

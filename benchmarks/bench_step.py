@@ -18,23 +18,27 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import ROOT, environment, photo, save_json, timed  # noqa: E402
+from benchmarks.common import ROOT, configure, environment, make_trainer, photo, save_json, timed  # noqa: E402
 from inr_cli.backends.numpy_backend import NumpyBackend  # noqa: E402
-from inr_cli.config import Config  # noqa: E402
 from inr_cli.coords import pixel_grid  # noqa: E402
 from inr_cli.network import NetworkSpec, init_parameters  # noqa: E402
 from inr_cli.render import render_uint8  # noqa: E402
-from inr_cli.trainer import Trainer  # noqa: E402
 
 SETTINGS = {
     "sigmoid-200": dict(model="sigmoid", hidden=64, layers=2, size=200, gray=True, batch=0, lr=1e-3),
     "siren-512": dict(model="siren", hidden=256, layers=3, size=512, gray=False, batch=0, lr=1e-4),
     "siren-1024": dict(model="siren", hidden=256, layers=3, size=1024, gray=False, batch=1 << 18, lr=1e-4),
 }
+
+
+def setting_config(setting, **flags):
+    """The setting's network as the command line would build it (omega0 30, the paper's)."""
+    s = setting
+    return configure(None, model=s["model"], hidden=s["hidden"], layers=s["layers"], omega0=30.0, lr=s["lr"],
+                     lr_min=1e-6, batch_size=s["batch"], steps=100000, **flags)
 
 
 def gpu_backends():
@@ -49,12 +53,7 @@ def gpu_backends():
 
 
 def bench_ours(backend, setting, image, steps, cuda_graph=True):
-    s = setting
-    spec = NetworkSpec(s["model"], image.n_channels, s["hidden"], s["layers"], 30.0)
-    params = init_parameters(spec, 0)
-    config = Config(model=s["model"], hidden=s["hidden"], layers=s["layers"], lr=s["lr"], batch_size=s["batch"],
-                    cuda_graph=cuda_graph)
-    trainer = Trainer(backend, spec, config, image, params, np.zeros_like(params), np.zeros_like(params), 0, 100000)
+    trainer = make_trainer(backend, setting_config(setting, cuda_graph=cuda_graph), [image])
     for _ in range(3):  # warm-up: compile, allocate scratch, capture the graph
         trainer.step()
     seconds = timed(trainer.step, steps, backend.synchronize)
@@ -66,7 +65,7 @@ def bench_torch(torch, setting, image, steps):
     from benchmarks.torch_reference import TorchTrainer
 
     s = setting
-    spec = NetworkSpec(s["model"], image.n_channels, s["hidden"], s["layers"], 30.0)
+    spec = NetworkSpec.from_config(setting_config(s), image.n_channels)
     trainer = TorchTrainer(torch, spec, init_parameters(spec, 0), pixel_grid(image.width, image.height),
                            image.targets(), s["lr"], 1e-6, 100000, s["batch"], 0, "cuda")
     for _ in range(3):
@@ -75,10 +74,10 @@ def bench_torch(torch, setting, image, steps):
 
 
 def bench_render(backend, trainer, size):
-    render_uint8(backend, trainer.spec, trainer.flat_params, 256, 256)  # warm-up
+    render_uint8(backend, trainer.spec, trainer.params[:1], 256, 256)  # warm-up
     backend.synchronize()
     start = time.perf_counter()
-    render_uint8(backend, trainer.spec, trainer.flat_params, size, size)
+    render_uint8(backend, trainer.spec, trainer.params[:1], size, size)
     return size * size / (time.perf_counter() - start)
 
 
@@ -87,9 +86,9 @@ def time_matmul(backend, m, n, k, trans: str, repeats: int = 20) -> float:
     import cupy
 
     ta, tb = trans[0] == "t", trans[1] == "t"
-    a = cupy.random.standard_normal((k, m) if ta else (m, k), dtype=cupy.float32)
-    b = cupy.random.standard_normal((n, k) if tb else (k, n), dtype=cupy.float32)
-    out = cupy.empty((m, n), dtype=cupy.float32)
+    a = cupy.random.standard_normal((1, k, m) if ta else (1, m, k), dtype=cupy.float32)
+    b = cupy.random.standard_normal((1, n, k) if tb else (1, k, n), dtype=cupy.float32)
+    out = cupy.empty((1, m, n), dtype=cupy.float32)
     # The operands come from the null stream, which the backend's non-blocking stream does not wait
     # for: finish them first, or their generation overlaps (and slows) the timed products.
     cupy.cuda.Device().synchronize()
@@ -107,7 +106,7 @@ def bench_matmul_shapes(kernel_backend, cublas_backend, setting, image, repeats)
     """Our matmul against cuBLAS on the exact (m, n, k, transposes) of the setting's step."""
     s = setting
     rows = s["batch"] or image.width * image.height
-    spec = NetworkSpec(s["model"], image.n_channels, s["hidden"], s["layers"], 30.0)
+    spec = NetworkSpec.from_config(setting_config(s), image.n_channels)
     shapes = set()
     for out_f, in_f in spec.layer_shapes():
         shapes.add((rows, out_f, in_f, "nt"))  # forward

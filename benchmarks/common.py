@@ -15,7 +15,11 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from inr_cli.pixels import PixelImage
+from inr_cli.checkpoint import TrainingState
+from inr_cli.config import Config, build_config, flags_to_values
+from inr_cli.images import PixelImage
+from inr_cli.network import NetworkSpec
+from inr_cli.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parent.parent
 PHOTOS = {"coffee": ROOT / "tests" / "fixtures" / "coffee.png", "rocket": ROOT / "tests" / "fixtures" / "rocket.jpg"}
@@ -28,6 +32,18 @@ def photo(name: str, width: int, height: int, gray: bool = False) -> PixelImage:
     if values.ndim == 2:
         values = values[..., None]
     return PixelImage(values, ("l",) if gray else ("r", "g", "b"))
+
+
+def configure(preset: str | None = None, **flags) -> Config:
+    """A configuration built as the command line builds one: the preset (or the model's), then flags."""
+    return build_config(None, flags_to_values(flags), preset)
+
+
+def make_trainer(backend, config: Config, images: list[PixelImage], seeds=None) -> Trainer:
+    """A trainer at step 0 for one network per image (seeds: the config's seed for each by default)."""
+    seeds = list(seeds) if seeds is not None else [config.training.seed] * len(images)
+    spec = NetworkSpec.from_config(config, images[0].n_channels)
+    return Trainer(backend, spec, config, images, TrainingState.fresh(spec, seeds), seeds)
 
 
 def timed(run_step, steps: int, synchronize) -> float:

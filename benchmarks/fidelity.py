@@ -25,7 +25,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import sys  # noqa: E402
-from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -33,41 +32,36 @@ from PIL import Image  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import PHOTOS, ROOT, environment, save_json, worker_pool  # noqa: E402
+from benchmarks.common import PHOTOS, ROOT, configure, environment, make_trainer, save_json, worker_pool  # noqa: E402
 from inr_cli.backends import get_backend  # noqa: E402
-from inr_cli.config import build_config  # noqa: E402
 from inr_cli.coords import pixel_grid  # noqa: E402
 from inr_cli.images import load_image, resample  # noqa: E402
 from inr_cli.metrics import psnr, psnr_from_mse, ssim  # noqa: E402
-from inr_cli.network import init_parameters  # noqa: E402
+from inr_cli.network import NetworkSpec, init_parameters  # noqa: E402
 from inr_cli.render import render_float  # noqa: E402
-from inr_cli.trainer import Trainer  # noqa: E402
-from inr_cli.training import spec_for  # noqa: E402
 
 PRESETS = ("siren", "sigmoid", "fourier")
 
 
 def train_ours(backend, config, image, checkpoints):
-    spec = spec_for(config, image)
-    params = init_parameters(spec, config.seed)
-    trainer = Trainer(backend, spec, config, image, params, np.zeros_like(params), np.zeros_like(params), 0,
-                      config.steps)
+    trainer = make_trainer(backend, config, [image])
     curve = {}
-    for step in range(1, config.steps + 1):
+    for step in range(1, config.training.steps + 1):
         trainer.step()
         if step in checkpoints:
-            curve[step] = round(psnr_from_mse(trainer.read_loss()), 3)
+            curve[step] = round(psnr_from_mse(float(trainer.read_loss()[0])), 3)
     return curve, trainer
 
 
 def train_torch(torch, config, image, checkpoints, device, stop_after):
     from benchmarks.torch_reference import TorchTrainer
 
-    spec = spec_for(config, image)
-    trainer = TorchTrainer(torch, spec, init_parameters(spec, config.seed), pixel_grid(image.width, image.height),
-                           image.targets(), config.lr, config.lr_min, config.steps, 0, config.seed, device)
+    spec = NetworkSpec.from_config(config, image.n_channels)
+    opt, steps, seed = config.optimizer, config.training.steps, config.training.seed
+    trainer = TorchTrainer(torch, spec, init_parameters(spec, seed), pixel_grid(image.width, image.height),
+                           image.targets(), opt.lr, opt.lr_min, steps, 0, seed, device)
     curve = {}
-    for step in range(1, min(stop_after, config.steps) + 1):
+    for step in range(1, min(stop_after, steps) + 1):
         trainer.step()
         if step in checkpoints:
             curve[step] = round(psnr_from_mse(trainer.read_loss()), 3)
@@ -85,14 +79,14 @@ def upscale_scores(rendered: np.ndarray, small, original) -> dict:
 
 def ours_job(device, preset, photo, train_size, steps, budgets, targets):
     """One of our runs: its PSNR curve and its renders at each target size."""
-    config = replace(build_config(None, {"steps": steps}, preset), preview_every=0)
+    config = configure(preset, steps=steps, preview_every=0)
     small = load_image(PHOTOS[photo], size=train_size)
     backend = get_backend(device)
     curve, trainer = train_ours(backend, config, small, set(budgets))
     upscales = {}
     for target in targets:
         original = load_image(PHOTOS[photo], size=target)
-        rendered = render_float(backend, trainer.spec, trainer.flat_params, original.width, original.height)
+        rendered = render_float(backend, trainer.spec, trainer.params[:1], original.width, original.height)
         upscales[target] = upscale_scores(rendered, small, original)
     return {"kind": "ours", "preset": preset, "photo": photo, "train_size": train_size, "curve": curve,
             "upscales": upscales}
@@ -104,7 +98,7 @@ def torch_job(preset, photo, size, steps, budgets, stop_after):
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu":
         torch.set_num_threads(1)
-    config = replace(build_config(None, {"steps": steps}, preset), preview_every=0)
+    config = configure(preset, steps=steps, preview_every=0)
     image = load_image(PHOTOS[photo], size=size)
     curve = train_torch(torch, config, image, set(budgets), device, stop_after)
     return {"kind": "torch", "preset": preset, "photo": photo, "curve": curve}

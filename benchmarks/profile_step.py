@@ -12,14 +12,10 @@ import argparse
 import sys
 from pathlib import Path
 
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import photo  # noqa: E402
-from inr_cli.config import Config  # noqa: E402
-from inr_cli.network import NetworkSpec, init_parameters  # noqa: E402
-from inr_cli.trainer import Trainer  # noqa: E402
+from benchmarks.common import configure, make_trainer, photo  # noqa: E402
 
 
 def main() -> None:
@@ -34,10 +30,8 @@ def main() -> None:
 
     backend = CudaBackend(matmul=args.matmul)
     image = photo("coffee", args.size, args.size)
-    spec = NetworkSpec("siren", 3, 256, 3, 30.0)
-    params = init_parameters(spec, 0)
-    trainer = Trainer(backend, spec, Config(cuda_graph=False), image, params, np.zeros_like(params),
-                      np.zeros_like(params), 0, 1000)
+    config = configure("siren", hidden=256, layers=3, omega0=30.0, lr=1e-4, cuda_graph=False)
+    trainer = make_trainer(backend, config, [image])
     for _ in range(3):
         trainer.step()
     backend.synchronize()
@@ -46,7 +40,7 @@ def main() -> None:
         trainer.step()
     backend.synchronize()
     cupy.cuda.profiler.stop()
-    print(f"loss {trainer.read_loss():.5f}")
+    print(f"loss {trainer.read_loss()[0]:.5f}")
 
 
 if __name__ == "__main__":

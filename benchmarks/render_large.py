@@ -14,16 +14,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import ROOT, environment, photo, save_json  # noqa: E402
-from inr_cli.config import Config  # noqa: E402
+from benchmarks.common import ROOT, configure, environment, make_trainer, photo, save_json  # noqa: E402
 from inr_cli.images import save_uint8  # noqa: E402
-from inr_cli.network import NetworkSpec, init_parameters  # noqa: E402
 from inr_cli.render import render_uint8  # noqa: E402
-from inr_cli.trainer import Trainer  # noqa: E402
 
 
 def main() -> None:
@@ -38,12 +34,10 @@ def main() -> None:
 
     backend = CudaBackend()
     image = photo("coffee", 256, 256)
-    spec = NetworkSpec("siren", 3, 256, 3, 30.0)
-    params = init_parameters(spec, 0)
-    trainer = Trainer(backend, spec, Config(), image, params, np.zeros_like(params), np.zeros_like(params), 0, 200)
+    trainer = make_trainer(backend, configure("siren", hidden=256, layers=3, omega0=30.0, lr=1e-4, steps=200), [image])
     for _ in range(200):
         trainer.step()
-    flat = trainer.state()[0]
+    spec, flat = trainer.spec, trainer.state().params[0]
     del trainer
     pool = cupy.get_default_memory_pool()
     pool.free_all_blocks()

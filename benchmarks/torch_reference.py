@@ -13,12 +13,14 @@ import numpy as np
 
 def build(torch, spec, flat_params: np.ndarray, device: str):
     """nn.Linear layers holding our initial parameters (and the fixed Fourier matrix, if any)."""
-    from inr_cli.network import encoding_view, parameter_views
+    from inr_cli.network import frequency_view, layer_views
 
-    frequencies = encoding_view(spec, flat_params)
-    encoding = None if frequencies is None else torch.from_numpy(np.array(frequencies)).to(device)
+    flat_params = np.asarray(flat_params).reshape(1, -1)
+    frequencies = frequency_view(spec, flat_params)
+    encoding = None if frequencies is None else torch.from_numpy(np.array(frequencies[0])).to(device)
     layers = []
-    for weight, bias in parameter_views(spec, flat_params):
+    for weight, bias in layer_views(spec, flat_params):
+        weight, bias = weight[0], bias[0]
         linear = torch.nn.Linear(weight.shape[1], weight.shape[0])
         with torch.no_grad():
             linear.weight.copy_(torch.from_numpy(np.array(weight)))

@@ -21,21 +21,20 @@ import argparse  # noqa: E402
 import itertools  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-from dataclasses import replace  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import PHOTOS, ROOT, environment, save_json, worker_pool  # noqa: E402
+from benchmarks.common import PHOTOS, ROOT, configure, environment, save_json, worker_pool  # noqa: E402
 from inr_cli.backends import get_backend  # noqa: E402
-from inr_cli.config import SECTIONS, build_config  # noqa: E402
+from inr_cli.config import FLAGS  # noqa: E402
 from inr_cli.images import load_image  # noqa: E402
 from inr_cli.metrics import psnr  # noqa: E402
 from inr_cli.render import render_float  # noqa: E402
 
-FIELDS = {field for section in SECTIONS.values() for field in section.values()}
+FIELDS = set(FLAGS)  # the command line's names (lr, omega0, fourier_sigma, ...)
 
 
 def parse_grid(items: list[str]) -> dict[str, list]:
@@ -61,13 +60,14 @@ def _number(text: str):
 def run_one(device: str, preset: str, overrides: dict, photo: str, size: int) -> dict:
     from benchmarks.fidelity import train_ours
 
-    config = replace(build_config(None, overrides, preset), preview_every=0)
+    config = configure(preset, **{**overrides, "preview_every": 0})
+    steps = config.training.steps
     image = load_image(PHOTOS[photo], size=size)
     larger = load_image(PHOTOS[photo], size=2 * size)
     start = time.perf_counter()
-    curve, trainer = train_ours(get_backend(device), config, image, {config.steps})
-    rendered = render_float(trainer.backend, trainer.spec, trainer.flat_params, larger.width, larger.height)
-    return {"photo": photo, "settings": overrides, "train_psnr": curve[config.steps],
+    curve, trainer = train_ours(get_backend(device), config, image, {steps})
+    rendered = render_float(trainer.backend, trainer.spec, trainer.params[:1], larger.width, larger.height)
+    return {"photo": photo, "settings": overrides, "train_psnr": curve[steps],
             "upscale2x_psnr": round(psnr(rendered, larger.values), 3), "seconds": round(time.perf_counter() - start, 1)}
 
 

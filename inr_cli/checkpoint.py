@@ -7,54 +7,89 @@ is data, never code. FORMAT_VERSION rises whenever the layout changes.
 from __future__ import annotations
 
 import json
+import math
 import zipfile
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from inr_cli import config as configuration
 from inr_cli.atomic import atomic_path
 from inr_cli.config import Config
-from inr_cli.errors import InrError
-from inr_cli.network import MODELS, NetworkSpec
+from inr_cli.errors import InrError, UsageError
+from inr_cli.network import NetworkSpec, init_networks
 
 MAGIC = "inr-checkpoint"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: [N, P] parameters, nested configuration, training seconds; 1 still loads
 FILENAME = "checkpoint.npz"
+
+
+@dataclass
+class TrainingState:
+    """Everything a run needs to go on, for N networks: the trainer starts from one and hands one
+    back, and a checkpoint stores one. Mini-batches are a pure function of (seed, step), so the
+    step is the whole random-generator state."""
+
+    params: np.ndarray  # [N, P] float32
+    moment1: np.ndarray | None  # [N, P]: Adam's m, or the SGD momentum buffer; None: zeros (a fresh run)
+    moment2: np.ndarray | None  # [N, P]: Adam's v (zeros for SGD); None: zeros
+    step: int  # updates done
+    seconds: float  # training time so far
+    loss: np.ndarray  # [N] float64: each network's loss when last read (NaN before the first read)
+
+    @classmethod
+    def fresh(cls, spec: NetworkSpec, seeds) -> "TrainingState":
+        """Step 0: network i initialised from seeds[i]; the moments start at zero."""
+        return cls(init_networks(spec, seeds), None, None, 0, 0.0, np.full(len(seeds), np.nan))
+
+    @property
+    def networks(self) -> int:
+        return self.params.shape[0]
 
 
 @dataclass
 class Checkpoint:
     spec: NetworkSpec
     config: Config
-    params: np.ndarray  # flat float32
-    moment1: np.ndarray  # Adam m, or the SGD momentum buffer
-    moment2: np.ndarray  # Adam v (zeros for SGD)
-    step: int  # updates done
+    state: TrainingState
     total_steps: int
     data_fingerprint: str
     data_shape: tuple[int, int, int]  # height, width, channels
     channels: tuple[str, ...]
-    last_loss: float = float("nan")
+
+    @property
+    def step(self) -> int:
+        return self.state.step
+
+    @property
+    def params(self) -> np.ndarray:
+        """The first (for `inr train`, the only) network's [P] parameters."""
+        return self.state.params[0]
+
+    @property
+    def last_loss(self) -> float:
+        return float(self.state.loss[0])
 
 
 def save(checkpoint: Checkpoint, path: Path) -> None:
+    state = checkpoint.state
+    zeros = np.zeros_like(state.params)
     arrays = {
         "magic": np.array(MAGIC),
         "format_version": np.array(FORMAT_VERSION, dtype=np.int64),
         "spec": np.array(checkpoint.spec.to_json()),
-        "config": np.array(json.dumps(asdict(checkpoint.config), sort_keys=True)),
-        "params": np.asarray(checkpoint.params, dtype=np.float32),
-        "moment1": np.asarray(checkpoint.moment1, dtype=np.float32),
-        "moment2": np.asarray(checkpoint.moment2, dtype=np.float32),
-        "step": np.array(checkpoint.step, dtype=np.int64),
+        "config": np.array(configuration.to_json(checkpoint.config)),
+        "params": np.asarray(state.params, dtype=np.float32),
+        "moment1": np.asarray(zeros if state.moment1 is None else state.moment1, dtype=np.float32),
+        "moment2": np.asarray(zeros if state.moment2 is None else state.moment2, dtype=np.float32),
+        "step": np.array(state.step, dtype=np.int64),
+        "seconds": np.array(state.seconds, dtype=np.float64),
+        "loss": np.asarray(state.loss, dtype=np.float64),
         "total_steps": np.array(checkpoint.total_steps, dtype=np.int64),
-        # Mini-batches come from a counter-based hash of (seed, step): that pair is the RNG state.
-        "rng_state": np.array([checkpoint.config.seed, checkpoint.step], dtype=np.int64),
         "data_fingerprint": np.array(checkpoint.data_fingerprint),
         "data_shape": np.array(checkpoint.data_shape, dtype=np.int64),
         "channels": np.array(",".join(checkpoint.channels)),
-        "last_loss": np.array(checkpoint.last_loss, dtype=np.float64),
     }
     path = Path(path)
     with atomic_path(path, suffix=".npz") as tmp:
@@ -110,41 +145,52 @@ def _from_arrays(path: Path, arrays: dict) -> Checkpoint:
         raise InrError(
             f"{path}: checkpoint format {version} is newer than this inr understands ({FORMAT_VERSION}); upgrade inr"
         )
+    if version < 1:
+        raise InrError(f"{path}: checkpoint format {version} is not one this inr reads (1 to {FORMAT_VERSION})")
     try:
         spec = NetworkSpec.from_json(str(need("spec")))
-        if spec.model not in MODELS:
-            raise ValueError(f"unknown model {spec.model}")
-        config_values = json.loads(str(need("config")))
-        known = {f.name for f in fields(Config)}
-        config = Config(**{k: v for k, v in config_values.items() if k in known})
-    except (TypeError, ValueError, json.JSONDecodeError) as exc:
+        if version == 1:  # the configuration was one flat table
+            config = configuration.from_flat_v1(json.loads(str(need("config"))))
+        else:
+            config = configuration.from_json(str(need("config")))
+    except (TypeError, ValueError, json.JSONDecodeError, UsageError) as exc:
         raise InrError(f"{path}: damaged checkpoint, bad network or config description ({exc})") from None
     n_params = spec.parameter_count()
     flats = {}
     for name in ("params", "moment1", "moment2"):
         array = need(name)
-        if array.dtype != np.float32 or array.shape != (n_params,):
+        if version == 1 and array.ndim == 1:
+            array = array[None]  # format 1 held one network's [P]
+        if array.dtype != np.float32 or array.ndim != 2 or array.shape[1] != n_params:
             raise InrError(
                 f"{path}: damaged checkpoint, '{name}' has shape {array.shape} {array.dtype}, "
-                f"expected ({n_params},) float32 for this network"
+                f"expected (N, {n_params}) float32 for this network"
             )
         flats[name] = array
+    networks = flats["params"].shape[0]
+    if flats["moment1"].shape != flats["params"].shape or flats["moment2"].shape != flats["params"].shape:
+        raise InrError(f"{path}: damaged checkpoint, the moments do not match the {networks} networks' parameters")
     data_shape = tuple(int(v) for v in need("data_shape"))
     if len(data_shape) != 3:
         raise InrError(f"{path}: damaged checkpoint, 'data_shape' is {data_shape}")
     channels = tuple(str(need("channels")).split(","))
     if len(channels) != spec.out_features or data_shape[2] != spec.out_features:
         raise InrError(f"{path}: damaged checkpoint, channels {channels} do not match the network's outputs")
+    if version == 1:
+        seconds = 0.0  # format 1 kept the training time only in metrics.csv
+        loss = np.array([float(arrays.get("last_loss", np.nan))])
+    else:
+        seconds = float(need("seconds"))
+        loss = np.asarray(need("loss"), dtype=np.float64).reshape(-1)
+        if loss.shape != (networks,) or not math.isfinite(seconds):
+            raise InrError(f"{path}: damaged checkpoint, 'loss' or 'seconds' does not fit {networks} networks")
+    state = TrainingState(flats["params"], flats["moment1"], flats["moment2"], int(need("step")), seconds, loss)
     return Checkpoint(
         spec=spec,
         config=config,
-        params=flats["params"],
-        moment1=flats["moment1"],
-        moment2=flats["moment2"],
-        step=int(need("step")),
+        state=state,
         total_steps=int(need("total_steps")),
         data_fingerprint=str(need("data_fingerprint")),
         data_shape=data_shape,
         channels=channels,
-        last_loss=float(arrays.get("last_loss", np.nan)),
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inr_cli.pixels import PixelImage
+from inr_cli.images import PixelImage
 
 ERROR_GAIN = 4.0  # an absolute error of 0.25 shows as white
 

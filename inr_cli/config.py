@@ -1,75 +1,108 @@
-"""Training configuration: built-in defaults < preset of the model < --config file < flags.
+"""Training configuration, nested like its TOML file: [network], [encoding], [optimizer], [training], [data].
 
-A TOML file has sections [network], [optimizer], [training] and [data]; every key is documented in
-FIELDS below. An unknown key, a wrong type or a bad value is a UsageError (exit code 2).
+Presets (configs/NAME.toml) are the only defaults: each one sets every key, and the dataclasses below
+have none, so no code path can build a configuration the command line would not. Precedence: the
+preset (named, or the chosen model's) < a --config file < flags. An unknown key, a wrong type or a
+bad value is a UsageError (exit code 2).
 """
 
 from __future__ import annotations
 
+import json
 import tomllib
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from inr_cli.errors import UsageError
-from inr_cli.network import MODELS
 from inr_cli.resources import configs_dir
 
+MODELS = ("siren", "sigmoid", "relu")
+ENCODINGS = ("none", "fourier")
 OPTIMIZERS = ("adam", "sgd")
 DEVICES = ("auto", "cpu", "gpu")
 MATMULS = ("kernel", "cublas")
 
 
 @dataclass(frozen=True)
+class NetworkConfig:
+    model: str  # siren (sine hidden, linear output) | sigmoid (sigmoid everywhere) | relu (sigmoid output)
+    hidden: int  # neurons per hidden layer
+    layers: int  # hidden layers
+    omega0: float  # SIREN frequency
+
+
+@dataclass(frozen=True)
+class EncodingConfig:
+    name: str  # none | fourier (Gaussian Fourier features, Tancik et al. 2020)
+    features: int  # mapping size m: the network sees 2m inputs
+    sigma: float  # standard deviation of the random frequencies B
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    name: str  # adam | sgd
+    lr: float  # cosine-annealed from lr to lr_min over the whole step budget
+    lr_min: float
+    beta1: float
+    beta2: float
+    eps: float
+    momentum: float  # SGD only
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    steps: int
+    batch_size: int  # 0: full batch (every pixel every step)
+    seed: int
+    checkpoint_every: int
+    log_every: int
+    preview_every: int
+    device: str
+    matmul: str
+    cuda_graph: bool
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    source: str  # image or CSV path; "" means the built-in sample
+    size: int  # resize images so the longer side is this; 0 keeps them as they are
+    gray: bool
+
+
+@dataclass(frozen=True)
 class Config:
-    # [network]
-    model: str = "siren"
-    hidden: int = 256
-    layers: int = 3
-    omega0: float = 30.0
-    # [encoding]
-    encoding: str = "none"  # "none" or "fourier" (Gaussian Fourier features, Tancik et al. 2020)
-    fourier_features: int = 256  # mapping size m: the network sees 2m inputs
-    fourier_sigma: float = 6.0  # standard deviation of the random frequencies B
-    # [optimizer]
-    optimizer: str = "adam"
-    lr: float = 1e-4
-    lr_min: float = 1e-5
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-8
-    momentum: float = 0.9
-    # [training]
-    steps: int = 1000
-    batch_size: int = 0  # 0: full batch (every pixel every step)
-    seed: int = 0
-    checkpoint_every: int = 250
-    log_every: int = 10
-    preview_every: int = 250
-    device: str = "auto"
-    matmul: str = "kernel"
-    cuda_graph: bool = True
-    # [data]
-    source: str = ""  # image or CSV path; "" means the built-in sample
-    size: int = 0  # resize images so the longer side is this; 0 keeps them as they are
-    gray: bool = False
+    network: NetworkConfig
+    encoding: EncodingConfig
+    optimizer: OptimizerConfig
+    training: TrainingConfig
+    data: DataConfig
+
+    def get(self, key: str):
+        section, name = key.split(".")
+        return getattr(getattr(self, section), name)
 
 
-# TOML section -> {key in the file: Config field}.
-SECTIONS = {
-    "network": {"model": "model", "hidden": "hidden", "layers": "layers", "omega0": "omega0"},
-    "encoding": {"name": "encoding", "features": "fourier_features", "sigma": "fourier_sigma"},
-    "optimizer": {"name": "optimizer", "lr": "lr", "lr_min": "lr_min", "beta1": "beta1", "beta2": "beta2",
-                  "eps": "eps", "momentum": "momentum"},
-    "training": {k: k for k in ("steps", "batch_size", "seed", "checkpoint_every", "log_every", "preview_every",
-                                "device", "matmul", "cuda_graph")},
-    "data": {"source": "source", "size": "size", "gray": "gray"},
+SECTION_TYPES = {"network": NetworkConfig, "encoding": EncodingConfig, "optimizer": OptimizerConfig,
+                 "training": TrainingConfig, "data": DataConfig}
+KEY_TYPES = {f"{section}.{f.name}": f.type for section, cls in SECTION_TYPES.items() for f in fields(cls)}
+
+# Command-line flags (and the flat field names of checkpoint format 1) -> "section.key".
+FLAGS = {
+    "model": "network.model", "hidden": "network.hidden", "layers": "network.layers", "omega0": "network.omega0",
+    "encoding": "encoding.name", "fourier_features": "encoding.features", "fourier_sigma": "encoding.sigma",
+    "optimizer": "optimizer.name", "lr": "optimizer.lr", "lr_min": "optimizer.lr_min", "beta1": "optimizer.beta1",
+    "beta2": "optimizer.beta2", "eps": "optimizer.eps", "momentum": "optimizer.momentum",
+    **{k: f"training.{k}" for k in ("steps", "batch_size", "seed", "checkpoint_every", "log_every", "preview_every",
+                                    "device", "matmul", "cuda_graph")},
+    "source": "data.source", "size": "data.size", "gray": "data.gray",
 }
-FIELD_TYPES = {f.name: f.type for f in fields(Config)}
-ENCODINGS = ("none", "fourier")
-CHOICES = {"model": MODELS, "optimizer": OPTIMIZERS, "device": DEVICES, "matmul": MATMULS, "encoding": ENCODINGS}
-POSITIVE = ("hidden", "layers", "omega0", "fourier_features", "fourier_sigma", "lr", "beta1", "beta2", "eps", "steps", "checkpoint_every", "log_every")
-NON_NEGATIVE = ("lr_min", "momentum", "batch_size", "seed", "preview_every", "size")
-
+CHOICES = {"network.model": MODELS, "encoding.name": ENCODINGS, "optimizer.name": OPTIMIZERS,
+           "training.device": DEVICES, "training.matmul": MATMULS}
+POSITIVE = ("network.hidden", "network.layers", "network.omega0", "encoding.features", "encoding.sigma",
+            "optimizer.lr", "optimizer.beta1", "optimizer.beta2", "optimizer.eps", "training.steps",
+            "training.checkpoint_every", "training.log_every")
+NON_NEGATIVE = ("optimizer.lr_min", "optimizer.momentum", "training.batch_size", "training.seed",
+                "training.preview_every", "data.size")
 
 # The preset a model starts from when no --preset is named.
 MODEL_PRESETS = {"siren": "siren", "sigmoid": "sigmoid", "relu": "fourier"}
@@ -87,7 +120,7 @@ def preset_path(name: str) -> Path:
 
 
 def read_toml(path: Path) -> dict:
-    """Flat {field: value} from a config file, checked for unknown keys and types."""
+    """{"section.key": value} from a config file, checked for unknown sections, keys and types."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{path}: config file not found")
@@ -97,23 +130,26 @@ def read_toml(path: Path) -> dict:
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
     except UnicodeDecodeError:
         raise UsageError(f"{path}: not a UTF-8 text file") from None
+    return _flatten(str(path), document)
+
+
+def _flatten(where: str, document: dict) -> dict:
     values = {}
     for section, table in document.items():
-        if section not in SECTIONS:
-            raise UsageError(f"{path}: unknown section [{section}] (known: {', '.join(SECTIONS)})")
+        if section not in SECTION_TYPES:
+            raise UsageError(f"{where}: unknown section [{section}] (known: {', '.join(SECTION_TYPES)})")
         if not isinstance(table, dict):
-            raise UsageError(f"{path}: '{section}' must be a [section]")
+            raise UsageError(f"{where}: '{section}' must be a [section]")
         for key, value in table.items():
-            name = SECTIONS[section].get(key)
-            if name is None:
-                known = ", ".join(SECTIONS[section])
-                raise UsageError(f"{path}: unknown key '{section}.{key}' (known in [{section}]: {known})")
-            values[name] = _coerce(f"{path}: {section}.{key}", name, value)
+            dotted = f"{section}.{key}"
+            if dotted not in KEY_TYPES:
+                known = ", ".join(f.name for f in fields(SECTION_TYPES[section]))
+                raise UsageError(f"{where}: unknown key '{dotted}' (known in [{section}]: {known})")
+            values[dotted] = _coerce(f"{where}: {dotted}", KEY_TYPES[dotted], value)
     return values
 
 
-def _coerce(where: str, name: str, value):
-    expected = FIELD_TYPES[name]
+def _coerce(where: str, expected: str, value):
     if expected == "bool":
         if not isinstance(value, bool):
             raise UsageError(f"{where} must be true or false, got {value!r}")
@@ -131,45 +167,87 @@ def _coerce(where: str, name: str, value):
     return value
 
 
+def from_values(values: dict, where: str = "configuration") -> Config:
+    """A Config from a complete {"section.key": value}; a missing key is named."""
+    missing = [key for key in KEY_TYPES if key not in values]
+    if missing:
+        raise UsageError(f"{where}: key '{missing[0]}' is not set")
+    sections = {name: cls(**{f.name: values[f"{name}.{f.name}"] for f in fields(cls)})
+                for name, cls in SECTION_TYPES.items()}
+    return Config(**sections)
+
+
+def with_values(config: Config, values: dict) -> Config:
+    """config with {"section.key": value} replaced, validated."""
+    sections = {name: getattr(config, name) for name in SECTION_TYPES}
+    for key, value in values.items():
+        section, name = key.split(".")
+        sections[section] = replace(sections[section], **{name: value})
+    return validate(Config(**sections))
+
+
+def flags_to_values(flags: dict) -> dict:
+    """{"flag_name": value} (None = not given) -> {"section.key": value}."""
+    return {FLAGS[name]: value for name, value in flags.items() if value is not None}
+
+
 def validate(config: Config) -> Config:
-    for name, choices in CHOICES.items():
-        value = getattr(config, name)
-        if value not in choices:
-            raise UsageError(f"{name} '{value}' is not one of: {', '.join(choices)}")
-    for name in POSITIVE:
-        if not getattr(config, name) > 0:
-            raise UsageError(f"{name} must be positive, got {getattr(config, name)}")
-    for name in NON_NEGATIVE:
-        if getattr(config, name) < 0:
-            raise UsageError(f"{name} must not be negative, got {getattr(config, name)}")
-    if config.lr_min > config.lr:
-        raise UsageError(f"lr_min ({config.lr_min}) must not exceed lr ({config.lr})")
-    if not (config.beta1 < 1 and config.beta2 < 1):
+    for key, choices in CHOICES.items():
+        if config.get(key) not in choices:
+            raise UsageError(f"{_flag(key)} '{config.get(key)}' is not one of: {', '.join(choices)}")
+    for key in POSITIVE:
+        if not config.get(key) > 0:
+            raise UsageError(f"{_flag(key)} must be positive, got {config.get(key)}")
+    for key in NON_NEGATIVE:
+        if config.get(key) < 0:
+            raise UsageError(f"{_flag(key)} must not be negative, got {config.get(key)}")
+    opt = config.optimizer
+    if opt.lr_min > opt.lr:
+        raise UsageError(f"lr_min ({opt.lr_min}) must not exceed lr ({opt.lr})")
+    if not (opt.beta1 < 1 and opt.beta2 < 1):
         raise UsageError("beta1 and beta2 must be below 1")
     return config
 
 
-def build_config(config_file: Path | None, overrides: dict, preset_name: str | None = None) -> Config:
-    """Defaults, then the preset (named, or the chosen model's), then the file, then the flags."""
-    overrides = {k: v for k, v in overrides.items() if v is not None}
+def _flag(key: str) -> str:
+    """The name a user knows a key by: its flag's, else the key."""
+    return next((flag for flag, dotted in FLAGS.items() if dotted == key), key)
+
+
+def build_config(config_file: Path | None, values: dict, preset_name: str | None = None) -> Config:
+    """The preset (named, or the chosen model's), then the file, then `values` ({"section.key": v})."""
+    values = {k: v for k, v in values.items() if v is not None}
     from_file = read_toml(config_file) if config_file else {}
     if preset_name is None:
-        model = overrides.get("model") or from_file.get("model") or Config.model
+        model = values.get("network.model") or from_file.get("network.model") or "siren"
         if model not in MODELS:
             raise UsageError(f"model '{model}' is not one of: {', '.join(MODELS)}")
         preset_name = MODEL_PRESETS[model]
-    preset = read_toml(preset_path(preset_name))
-    return validate(replace(Config(), **{**preset, **from_file, **overrides}))
+    path = preset_path(preset_name)
+    return validate(from_values({**read_toml(path), **from_file, **values}, str(path)))
 
 
 def to_toml(config: Config) -> str:
-    values = asdict(config)
     lines = ["# Effective configuration of this run (inr train --config accepts this file)."]
-    for section, keys in SECTIONS.items():
+    for section in SECTION_TYPES:
         lines.append(f"\n[{section}]")
-        for key, name in keys.items():
-            lines.append(f"{key} = {_toml_value(values[name])}")
+        for key, value in asdict(getattr(config, section)).items():
+            lines.append(f"{key} = {_toml_value(value)}")
     return "\n".join(lines) + "\n"
+
+
+def to_json(config: Config) -> str:
+    return json.dumps(asdict(config), sort_keys=True)
+
+
+def from_json(text: str) -> Config:
+    document = json.loads(text)
+    return from_values(_flatten("checkpoint", document), "checkpoint")
+
+
+def from_flat_v1(values: dict) -> Config:
+    """Checkpoint format 1 kept the configuration as one flat table of the flags' names."""
+    return from_values({FLAGS[k]: v for k, v in values.items() if k in FLAGS}, "checkpoint (format 1)")
 
 
 def _toml_value(value) -> str:

@@ -1,8 +1,9 @@
-"""Image files in and out: decoding every common mode into a PixelImage, and writing PNGs."""
+"""The image in memory (PixelImage) and in files: decoding every common mode, resizing, writing PNGs."""
 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,32 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from inr_cli.atomic import atomic_path
 from inr_cli.errors import InrError
-from inr_cli.pixels import PixelImage
+
+
+@dataclass
+class PixelImage:
+    """H x W x C float32 values in [0, 1] and the names of the channels."""
+
+    values: np.ndarray
+    channels: tuple[str, ...]
+    bit_depth: int = 8  # 8 or 16: how decode quantises when writing an image file
+
+    @property
+    def height(self) -> int:
+        return self.values.shape[0]
+
+    @property
+    def width(self) -> int:
+        return self.values.shape[1]
+
+    @property
+    def n_channels(self) -> int:
+        return self.values.shape[2]
+
+    def targets(self) -> np.ndarray:
+        """Row-major (H*W, C) float32 table in the order of coords.pixel_grid."""
+        return np.ascontiguousarray(self.values.reshape(-1, self.n_channels), dtype=np.float32)
+
 
 # Pillow's own bomb guard is a warning up to 2x this and an error beyond; we make both an error.
 MAX_IMAGE_PIXELS = 1 << 28

@@ -1,7 +1,14 @@
-"""The static description of a network and its parameters; nothing here knows about batches.
+"""The network: its static description (NetworkSpec), its parameters, and its forward and backward passes.
 
-Layer i computes z_i = x_i W_iᵀ + b_i and a_i = act_i(z_i), with W_i of shape (out, in). All
-parameters live in one flat float32 vector so that one fused kernel updates them all.
+Layer i computes z_i = x_i W_iᵀ + b_i and a_i = act_i(z_i), with W_i of shape (out, in). A Network
+holds N same-shaped networks at once (one per image when fitting a folder; N = 1 for `inr train`):
+their parameters are one [N, P] float32 array, so one fused kernel updates them all, and every
+operation of a pass covers all N in one call. The backend (NumPy or our kernels) and the workspace
+(the batch-sized buffers) are passed into each pass and belong to the caller, not to the network.
+
+With a Fourier encoding the first layer sees [cos(2 pi x Bᵀ), sin(2 pi x Bᵀ)] instead of x. B sits
+at the front of each network's parameter vector so that checkpoints and renders carry it, but it is
+never trained: its gradient stays zero, and a zero gradient leaves Adam and SGD updates at zero.
 """
 
 from __future__ import annotations
@@ -12,20 +19,31 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-MODELS = ("siren", "sigmoid", "relu")
+from inr_cli.config import MODELS, Config
+
+IN_FEATURES = 2  # (u, v): the network's input is a point of the image plane
 
 
 @dataclass(frozen=True)
 class NetworkSpec:
-    model: str  # "siren" (sine hidden, linear output), "sigmoid" (sigmoid everywhere), "relu" (sigmoid output)
+    model: str  # one of config.MODELS
     out_features: int
     hidden: int
     layers: int  # number of hidden layers
-    omega0: float = 30.0
-    in_features: int = 2
-    encoding: str = "none"  # "fourier": the first layer sees [cos(2 pi B x), sin(2 pi B x)]
-    fourier_features: int = 0  # rows of B (m); the first layer then has 2m inputs
-    fourier_sigma: float = 0.0
+    omega0: float
+    encoding: str  # "none" or "fourier"
+    fourier_features: int  # rows of B (m); the first layer then has 2m inputs; 0 without an encoding
+    fourier_sigma: float
+    in_features: int = IN_FEATURES
+
+    @classmethod
+    def from_config(cls, config: Config, out_features: int) -> "NetworkSpec":
+        fourier = config.encoding.name == "fourier"
+        net = config.network
+        return cls(model=net.model, out_features=out_features, hidden=net.hidden, layers=net.layers,
+                   omega0=net.omega0, encoding=config.encoding.name,
+                   fourier_features=config.encoding.features if fourier else 0,
+                   fourier_sigma=config.encoding.sigma if fourier else 0.0)
 
     @property
     def encoded_features(self) -> int:
@@ -53,41 +71,43 @@ class NetworkSpec:
 
     @classmethod
     def from_json(cls, text: str) -> "NetworkSpec":
-        return cls(**json.loads(text))
+        spec = cls(**json.loads(text))
+        if spec.model not in MODELS:
+            raise ValueError(f"unknown model {spec.model}")
+        return spec
 
 
-def encoding_view(spec: NetworkSpec, flat):
-    """The Fourier frequency matrix B (m, in) at the front of the parameter vector, or None.
-
-    B lives with the parameters so that checkpoints and renders carry it, but it is never
-    trained: its gradient stays zero, and a zero gradient leaves Adam and SGD updates at zero."""
-    if spec.encoding != "fourier":
-        return None
-    return flat[: spec.encoding_size()].reshape(spec.fourier_features, spec.in_features)
-
-
-def parameter_views(spec: NetworkSpec, flat) -> list[tuple]:
-    """(W, b) views into a flat parameter (or gradient, or moment) vector, layer by layer."""
-    views, offset = [], spec.encoding_size()
+def layer_views(spec: NetworkSpec, flat) -> list[tuple]:
+    """(W [N, out, in], b [N, out]) views into [N, P] parameters (or gradients, or moments), layer by layer."""
+    views, offset, n = [], spec.encoding_size(), flat.shape[0]
     for out_f, in_f in spec.layer_shapes():
-        weight = flat[offset : offset + out_f * in_f].reshape(out_f, in_f)
+        weight = flat[:, offset : offset + out_f * in_f].reshape(n, out_f, in_f)
         offset += out_f * in_f
-        bias = flat[offset : offset + out_f]
+        bias = flat[:, offset : offset + out_f]
         offset += out_f
         views.append((weight, bias))
     return views
 
 
+def frequency_view(spec: NetworkSpec, flat):
+    """The Fourier frequencies B [N, m, in] at the front of [N, P] parameters, or None."""
+    if spec.encoding != "fourier":
+        return None
+    return flat[:, : spec.encoding_size()].reshape(flat.shape[0], spec.fourier_features, spec.in_features)
+
+
 def init_parameters(spec: NetworkSpec, seed: int) -> np.ndarray:
-    """SIREN: the paper's init (first layer U(±1/in), later U(±sqrt(6/in)/omega0)); sigmoid: Glorot.
-    SIREN biases follow PyTorch's nn.Linear default U(±1/sqrt(in)), as the paper's code does.
-    ReLU layers use Glorot too. Fourier frequencies B ~ N(0, sigma^2), as Tancik et al. draw them."""
+    """One network's [P] parameters. SIREN: the paper's init (first layer U(±1/in), later
+    U(±sqrt(6/in)/omega0)), biases U(±1/sqrt(in)) as PyTorch's nn.Linear and the paper's code;
+    sigmoid and ReLU: Glorot uniform, zero biases. Fourier frequencies B ~ N(0, sigma^2), as
+    Tancik et al. draw them."""
     rng = np.random.default_rng(seed)
-    flat = np.empty(spec.parameter_count(), dtype=np.float32)
-    frequencies = encoding_view(spec, flat)
+    flat = np.empty((1, spec.parameter_count()), dtype=np.float32)
+    frequencies = frequency_view(spec, flat)
     if frequencies is not None:
-        frequencies[...] = rng.normal(0.0, spec.fourier_sigma, frequencies.shape)
-    for index, (weight, bias) in enumerate(parameter_views(spec, flat)):
+        frequencies[0] = rng.normal(0.0, spec.fourier_sigma, frequencies.shape[1:])
+    for index, (weight, bias) in enumerate(layer_views(spec, flat)):
+        weight, bias = weight[0], bias[0]
         out_f, in_f = weight.shape
         if spec.model == "siren":
             bound = 1.0 / in_f if index == 0 else math.sqrt(6.0 / in_f) / spec.omega0
@@ -98,4 +118,63 @@ def init_parameters(spec: NetworkSpec, seed: int) -> np.ndarray:
             bound = math.sqrt(6.0 / (in_f + out_f))
             weight[...] = rng.uniform(-bound, bound, weight.shape)
             bias[...] = 0.0
-    return flat
+    return flat[0]
+
+
+def init_networks(spec: NetworkSpec, seeds) -> np.ndarray:
+    """[N, P] parameters, network i initialised from seeds[i] exactly as it would be alone."""
+    return np.stack([init_parameters(spec, int(seed)) for seed in seeds])
+
+
+class Network:
+    """N same-shaped networks: the spec, their [N, P] parameters (on any backend) and views of them."""
+
+    def __init__(self, spec: NetworkSpec, params):
+        if params.ndim != 2 or params.shape[1] != spec.parameter_count():
+            raise ValueError(f"parameters of shape {params.shape}, expected [N, {spec.parameter_count()}]")
+        self.spec = spec
+        self.params = params
+        self.count = params.shape[0]
+        self.layers = layer_views(spec, params)
+        self.frequencies = frequency_view(spec, params)
+
+    def forward(self, backend, ws, x, rows: int):
+        """The outputs [N, rows, out] for the first `rows` rows of x ([N or 1, rows, in]: one table of
+        coordinates may serve every network); a view into the workspace."""
+        layer_input = self._encode(backend, ws, x, rows)
+        for (weight, bias), z, a, act in zip(self.layers, ws.z, ws.a, self.spec.activations()):
+            z, a = z[:, :rows], a[:, :rows]
+            backend.linear_forward(layer_input, weight, bias, z, a, act, self.spec.omega0)
+            layer_input = a
+        return layer_input
+
+    def backward(self, backend, ws, x, rows: int, grads: list[tuple]) -> None:
+        """Parameter gradients into `grads` (layer_views of an [N, P] gradient array), given dL/d(output)
+        in ws.grad[-1] and the forward pass just run on the same rows.
+
+        ws.grad[i] holds dL/dz_i: the output layer's comes from the loss through its activation; each
+        earlier one from linear_backward_input, which applies the activation's derivative as it goes."""
+        activations, omega0 = self.spec.activations(), self.spec.omega0
+        last = len(self.layers) - 1
+        backend.activation_backward(ws.grad[last][:, :rows], ws.z[last][:, :rows], ws.a[last][:, :rows],
+                                    activations[last], omega0)
+        for i in reversed(range(len(self.layers))):
+            grad = ws.grad[i][:, :rows]
+            layer_input = self._first_layer_input(ws, x, rows) if i == 0 else ws.a[i - 1][:, :rows]
+            backend.matmul(grad, layer_input, grads[i][0], trans_a=True)
+            backend.column_reduce(grad, grads[i][1])
+            if i > 0:
+                backend.linear_backward_input(grad, self.layers[i][0], ws.z[i - 1][:, :rows], ws.a[i - 1][:, :rows],
+                                              ws.grad[i - 1][:, :rows], activations[i - 1], omega0)
+
+    def _encode(self, backend, ws, x, rows: int):
+        """The first layer's input: x itself, or its Fourier features."""
+        if self.frequencies is None:
+            return x[:, :rows]
+        backend.matmul(x[:, :rows], self.frequencies, ws.projection[:, :rows], trans_b=True)
+        backend.fourier_features(ws.projection[:, :rows], ws.encoded[:, :rows])
+        return ws.encoded[:, :rows]
+
+    def _first_layer_input(self, ws, x, rows: int):
+        """What _encode returned in the forward pass just run."""
+        return ws.encoded[:, :rows] if self.frequencies is not None else x[:, :rows]

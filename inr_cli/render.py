@@ -5,28 +5,28 @@ from __future__ import annotations
 import numpy as np
 
 from inr_cli.coords import pixel_grid
-from inr_cli.model import forward
-from inr_cli.network import NetworkSpec, encoding_view, parameter_views
+from inr_cli.network import Network, NetworkSpec
 from inr_cli.workspace import Workspace
 
 CHUNK_PIXELS = 1 << 16  # rows of the workspace; ~64 MB of activations at width 256
 
 
-def render_rows(backend, spec: NetworkSpec, flat_params, width: int, height: int, chunk_pixels: int = CHUNK_PIXELS):
-    """Yield (row_start, row_stop, values) with values a host (rows, W, C) float32 array."""
-    on_device = backend.to_device(flat_params) if isinstance(flat_params, np.ndarray) else flat_params
-    params = parameter_views(spec, on_device)
-    frequencies = encoding_view(spec, on_device)
+def render_rows(backend, spec: NetworkSpec, params, width: int, height: int, chunk_pixels: int = CHUNK_PIXELS):
+    """Yield (row_start, row_stop, values) with values a host (rows, W, C) float32 array.
+    params: one network's, [P] or [1, P], on the host or already on the backend."""
+    if isinstance(params, np.ndarray):
+        params = backend.to_device(params)
+    network = Network(spec, params.reshape(1, -1))
     rows_per_chunk = max(1, chunk_pixels // width)
-    ws = Workspace(spec, rows_per_chunk * width, backend, training=False)
+    ws = Workspace(spec, 1, rows_per_chunk * width, backend, training=False)
     for row_start in range(0, height, rows_per_chunk):
         row_stop = min(height, row_start + rows_per_chunk)
         n = (row_stop - row_start) * width
-        x = ws.x[:n]
-        backend.copy_from_host(x, pixel_grid(width, height, row_start, row_stop))
-        out = forward(backend, spec, params, ws, x, n, frequencies)
+        x = ws.x[:, :n]
+        backend.copy_from_host(x, pixel_grid(width, height, row_start, row_stop)[None])
+        out = network.forward(backend, ws, x, n)
         # A copy: the workspace is reused by the next chunk.
-        values = np.array(backend.to_host(out), copy=True)
+        values = np.array(backend.to_host(out[0]), copy=True)
         yield row_start, row_stop, values.reshape(row_stop - row_start, width, spec.out_features)
 
 

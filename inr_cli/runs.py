@@ -74,10 +74,6 @@ class MetricsLog:
         self.path.write_text(METRICS_HEADER + "".join(rows))
         self.handle = open(self.path, "a")
 
-    def last_seconds(self) -> float:
-        lines = self.path.read_text().splitlines()
-        return float(lines[-1].split(",")[4]) if len(lines) > 1 else 0.0
-
     def append(self, step: int, loss: float, psnr: float, lr: float, seconds: float) -> None:
         self.handle.write(f"{step},{loss:.8g},{psnr:.4f},{lr:.6g},{seconds:.3f}\n")
         self.handle.flush()

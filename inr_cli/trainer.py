@@ -1,75 +1,107 @@
-"""The trainer owns the optimizer state and the schedule, and runs one training step.
+"""The trainer: N networks, one per image, trained together by one step on one backend.
 
 Everything a step touches is uploaded or allocated here, once. A step then launches a fixed
-sequence of operations whose changing inputs (the step counter, the learning rate) live in device
-memory: it allocates nothing, copies nothing to or from the host and never synchronises, so on
-the GPU the whole step can be captured once as a CUDA graph and replayed.
+sequence of operations, each covering all N networks, whose changing inputs (the step counter, the
+learning rate) live in device memory: it allocates nothing, copies nothing to or from the host and
+never synchronises, so on the GPU the whole step can be captured once as a CUDA graph and replayed.
+N = 1 is `inr train`; each network's result is the bits it would get trained alone.
+
+The step, in order:
+    sample_batch (mini-batches only)    each network draws its pixels from its own seed
+    forward                             Network.forward: every layer, fused bias and activation
+    mse_loss                            each network's loss, and dL/d(output)
+    backward                            Network.backward: parameter gradients
+    advance_schedule                    step += 1; the cosine learning rate (schedule.py) on the device
+    adam_update / sgd_update            every parameter of every network in one launch
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from inr_cli.checkpoint import TrainingState
 from inr_cli.config import Config
 from inr_cli.coords import pixel_grid
-from inr_cli.model import backward, forward, loss_and_output_grad
-from inr_cli.network import NetworkSpec, encoding_view, parameter_views
-from inr_cli.pixels import PixelImage
+from inr_cli.images import PixelImage
+from inr_cli.network import Network, NetworkSpec, layer_views
 from inr_cli.workspace import Workspace
 
 
 class Trainer:
-    def __init__(self, backend, spec: NetworkSpec, config: Config, image: PixelImage,
-                 params: np.ndarray, moment1: np.ndarray, moment2: np.ndarray, step: int, total_steps: int):
+    def __init__(self, backend, spec: NetworkSpec, config: Config, images: list[PixelImage], state: TrainingState,
+                 seeds):
+        """images: one per network, all of one size; seeds: network i's mini-batches come from seeds[i]
+        (its initialisation already did, in TrainingState.fresh)."""
+        if len(images) != state.networks or len(seeds) != state.networks:
+            raise ValueError(f"{len(images)} images and {len(seeds)} seeds for {state.networks} networks")
+        first = images[0]
+        if any((im.width, im.height, im.n_channels) != (first.width, first.height, first.n_channels) for im in images):
+            raise ValueError("the images of one trainer must share one size and channel count")
         self.backend = backend
         self.spec = spec
         self.config = config
-        self.total_steps = total_steps
-        self.step_done = step
-        self.width, self.height, self.channels = image.width, image.height, image.channels
-        self.n_pixels = image.width * image.height
-        self.full_batch = config.batch_size == 0 or config.batch_size >= self.n_pixels
-        self.batch = self.n_pixels if self.full_batch else config.batch_size
+        self.networks = state.networks
+        self.total_steps = config.training.steps
+        self.step_done = state.step
+        self.seconds = state.seconds
+        self.loss = np.array(state.loss, dtype=np.float64)
+        self.width, self.height, self.channels = first.width, first.height, first.channels
+        n_pixels = first.width * first.height
+        batch_size = config.training.batch_size
+        self.full_batch = batch_size == 0 or batch_size >= n_pixels
+        self.batch = n_pixels if self.full_batch else batch_size
 
-        self.coords = backend.to_device(pixel_grid(image.width, image.height))
-        self.targets = backend.to_device(image.targets())
-        self.flat_params = backend.to_device(params)
-        self.flat_grads = backend.zeros(params.shape)
-        self.moment1 = backend.to_device(moment1)
-        self.moment2 = backend.to_device(moment2)
-        self.params = parameter_views(spec, self.flat_params)
-        self.frequencies = encoding_view(spec, self.flat_params)
-        self.grads = parameter_views(spec, self.flat_grads)
-        self.workspace = Workspace(spec, self.batch, backend, training=True, sampled=not self.full_batch)
-        self.step_counter = backend.to_device(np.array([step], dtype=np.int64))
-        self.hyper = backend.zeros((4,))
-        self._run_step = backend.compile_step(self._step) if config.cuda_graph else self._step
+        # One table of coordinates serves every network (same size); the targets are per image.
+        self.coords = backend.to_device(pixel_grid(first.width, first.height)[None])
+        self.targets = backend.to_device(np.stack([im.targets() for im in images]))
+        self.seeds = backend.to_device(np.asarray(seeds, dtype=np.uint64))
+        self.params = backend.to_device(state.params)
+        self.network = Network(spec, self.params)
+        # Nothing writes the gradient of the frozen Fourier frequencies, so it must start at zero.
+        self.flat_grads = backend.empty(self.params.shape)
+        backend.fill(self.flat_grads, 0.0)
+        self.grads = layer_views(spec, self.flat_grads)
+        self.moment1 = self._moment(state.moment1)
+        self.moment2 = self._moment(state.moment2)
+        self.workspace = Workspace(spec, self.networks, self.batch, backend, training=True, sampled=not self.full_batch)
+        self.step_counter = backend.to_device(np.array([state.step], dtype=np.int64))
+        self.hyper = backend.empty((3,))  # [lr, lr / (1 - beta1^t), sqrt(1 - beta2^t)], set on the device
+        self._run_step = backend.compile_step(self._step) if config.training.cuda_graph else self._step
+
+    def _moment(self, host):
+        if host is not None:
+            return self.backend.to_device(host)
+        moment = self.backend.empty(self.params.shape)  # a fresh run: zeros made on the device
+        self.backend.fill(moment, 0.0)
+        return moment
 
     def _step(self) -> None:
-        b, ws, cfg = self.backend, self.workspace, self.config
+        b, ws, opt = self.backend, self.workspace, self.config.optimizer
         if self.full_batch:
             x, t = self.coords, self.targets
         else:
-            b.sample_batch(self.coords, self.targets, ws.x, ws.t, cfg.seed, self.step_counter)
+            b.sample_batch(self.coords, self.targets, ws.x, ws.t, self.seeds, self.step_counter)
             x, t = ws.x, ws.t
-        output = forward(b, self.spec, self.params, ws, x, self.batch, self.frequencies)
-        loss_and_output_grad(b, ws, output, t, self.batch)
-        backward(b, self.spec, self.params, self.grads, ws, x, self.batch)
-        b.advance_schedule(self.step_counter, self.hyper, cfg.lr, cfg.lr_min, self.total_steps, cfg.beta1, cfg.beta2)
-        if cfg.optimizer == "adam":
-            b.adam_update(self.flat_params, self.flat_grads, self.moment1, self.moment2, self.hyper,
-                          cfg.beta1, cfg.beta2, cfg.eps)
+        output = self.network.forward(b, ws, x, self.batch)
+        b.mse_loss(output, t, ws.grad[-1], ws.loss)
+        self.network.backward(b, ws, x, self.batch, self.grads)
+        b.advance_schedule(self.step_counter, self.hyper, opt.lr, opt.lr_min, self.total_steps, opt.beta1, opt.beta2)
+        if opt.name == "adam":
+            b.adam_update(self.params, self.flat_grads, self.moment1, self.moment2, self.hyper, opt.beta1, opt.beta2,
+                          opt.eps)
         else:
-            b.sgd_update(self.flat_params, self.flat_grads, self.moment1, self.hyper, cfg.momentum)
+            b.sgd_update(self.params, self.flat_grads, self.moment1, self.hyper, opt.momentum)
 
     def step(self) -> None:
         self._run_step()
         self.step_done += 1
 
-    def read_loss(self) -> float:
-        """The loss of the latest step's forward pass: the one host read, at logging time."""
-        return float(self.backend.to_host(self.workspace.loss)[0])
+    def read_loss(self) -> np.ndarray:
+        """Each network's loss in the latest step's forward pass: the one host read, at logging time."""
+        self.loss = np.array(self.backend.to_host(self.workspace.loss), dtype=np.float64)
+        return self.loss
 
-    def state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def state(self) -> TrainingState:
         to_host = self.backend.to_host
-        return (np.array(to_host(self.flat_params)), np.array(to_host(self.moment1)), np.array(to_host(self.moment2)))
+        return TrainingState(np.array(to_host(self.params)), np.array(to_host(self.moment1)),
+                             np.array(to_host(self.moment2)), self.step_done, self.seconds, self.loss.copy())

@@ -1,7 +1,8 @@
 // Activation functions and their derivatives, shared by activations.cu and the fused epilogues
-// of matmul.cu. Codes match ACTIVATION_CODES in inr_cli/backends/launch.py:
-//   0 linear, 1 sigmoid, 2 sine (sin(omega0 * z), SIREN), 3 relu.
+// of matmul.cu. The codes (ACT_*) are in constants.cuh.
 #pragma once
+
+#include "constants.cuh"
 
 // sin and cos of x = omega0 * z after reducing x to [-pi, pi] (Cody-Waite, two-part 2*pi), then the
 // hardware approximations, accurate to ~1e-6 there. The library sinf/cosf carry a slow path for
@@ -19,9 +20,9 @@ __device__ __forceinline__ float fast_cosine(float x) { return __cosf(reduce_to_
 __device__ __forceinline__ float activate(float z, int kind, float omega0)
 {
     switch (kind) {
-        case 1: return 1.0f / (1.0f + expf(-z));
-        case 2: return fast_sine(omega0 * z);
-        case 3: return z > 0.0f ? z : 0.0f;
+        case ACT_SIGMOID: return 1.0f / (1.0f + expf(-z));
+        case ACT_SINE: return fast_sine(omega0 * z);
+        case ACT_RELU: return z > 0.0f ? z : 0.0f;
         default: return z;
     }
 }
@@ -30,9 +31,9 @@ __device__ __forceinline__ float activate(float z, int kind, float omega0)
 __device__ __forceinline__ float activation_derivative(float z, float a, int kind, float omega0)
 {
     switch (kind) {
-        case 1: return a * (1.0f - a);
-        case 2: return omega0 * fast_cosine(omega0 * z);
-        case 3: return z > 0.0f ? 1.0f : 0.0f;
+        case ACT_SIGMOID: return a * (1.0f - a);
+        case ACT_SINE: return omega0 * fast_cosine(omega0 * z);
+        case ACT_RELU: return z > 0.0f ? 1.0f : 0.0f;
         default: return 1.0f;
     }
 }

@@ -1,17 +1,22 @@
-// mse_loss -- NumpyBackend.mse_loss, first half: with n = rows * cols and scale = 1 / n,
+// mse_loss -- NumpyBackend.mse_loss, first half, for every network: with n = rows * cols elements
+// per network and scale = 1 / n,
 //   grad[i] = 2 * scale * (pred[i] - target[i])
-//   partial[blockIdx.x] = scale * sum over this block's elements of (pred - target)^2
-// The host then runs column_reduce over partial (gridDim.x rows, 1 column) into the loss scalar,
-// which stays on the device until the logging interval reads it.
-// Launch: block LOSS_THREADS, any 1-D grid (grid-stride loop).
+//   partial[net * gridDim.x + blockIdx.x] = scale * sum over this block's elements of (pred - target)^2
+// The host then runs column_reduce over partial (gridDim.x rows, 1 column, per network) into the
+// networks' loss scalars, which stay on the device until the logging interval reads them.
+// Launch: block LOSS_THREADS (constants.cuh), grid (any, networks); grid-stride loop within a network.
 
-#define LOSS_THREADS 256
+#include "constants.cuh"
 
 extern "C" __global__ void mse_loss(const float* __restrict__ pred, const float* __restrict__ target,
                                     float* __restrict__ grad, float* __restrict__ partial, long long n,
                                     float scale)
 {
     __shared__ float sums[LOSS_THREADS];
+    const long long offset = blockIdx.y * n;
+    pred += offset;
+    target += offset;
+    grad += offset;
     float sum = 0.0f;
     long long stride = (long long)gridDim.x * blockDim.x;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
@@ -25,5 +30,5 @@ extern "C" __global__ void mse_loss(const float* __restrict__ pred, const float*
         if (threadIdx.x < width) sums[threadIdx.x] += sums[threadIdx.x + width];
         __syncthreads();
     }
-    if (threadIdx.x == 0) partial[blockIdx.x] = sums[0] * scale;
+    if (threadIdx.x == 0) partial[blockIdx.y * gridDim.x + blockIdx.x] = sums[0] * scale;
 }

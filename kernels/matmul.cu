@@ -14,9 +14,13 @@
 // is not a multiple of 4 use one row per step instead (ty + i * BM / TM). Every load and store is
 // bounds-checked, so M, N and K need not be multiples of the tile.
 //
-// Split-K: blockIdx.z takes the slice [z * k_per_split, (z + 1) * k_per_split) of K and writes its
-// partial product to C + z * M * N; with gridDim.z > 1 the host sums those slices with
-// column_reduce. This keeps the GPU busy on dW, whose output is tiny and whose K is the batch.
+// Networks: every operand is a stack [networks, rows, cols] whose 2-D slices are row-major; the
+// host passes each operand's stride between networks (0: one matrix shared by all networks, as the
+// coordinates are). blockIdx.z = network * splits + split, so one launch covers every network.
+//
+// Split-K: split s takes the slice [s * k_per_split, (s + 1) * k_per_split) of K and writes its
+// partial product to C + network * stride_c + s * M * N; with splits > 1 the host sums those slices
+// with column_reduce. This keeps the GPU busy on dW, whose output is tiny and whose K is the batch.
 //
 // Epilogues (fused, so the activations never make a separate pass over memory):
 //   EPI_NONE      C = acc
@@ -26,7 +30,7 @@
 // Tile configurations (host picks by shape, inr_cli/backends/launch.py):
 //   128x128 (8x8 per thread) general; 128x64 and 64x128 for 64-wide layers;
 //   256x8 for the output layer (N <= 8); 8x256 for its weight gradient (M <= 8).
-// Launch: block (BM / TM) * (BN / TN) threads, grid (ceil(N / BN), ceil(M / BM), splits).
+// Launch: block (BM / TM) * (BN / TN) threads, grid (ceil(N / BN), ceil(M / BM), networks * splits).
 
 #include "activation_math.cuh"
 
@@ -40,6 +44,8 @@
 #define EPI_NONE 0
 #define EPI_BIAS_ACT 1
 #define EPI_ACT_GRAD 2
+
+__device__ __forceinline__ bool aligned16(const void* p) { return ((unsigned long long)p & 15) == 0; }
 
 // Row (or column) of register i of a thread at position t, for a tile side S with R registers.
 template <int S, int R>
@@ -119,7 +125,7 @@ __device__ __forceinline__ void stash_tile(float (*smem)[WIDTH], const float4* s
 
 template <int BM, int BN, int BK, int TM, int TN, bool TRANS_A, bool TRANS_B, int EPI>
 __device__ __forceinline__ void matmul_tile(const float* __restrict__ A, const float* __restrict__ B,
-                                            float* C, int M, int N, int K, int k_per_split,
+                                            float* C, int M, int N, int K, int k_per_split, int split,
                                             const float* __restrict__ bias, float* a_out,
                                             const float* z_in, const float* a_in, int kind, float omega0)
 {
@@ -132,7 +138,7 @@ __device__ __forceinline__ void matmul_tile(const float* __restrict__ A, const f
     const int ty = tid / (BN / TN);
     const int m0 = blockIdx.y * BM;
     const int n0 = blockIdx.x * BN;
-    const int k_begin = blockIdx.z * k_per_split;
+    const int k_begin = split * k_per_split;
     const int k_end = k_begin + k_per_split < K ? k_begin + k_per_split : K;
 
     // Operand tiles in their own memory order: A is (BM x BK) with k contiguous, or (BK x BM)
@@ -141,8 +147,8 @@ __device__ __forceinline__ void matmul_tile(const float* __restrict__ A, const f
     constexpr int B_SO = TRANS_B ? BN : BK, B_SC = TRANS_B ? BK : BN;
     constexpr int A_LOADS = (A_SO * A_SC / 4 + THREADS - 1) / THREADS;
     constexpr int B_LOADS = (B_SO * B_SC / 4 + THREADS - 1) / THREADS;
-    const bool vec_a = (TRANS_A ? M : K) % 4 == 0 && ((unsigned long long)A & 15) == 0;
-    const bool vec_b = (TRANS_B ? K : N) % 4 == 0 && ((unsigned long long)B & 15) == 0;
+    const bool vec_a = (TRANS_A ? M : K) % 4 == 0 && aligned16(A);
+    const bool vec_b = (TRANS_B ? K : N) % 4 == 0 && aligned16(B);
     float4 a_stage[A_LOADS], b_stage[B_LOADS];
     auto fetch = [&](int k0) {
         if (TRANS_A) fetch_tile<A_SO, A_SC, THREADS>(A, M, k0, m0, k_end, M, vec_a, a_stage);
@@ -185,10 +191,13 @@ __device__ __forceinline__ void matmul_tile(const float* __restrict__ A, const f
         buffer ^= 1;
     }
 
-    float* out = C + (long long)blockIdx.z * M * N;
+    float* out = C + (long long)split * M * N;
     // Columns come in groups of 4 adjacent ones when TN % 4 == 0: with N % 4 == 0 those are written
     // (and the epilogue's z and a read) as one 16-byte access, so a warp's stores coalesce fully.
-    const bool vector_ok = (TN % 4 == 0) && (N % 4 == 0);
+    // Each network's operands start wherever its stride puts them, so alignment is checked too.
+    const bool vector_ok = (TN % 4 == 0) && (N % 4 == 0) && aligned16(out) &&
+                           (EPI != EPI_BIAS_ACT || (aligned16(bias) && aligned16(a_out))) &&
+                           (EPI != EPI_ACT_GRAD || (aligned16(z_in) && aligned16(a_in)));
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
         const int gm = m0 + fragment_index<BM, TM>(ty, i);
@@ -240,33 +249,43 @@ __device__ __forceinline__ void matmul_tile(const float* __restrict__ A, const f
 }
 
 #define MATMUL_KERNEL(name, BM, BN, BK, TM, TN, TA, TB)                                                   \
-    extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN), MATMUL_MIN_BLOCKS)                                   \
+    extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN), MATMUL_MIN_BLOCKS)                 \
         name(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int M, int N, \
-             int K, int k_per_split)                                                                      \
+             int K, int k_per_split, int splits, long long stride_a, long long stride_b, long long stride_c) \
     {                                                                                                     \
-        matmul_tile<BM, BN, BK, TM, TN, TA, TB, EPI_NONE>(A, B, C, M, N, K, k_per_split, nullptr, nullptr, \
-                                                          nullptr, nullptr, 0, 0.0f);                     \
+        const long long net = blockIdx.z / splits;                                                              \
+        matmul_tile<BM, BN, BK, TM, TN, TA, TB, EPI_NONE>(A + net * stride_a, B + net * stride_b,         \
+                                                          C + net * stride_c, M, N, K, k_per_split,       \
+                                                          (int)(blockIdx.z % splits), nullptr, nullptr, nullptr, \
+                                                          nullptr, 0, 0.0f);                              \
     }
 
 // linear_forward: z = X W^T + bias, a = act(z). a may alias z (inference: no separate z kept).
+// z and a share one layout (stride_z between networks).
 #define FORWARD_KERNEL(name, BM, BN, BK, TM, TN)                                                           \
-    extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN), MATMUL_MIN_BLOCKS)                                    \
+    extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN), MATMUL_MIN_BLOCKS)                  \
         name(const float* __restrict__ X, const float* __restrict__ W, const float* __restrict__ bias,     \
-             float* z, float* a, int M, int N, int K, int kind, float omega0)                              \
+             float* z, float* a, int M, int N, int K, int kind, float omega0, long long stride_x,          \
+             long long stride_w, long long stride_bias, long long stride_z)                                \
     {                                                                                                      \
-        matmul_tile<BM, BN, BK, TM, TN, false, true, EPI_BIAS_ACT>(X, W, z, M, N, K, K, bias, a, nullptr, \
-                                                                   nullptr, kind, omega0);                 \
+        const long long net = blockIdx.z;                                                                        \
+        matmul_tile<BM, BN, BK, TM, TN, false, true, EPI_BIAS_ACT>(                                        \
+            X + net * stride_x, W + net * stride_w, z + net * stride_z, M, N, K, K, 0,                     \
+            bias + net * stride_bias, a + net * stride_z, nullptr, nullptr, kind, omega0);                 \
     }
 
 // linear_backward_input: out = (dZ W) * act'(z_prev, a_prev), the previous layer's dZ in one pass.
+// z_prev, a_prev and out share one layout (stride_prev between networks).
 #define BACKWARD_INPUT_KERNEL(name, BM, BN, BK, TM, TN)                                                     \
-    extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN), MATMUL_MIN_BLOCKS)                                     \
+    extern "C" __global__ void __launch_bounds__((BM / TM) * (BN / TN), MATMUL_MIN_BLOCKS)                   \
         name(const float* __restrict__ dZ, const float* __restrict__ W, const float* __restrict__ z_prev,   \
              const float* __restrict__ a_prev, float* __restrict__ out, int M, int N, int K, int kind,      \
-             float omega0)                                                                                  \
+             float omega0, long long stride_dz, long long stride_w, long long stride_prev)                  \
     {                                                                                                       \
-        matmul_tile<BM, BN, BK, TM, TN, false, false, EPI_ACT_GRAD>(dZ, W, out, M, N, K, K, nullptr,      \
-                                                                    nullptr, z_prev, a_prev, kind, omega0); \
+        const long long net = blockIdx.z;                                                                   \
+        matmul_tile<BM, BN, BK, TM, TN, false, false, EPI_ACT_GRAD>(                                        \
+            dZ + net * stride_dz, W + net * stride_w, out + net * stride_prev, M, N, K, K, 0, nullptr,      \
+            nullptr, z_prev + net * stride_prev, a_prev + net * stride_prev, kind, omega0);                 \
     }
 
 #define MATMUL_ALL(tile, BM, BN, BK, TM, TN)                                  \

@@ -1,7 +1,9 @@
 """One check per kernel operation, against the NumPy reference, for any KernelBackend.
 
 test_kernels_emulated.py runs these on the CPU (the kernel source compiled as C++) over small
-awkward shapes; test_gpu.py runs the same checks on the GPU over large ones.
+awkward shapes; test_gpu.py runs the same checks on the GPU over large ones. Every check runs on a
+stack of networks (`networks`), and the operand a layer shares between networks (the coordinates)
+is given once where the operation allows it.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from inr_cli.backends.numpy_backend import NumpyBackend
+from inr_cli.schedule import step_hyperparameters
 
 cpu = NumpyBackend()
 
@@ -17,22 +20,41 @@ def close(backend, array, reference, rtol=1e-4, atol=1e-5):
     np.testing.assert_allclose(backend.to_host(array), reference, rtol=rtol, atol=atol)
 
 
-def check_matmul(backend, m, n, k, trans):
+def check_matmul(backend, m, n, k, trans, networks=1, shared_b=False):
     rng = np.random.default_rng(m * 7 + n * 3 + k)
     ta, tb = trans[0] == "t", trans[1] == "t"
-    a = rng.standard_normal((k, m) if ta else (m, k)).astype(np.float32)
-    b = rng.standard_normal((n, k) if tb else (k, n)).astype(np.float32)
-    out = backend.to_device(np.full((m, n), np.nan, np.float32))
+    a = rng.standard_normal((networks, k, m) if ta else (networks, m, k)).astype(np.float32)
+    b = rng.standard_normal((1 if shared_b else networks, n, k) if tb else (1 if shared_b else networks, k, n))
+    b = b.astype(np.float32)
+    out = backend.to_device(np.full((networks, m, n), np.nan, np.float32))
     backend.matmul(backend.to_device(a), backend.to_device(b), out, ta, tb)
-    reference = (a.T if ta else a).astype(np.float64) @ (b.T if tb else b).astype(np.float64)
+    op_a = a.swapaxes(1, 2) if ta else a
+    op_b = b.swapaxes(1, 2) if tb else b
+    reference = np.matmul(op_a.astype(np.float64), op_b.astype(np.float64))
     close(backend, out, reference, rtol=1e-3, atol=1e-4 * np.sqrt(k))
 
 
-def check_column_reduce(backend, rows, cols):
-    x = np.random.default_rng(rows + cols).standard_normal((rows, cols)).astype(np.float32)
-    out = backend.to_device(np.full(cols, np.nan, np.float32))
+def check_matmul_into_parameter_views(backend, m, n, k, networks=3, padding=5):
+    """A weight gradient lands in a view of [N, P] gradients: a stride between networks that is
+    not m * n (and not a multiple of 4), split-K or not."""
+    rng = np.random.default_rng(k)
+    a = rng.standard_normal((networks, k, m)).astype(np.float32)
+    b = rng.standard_normal((networks, k, n)).astype(np.float32)
+    flat = backend.to_device(np.full((networks, m * n + padding), np.nan, np.float32))
+    view = flat[:, padding:].reshape(networks, m, n)
+    backend.matmul(backend.to_device(a), backend.to_device(b), view, trans_a=True)
+    host = backend.to_host(flat)
+    assert np.isnan(host[:, :padding]).all(), "wrote outside the view"
+    reference = np.matmul(a.swapaxes(1, 2).astype(np.float64), b.astype(np.float64))
+    np.testing.assert_allclose(host[:, padding:].reshape(networks, m, n), reference, rtol=1e-3,
+                               atol=1e-4 * np.sqrt(k))
+
+
+def check_column_reduce(backend, rows, cols, networks=1):
+    x = np.random.default_rng(rows + cols).standard_normal((networks, rows, cols)).astype(np.float32)
+    out = backend.to_device(np.full((networks, cols), np.nan, np.float32))
     backend.column_reduce(backend.to_device(x), out)
-    close(backend, out, x.astype(np.float64).sum(axis=0), rtol=1e-4, atol=1e-4 * np.sqrt(rows))
+    close(backend, out, x.astype(np.float64).sum(axis=1), rtol=1e-4, atol=1e-4 * np.sqrt(rows))
 
 
 def check_fill(backend, n):
@@ -41,11 +63,11 @@ def check_fill(backend, n):
     assert (backend.to_host(out) == np.float32(-1.5)).all()
 
 
-def check_activations(backend, activation, rows, cols):
+def check_activations(backend, activation, rows, cols, networks=2):
     rng = np.random.default_rng(rows * cols)
-    z = rng.standard_normal((rows, cols)).astype(np.float32)
-    bias = rng.standard_normal(cols).astype(np.float32)
-    grad = rng.standard_normal((rows, cols)).astype(np.float32)
+    z = rng.standard_normal((networks, rows, cols)).astype(np.float32)
+    bias = rng.standard_normal((networks, cols)).astype(np.float32)
+    grad = rng.standard_normal((networks, rows, cols)).astype(np.float32)
     z_ref, a_ref, g_ref = z.copy(), np.empty_like(z), grad.copy()
     cpu.bias_activation(z_ref, bias, a_ref, activation, 30.0)
     cpu.activation_backward(g_ref, z_ref, a_ref, activation, 30.0)
@@ -57,24 +79,35 @@ def check_activations(backend, activation, rows, cols):
     close(backend, g_d, g_ref, rtol=1e-3, atol=1e-3)
 
 
-def check_mse_loss(backend, rows, cols):
+def check_mse_loss(backend, rows, cols, networks=2):
     rng = np.random.default_rng(rows)
-    pred, target = rng.random((rows, cols), dtype=np.float32), rng.random((rows, cols), dtype=np.float32)
-    grad_ref, loss_ref = np.empty_like(pred), np.empty(1, np.float32)
+    pred = rng.random((networks, rows, cols), dtype=np.float32)
+    target = rng.random((networks, rows, cols), dtype=np.float32)
+    grad_ref, loss_ref = np.empty_like(pred), np.empty(networks, np.float32)
     cpu.mse_loss(pred, target, grad_ref, loss_ref)
-    grad, loss = backend.to_device(np.empty_like(pred)), backend.to_device(np.empty(1, np.float32))
+    grad, loss = backend.to_device(np.empty_like(pred)), backend.to_device(np.empty(networks, np.float32))
     backend.mse_loss(backend.to_device(pred), backend.to_device(target), grad, loss)
     close(backend, grad, grad_ref, rtol=1e-6, atol=1e-12)
     close(backend, loss, loss_ref, rtol=1e-5)
 
 
-def check_schedule_and_optimizers(backend, n):
+def check_schedule_and_optimizers(backend, n, total=100):
+    """The on-device schedule against schedule.py over the whole budget and past its end, then Adam
+    and SGD steps against the NumPy backend."""
+    counter = backend.to_device(np.array([0], np.int64))
+    hyper = backend.to_device(np.zeros(3, np.float32))
+    for step in range(total + 3):
+        backend.advance_schedule(counter, hyper, 1e-3, 1e-5, total, 0.9, 0.999)
+        expected = np.array(step_hyperparameters(step, total, 1e-3, 1e-5, 0.9, 0.999), np.float32)
+        np.testing.assert_allclose(backend.to_host(hyper), expected, rtol=1e-6, err_msg=f"step {step}")
+    assert int(backend.to_host(counter)[0]) == total + 3
+
     rng = np.random.default_rng(0)
-    host = [rng.standard_normal(n).astype(np.float32) for _ in range(4)]
+    host = [rng.standard_normal((2, n)).astype(np.float32) for _ in range(4)]
     host[3] = np.abs(host[3])
     dev = [backend.to_device(a) for a in host]
     counter_h, counter_d = np.array([41], np.int64), backend.to_device(np.array([41], np.int64))
-    hyper_h, hyper_d = np.zeros(4, np.float32), backend.to_device(np.zeros(4, np.float32))
+    hyper_h, hyper_d = np.zeros(3, np.float32), backend.to_device(np.zeros(3, np.float32))
     for _ in range(3):
         cpu.advance_schedule(counter_h, hyper_h, 1e-3, 1e-5, 100, 0.9, 0.999)
         backend.advance_schedule(counter_d, hyper_d, 1e-3, 1e-5, 100, 0.9, 0.999)
@@ -89,44 +122,52 @@ def check_schedule_and_optimizers(backend, n):
     close(backend, dev[0], host[0], rtol=1e-5, atol=1e-6)
 
 
-def check_sample_batch(backend, n_pixels, batch, seed, step):
+def check_sample_batch(backend, n_pixels, batch, seeds, step):
     rng = np.random.default_rng(0)
-    coords = rng.random((n_pixels, 2), dtype=np.float32)
-    targets = rng.random((n_pixels, 4), dtype=np.float32)
-    counter = np.array([step], np.int64)
-    bx, bt = np.empty((batch, 2), np.float32), np.empty((batch, 4), np.float32)
-    cpu.sample_batch(coords, targets, bx, bt, seed, counter)
+    networks = len(seeds)
+    coords = rng.random((1, n_pixels, 2), dtype=np.float32)
+    targets = rng.random((networks, n_pixels, 4), dtype=np.float32)
+    counter, seeds = np.array([step], np.int64), np.array(seeds, np.uint64)
+    bx, bt = np.empty((networks, batch, 2), np.float32), np.empty((networks, batch, 4), np.float32)
+    cpu.sample_batch(coords, targets, bx, bt, seeds, counter)
     bx_d, bt_d = backend.to_device(np.empty_like(bx)), backend.to_device(np.empty_like(bt))
-    backend.sample_batch(backend.to_device(coords), backend.to_device(targets), bx_d, bt_d, seed,
+    backend.sample_batch(backend.to_device(coords), backend.to_device(targets), bx_d, bt_d, backend.to_device(seeds),
                          backend.to_device(counter))
     assert (backend.to_host(bx_d) == bx).all() and (backend.to_host(bt_d) == bt).all()
 
 
-def check_fused_layer(backend, rows, in_f, out_f, activation):
+def check_fused_layer(backend, rows, in_f, out_f, activation, networks=2, shared_x=True):
     """linear_forward (matmul + bias + activation epilogue) and linear_backward_input (matmul +
-    activation-derivative epilogue) against the NumPy compositions they replace."""
+    activation-derivative epilogue) against the NumPy compositions they replace. The weights and
+    biases are views of [N, P] parameters, as in training."""
     rng = np.random.default_rng(rows + in_f)
-    x = rng.uniform(-1, 1, (rows, in_f)).astype(np.float32)
-    weight = (rng.standard_normal((out_f, in_f)) / np.sqrt(in_f)).astype(np.float32)
-    bias = rng.standard_normal(out_f).astype(np.float32)
-    grad_out = rng.standard_normal((rows, out_f)).astype(np.float32)
-    z, a, grad_in = np.empty((rows, out_f), np.float32), np.empty((rows, out_f), np.float32), np.empty_like(x)
+    x = rng.uniform(-1, 1, (1 if shared_x else networks, rows, in_f)).astype(np.float32)
+    params = rng.standard_normal((networks, 3 + out_f * in_f + out_f)).astype(np.float32)
+    params[:, 3:3 + out_f * in_f] /= np.sqrt(in_f)
+    weight = params[:, 3:3 + out_f * in_f].reshape(networks, out_f, in_f)
+    bias = params[:, 3 + out_f * in_f:]
+    grad_out = rng.standard_normal((networks, rows, out_f)).astype(np.float32)
+    z, a = np.empty((networks, rows, out_f), np.float32), np.empty((networks, rows, out_f), np.float32)
+    x_prev = rng.uniform(-1, 1, (networks, rows, in_f)).astype(np.float32)
+    grad_in = np.empty_like(x_prev)
     cpu.linear_forward(x, weight, bias, z, a, activation, 30.0)
-    cpu.linear_backward_input(grad_out, weight, x, np.sin(x), grad_in, activation, 30.0)
+    cpu.linear_backward_input(grad_out, weight, x_prev, np.sin(x_prev), grad_in, activation, 30.0)
+    params_d = backend.to_device(params)
+    weight_d = params_d[:, 3:3 + out_f * in_f].reshape(networks, out_f, in_f)
+    bias_d = params_d[:, 3 + out_f * in_f:]
     z_d, a_d, g_d = (backend.to_device(np.empty_like(v)) for v in (z, a, grad_in))
-    backend.linear_forward(backend.to_device(x), backend.to_device(weight), backend.to_device(bias), z_d, a_d,
-                           activation, 30.0)
-    backend.linear_backward_input(backend.to_device(grad_out), backend.to_device(weight), backend.to_device(x),
-                                  backend.to_device(np.sin(x)), g_d, activation, 30.0)
+    backend.linear_forward(backend.to_device(x), weight_d, bias_d, z_d, a_d, activation, 30.0)
+    backend.linear_backward_input(backend.to_device(grad_out), weight_d, backend.to_device(x_prev),
+                                  backend.to_device(np.sin(x_prev)), g_d, activation, 30.0)
     close(backend, z_d, z, rtol=1e-3, atol=1e-3)
     close(backend, a_d, a, rtol=1e-3, atol=3e-2 if activation == "sine" else 1e-3)  # sin(30 z) amplifies z's rounding
     close(backend, g_d, grad_in, rtol=1e-3, atol=1e-2 * np.sqrt(out_f))
 
 
-def check_fourier_features(backend, rows, m):
-    projection = np.random.default_rng(rows).normal(0, 10, (rows, m)).astype(np.float32)
-    ref = np.empty((rows, 2 * m), np.float32)
+def check_fourier_features(backend, rows, m, networks=2):
+    projection = np.random.default_rng(rows).normal(0, 10, (networks, rows, m)).astype(np.float32)
+    ref = np.empty((networks, rows, 2 * m), np.float32)
     cpu.fourier_features(projection, ref)
-    out = backend.to_device(np.full((rows, 2 * m), np.nan, np.float32))
+    out = backend.to_device(np.full((networks, rows, 2 * m), np.nan, np.float32))
     backend.fourier_features(backend.to_device(projection), out)
     close(backend, out, ref, atol=2e-4)

@@ -1,4 +1,4 @@
-"""The NumPy backend's operations against plain NumPy and closed forms."""
+"""The NumPy backend's operations against plain NumPy and closed forms, on stacks of networks."""
 
 from __future__ import annotations
 
@@ -7,34 +7,41 @@ import math
 import numpy as np
 import pytest
 
-from inr_cli.backends.numpy_backend import NumpyBackend, batch_indices, cosine_lr
+from inr_cli.backends.numpy_backend import NumpyBackend, batch_indices
+from inr_cli.schedule import cosine_lr
 
 cpu = NumpyBackend()
 
 
-def test_matmul_all_transposes(rng):
-    a = rng.standard_normal((5, 7)).astype(np.float32)
-    b = rng.standard_normal((7, 3)).astype(np.float32)
-    out = np.empty((5, 3), np.float32)
+def test_matmul_all_transposes_per_network(rng):
+    a = rng.standard_normal((2, 5, 7)).astype(np.float32)
+    b = rng.standard_normal((2, 7, 3)).astype(np.float32)
+    out = np.empty((2, 5, 3), np.float32)
     cpu.matmul(a, b, out)
-    np.testing.assert_allclose(out, a @ b, rtol=1e-5)
-    out_t = np.empty((5, 3), np.float32)
-    cpu.matmul(a, np.ascontiguousarray(b.T), out_t, trans_b=True)
-    np.testing.assert_allclose(out_t, a @ b, rtol=1e-5)
-    out_tn = np.empty((7, 3), np.float32)
-    cpu.matmul(np.ascontiguousarray(a.T).T.copy(), rng.standard_normal((5, 3)).astype(np.float32), out_tn,
-               trans_a=True)
-    assert out_tn.shape == (7, 3)
+    for i in range(2):
+        np.testing.assert_allclose(out[i], a[i] @ b[i], rtol=1e-5)
+    out_t = np.empty((2, 5, 3), np.float32)
+    cpu.matmul(a, np.ascontiguousarray(b.swapaxes(1, 2)), out_t, trans_b=True)
+    np.testing.assert_allclose(out_t, out, rtol=1e-5)
+    g = rng.standard_normal((2, 5, 3)).astype(np.float32)
+    out_tn = np.empty((2, 7, 3), np.float32)
+    cpu.matmul(a, g, out_tn, trans_a=True)
+    for i in range(2):
+        np.testing.assert_allclose(out_tn[i], a[i].T @ g[i], rtol=1e-5)
+    shared = np.empty((2, 5, 3), np.float32)
+    cpu.matmul(a[:1], b, shared)  # one matrix shared by both networks
+    np.testing.assert_allclose(shared[1], a[0] @ b[1], rtol=1e-5)
 
 
 def test_fill_and_column_reduce(rng):
     out = np.empty(11, np.float32)
     cpu.fill(out, 2.5)
     assert (out == 2.5).all()
-    x = rng.standard_normal((9, 4)).astype(np.float32)
-    sums = np.empty(4, np.float32)
+    x = rng.standard_normal((2, 9, 4)).astype(np.float32)
+    sums = np.empty((2, 4), np.float32)
     cpu.column_reduce(x, sums)
-    np.testing.assert_allclose(sums, [sum(x[i, j] for i in range(9)) for j in range(4)], rtol=1e-5)
+    for n in range(2):
+        np.testing.assert_allclose(sums[n], [sum(x[n, i, j] for i in range(9)) for j in range(4)], rtol=1e-5)
 
 
 @pytest.mark.parametrize("activation,forward,derivative", [
@@ -44,24 +51,25 @@ def test_fill_and_column_reduce(rng):
     ("linear", lambda z: z, lambda z: np.ones_like(z)),
 ])
 def test_activation_closed_forms(rng, activation, forward, derivative):
-    z = rng.standard_normal((6, 4)).astype(np.float32)
-    bias = rng.standard_normal(4).astype(np.float32)
+    z = rng.standard_normal((2, 6, 4)).astype(np.float32)
+    bias = rng.standard_normal((2, 4)).astype(np.float32)
     z_work, a = z.copy(), np.empty_like(z)
     cpu.bias_activation(z_work, bias, a, activation, 30.0)
-    np.testing.assert_allclose(z_work, z + bias, rtol=1e-6)
-    np.testing.assert_allclose(a, forward((z + bias).astype(np.float64)), rtol=1e-4, atol=1e-5)
-    grad = rng.standard_normal((6, 4)).astype(np.float32)
-    expected = grad * derivative((z + bias).astype(np.float64))
+    np.testing.assert_allclose(z_work, z + bias[:, None], rtol=1e-6)
+    np.testing.assert_allclose(a, forward((z + bias[:, None]).astype(np.float64)), rtol=1e-4, atol=1e-5)
+    grad = rng.standard_normal((2, 6, 4)).astype(np.float32)
+    expected = grad * derivative((z + bias[:, None]).astype(np.float64))
     cpu.activation_backward(grad, z_work, a, activation, 30.0)
     np.testing.assert_allclose(grad, expected, rtol=1e-3, atol=1e-4)
 
 
-def test_mse_loss_closed_form(rng):
-    pred, target = rng.random((10, 3), dtype=np.float32), rng.random((10, 3), dtype=np.float32)
-    grad, loss = np.empty_like(pred), np.empty(1, np.float32)
+def test_mse_loss_closed_form_per_network(rng):
+    pred, target = rng.random((2, 10, 3), dtype=np.float32), rng.random((2, 10, 3), dtype=np.float32)
+    grad, loss = np.empty_like(pred), np.empty(2, np.float32)
     cpu.mse_loss(pred, target, grad, loss)
-    assert loss[0] == pytest.approx(float(np.mean((pred - target) ** 2)), rel=1e-6)
-    np.testing.assert_allclose(grad, 2 * (pred - target) / pred.size, rtol=1e-6)
+    for n in range(2):
+        assert loss[n] == pytest.approx(float(np.mean((pred[n] - target[n]) ** 2)), rel=1e-6)
+    np.testing.assert_allclose(grad, 2 * (pred - target) / 30, rtol=1e-6)
 
 
 def test_cosine_schedule_endpoints():
@@ -73,7 +81,7 @@ def test_cosine_schedule_endpoints():
 def test_adam_matches_textbook_formula(rng):
     p, g = rng.standard_normal(50).astype(np.float32), rng.standard_normal(50).astype(np.float32)
     m, v = np.zeros(50, np.float32), np.zeros(50, np.float32)
-    counter, hyper = np.array([0], np.int64), np.zeros(4, np.float32)
+    counter, hyper = np.array([0], np.int64), np.zeros(3, np.float32)
     p_ref = p.astype(np.float64).copy()
     m_ref = np.zeros(50)
     v_ref = np.zeros(50)
@@ -90,7 +98,7 @@ def test_adam_matches_textbook_formula(rng):
 
 def test_sgd_momentum(rng):
     p, g = rng.standard_normal(5).astype(np.float32), rng.standard_normal(5).astype(np.float32)
-    buf, hyper = np.zeros(5, np.float32), np.array([0.1, 0, 0, 0], np.float32)
+    buf, hyper = np.zeros(5, np.float32), np.array([0.1, 0, 0], np.float32)
     start = p.copy()
     cpu.sgd_update(p, g, buf, hyper, 0.9)
     cpu.sgd_update(p, g, buf, hyper, 0.9)
@@ -106,11 +114,13 @@ def test_batch_indices_deterministic_and_in_range():
     assert len(np.unique(batch_indices(0, 0, 5000, 50))) == 50
 
 
-def test_sample_batch_gathers_rows(rng):
-    coords = rng.random((20, 2), dtype=np.float32)
-    targets = rng.random((20, 3), dtype=np.float32)
-    bx, bt = np.empty((8, 2), np.float32), np.empty((8, 3), np.float32)
-    cpu.sample_batch(coords, targets, bx, bt, 1, np.array([5], np.int64))
-    idx = batch_indices(1, 5, 8, 20)
-    assert (bx == coords[idx]).all() and (bt == targets[idx]).all()
+def test_sample_batch_gathers_rows_per_network_seed(rng):
+    coords = rng.random((1, 20, 2), dtype=np.float32)
+    targets = rng.random((2, 20, 3), dtype=np.float32)
+    bx, bt = np.empty((2, 8, 2), np.float32), np.empty((2, 8, 3), np.float32)
+    cpu.sample_batch(coords, targets, bx, bt, np.array([1, 9], np.uint64), np.array([5], np.int64))
+    for n, seed in enumerate((1, 9)):
+        idx = batch_indices(seed, 5, 8, 20)
+        assert (bx[n] == coords[0, idx]).all() and (bt[n] == targets[n, idx]).all()
+    assert not (bx[0] == bx[1]).all()
     assert math.isfinite(float(bx.sum()))

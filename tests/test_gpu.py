@@ -8,15 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inr_cli.config import Config
 from inr_cli.network import NetworkSpec, init_parameters
-from inr_cli.pixels import PixelImage
 from inr_cli.render import render_float
-from inr_cli.trainer import Trainer
 from tests.kernel_checks import (
     check_activations, check_column_reduce, check_fill, check_fourier_features, check_fused_layer, check_matmul,
-    check_mse_loss, check_sample_batch, check_schedule_and_optimizers, cpu,
+    check_matmul_into_parameter_views, check_mse_loss, check_sample_batch, check_schedule_and_optimizers, cpu,
 )
+from tests.test_networks import config_for, images, train_together
 
 pytestmark = pytest.mark.gpu
 
@@ -39,9 +37,23 @@ def test_matmul_matches_numpy(gpu, m, n, k, trans):
     check_matmul(gpu, m, n, k, trans)
 
 
+@pytest.mark.parametrize("m,n,k", [(4096, 64, 64), (64, 64, 4096), (37, 65, 70), (3, 64, 4096)])
+@pytest.mark.parametrize("trans", ["nn", "nt", "tn"])
+def test_matmul_per_network(gpu, m, n, k, trans):
+    check_matmul(gpu, m, n, k, trans, networks=7)
+    check_matmul(gpu, m, n, k, trans, networks=5, shared_b=True)
+
+
+@pytest.mark.parametrize("m,n,k", [(5, 7, 30), (64, 64, 4096), (256, 256, 65536)])
+def test_matmul_into_parameter_views(gpu, m, n, k):
+    check_matmul_into_parameter_views(gpu, m, n, k)
+
+
 @pytest.mark.parametrize("rows,cols", [(1, 1), (1, 256), (1 << 20, 1), (1 << 20, 3), (262144, 256), (513, 33), (7, 1000)])
 def test_column_reduce(gpu, rows, cols):
     check_column_reduce(gpu, rows, cols)
+    if rows * cols < 1 << 22:
+        check_column_reduce(gpu, rows, cols, networks=5)
 
 
 @pytest.mark.parametrize("n", [1, 255, 257, 1 << 20])
@@ -65,21 +77,17 @@ def test_optimizer_and_schedule(gpu):
 
 
 def test_sample_batch_identical_to_cpu(gpu):
-    check_sample_batch(gpu, 9973, 4096, 5, 17)
+    check_sample_batch(gpu, 9973, 4096, [5, 2**63 + 1, 0], 17)
 
 
-def _train(backend, model, batch_size, steps=100, cuda_graph=True):
-    image = PixelImage(np.random.default_rng(3).random((48, 64, 3), dtype=np.float32), ("r", "g", "b"))
-    config = Config(model=model, hidden=64, layers=3, lr=1e-4 if model == "siren" else 1e-3,
-                    batch_size=batch_size, cuda_graph=cuda_graph)
-    spec = NetworkSpec(model, 3, 64, 3, 30.0)
-    params = init_parameters(spec, 0)
-    trainer = Trainer(backend, spec, config, image, params, np.zeros_like(params), np.zeros_like(params), 0, steps)
-    losses = []
-    for _ in range(steps):
-        trainer.step()
-        losses.append(trainer.read_loss())
-    return np.array(losses), trainer
+PRESETS = {"siren": "siren", "sigmoid": "sigmoid"}
+
+
+def _train(backend, model, batch_size, steps=100, cuda_graph=True, networks=1):
+    config = config_for(PRESETS[model], hidden=64, layers=3, omega0=30.0, lr=1e-4 if model == "siren" else 1e-3,
+                        batch_size=batch_size, cuda_graph=cuda_graph, steps=steps)
+    trainer, losses = train_together(backend, config, images(networks, 48, 64), list(range(networks)), steps)
+    return losses, trainer
 
 
 @pytest.mark.parametrize("model,batch_size", [("siren", 0), ("sigmoid", 0), ("siren", 1000)])
@@ -88,9 +96,20 @@ def test_training_run_matches_cpu(gpu, model, batch_size):
     gpu_losses, gpu_trainer = _train(gpu, model, batch_size)
     np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=2e-3)
     spec = cpu_trainer.spec
-    cpu_render = render_float(cpu, spec, cpu_trainer.state()[0], 100, 75)
-    gpu_render = render_float(gpu, spec, gpu_trainer.flat_params, 100, 75)
+    cpu_render = render_float(cpu, spec, cpu_trainer.state().params[0], 100, 75)
+    gpu_render = render_float(gpu, spec, gpu_trainer.params[:1], 100, 75)
     np.testing.assert_allclose(gpu_render, cpu_render, atol=2e-3)
+
+
+@pytest.mark.parametrize("batch_size", [0, 500])
+def test_networks_together_equal_networks_alone_on_the_gpu(gpu, batch_size):
+    """One launch per operation for 5 networks gives each the bits it gets alone (the launch plans
+    do not depend on the number of networks)."""
+    _, together = _train(gpu, "siren", batch_size, steps=20, networks=5)
+    for i in (0, 4):
+        config = together.config
+        alone, _ = train_together(gpu, config, images(5, 48, 64)[i:i + 1], [i], 20)
+        assert np.array_equal(together.state().params[i], alone.state().params[0])
 
 
 def test_render_ignores_work_on_other_streams(gpu):
@@ -98,7 +117,7 @@ def test_render_ignores_work_on_other_streams(gpu):
     non-blocking stream does not wait for, would land after the kernels that read it."""
     import cupy
 
-    spec = NetworkSpec("siren", 3, 64, 3, 30.0)
+    spec = NetworkSpec.from_config(config_for("siren", hidden=64, layers=3, omega0=30.0), 3)
     params = init_parameters(spec, 0)
     # A first render of another height fills CuPy's pool, so the second allocates nothing (an
     # allocation could synchronise the device) and finds other coordinates in the reused buffers.

@@ -10,16 +10,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from inr_cli.backends.kernel_backend import LaunchError
 from inr_cli.backends.launch import plan_column_reduce, plan_matmul
-from inr_cli.config import Config
-from inr_cli.network import NetworkSpec, init_parameters
-from inr_cli.pixels import PixelImage
-from inr_cli.render import render_float
-from inr_cli.trainer import Trainer
 from tests.kernel_checks import (
-    check_column_reduce, check_fill, check_fourier_features, check_fused_layer, check_matmul, check_mse_loss,
-    check_sample_batch, check_schedule_and_optimizers, check_activations, cpu,
+    check_activations, check_column_reduce, check_fill, check_fourier_features, check_fused_layer, check_matmul,
+    check_matmul_into_parameter_views, check_mse_loss, check_sample_batch, check_schedule_and_optimizers,
 )
+from tests.test_networks import config_for, images, train_together
 
 
 MATMUL_CASES = [  # (m, n, k): one row, width one, ragged edges, every tile choice, split-K
@@ -34,6 +31,18 @@ def test_matmul(emulated, m, n, k, trans):
     check_matmul(emulated, m, n, k, trans)
 
 
+@pytest.mark.parametrize("m,n,k", [(37, 65, 70), (3, 40, 9), (64, 64, 1100)])
+@pytest.mark.parametrize("trans", ["nn", "nt", "tn"])
+def test_matmul_per_network(emulated, m, n, k, trans):
+    check_matmul(emulated, m, n, k, trans, networks=3)
+    check_matmul(emulated, m, n, k, trans, networks=2, shared_b=True)
+
+
+@pytest.mark.parametrize("m,n,k", [(5, 7, 30), (64, 64, 1100)])
+def test_matmul_into_parameter_views(emulated, m, n, k):
+    check_matmul_into_parameter_views(emulated, m, n, k)
+
+
 def test_split_k_and_tiles_are_exercised():
     assert plan_matmul(64, 64, 1100, True, False, sm_count=4).splits > 1
     assert plan_matmul(5, 70, 1500, True, False, sm_count=4).tile.name == "8x256"
@@ -45,6 +54,7 @@ def test_split_k_and_tiles_are_exercised():
 @pytest.mark.parametrize("rows,cols", [(1, 1), (1, 40), (2000, 1), (1500, 33), (70000, 2)])
 def test_column_reduce(emulated, rows, cols):
     check_column_reduce(emulated, rows, cols)
+    check_column_reduce(emulated, rows, cols, networks=3)
 
 
 def test_column_reduce_two_pass_happens():
@@ -73,37 +83,14 @@ def test_schedule_and_optimizers(emulated):
 
 
 def test_sample_batch_bit_identical(emulated):
-    check_sample_batch(emulated, 997, 300, 2**40 + 3, 123456789)
+    check_sample_batch(emulated, 997, 300, [2**40 + 3, 0, 17], 123456789)
 
 
-@pytest.mark.parametrize("model,batch_size", [("siren", 0), ("sigmoid", 50)])
-def test_training_steps_match_reference(emulated, model, batch_size):
-    """A few whole training steps through the kernels follow the NumPy backend's loss curve."""
-    image = PixelImage(np.random.default_rng(1).random((9, 14, 3), dtype=np.float32), ("r", "g", "b"))
-    spec = NetworkSpec(model, 3, 20, 2, 30.0)
-    config = Config(model=model, hidden=20, layers=2, lr=1e-3, batch_size=batch_size)
-    params = init_parameters(spec, 0)
-    losses = {}
-    trainers = {}
-    for name, backend in (("cpu", cpu), ("emulated", emulated)):
-        trainer = Trainer(backend, spec, config, image, params, np.zeros_like(params), np.zeros_like(params), 0, 10)
-        losses[name] = []
-        for _ in range(4):
-            trainer.step()
-            losses[name].append(trainer.read_loss())
-        trainers[name] = trainer
-    np.testing.assert_allclose(losses["emulated"], losses["cpu"], rtol=1e-4)
-    assert losses["cpu"][-1] < losses["cpu"][0]
-    np.testing.assert_allclose(trainers["emulated"].state()[0], trainers["cpu"].state()[0], rtol=1e-3, atol=1e-5)
-    render_ref = render_float(cpu, spec, trainers["cpu"].state()[0], 17, 5)
-    render_emu = render_float(emulated, spec, trainers["emulated"].state()[0], 17, 5)
-    np.testing.assert_allclose(render_emu, render_ref, atol=1e-4)
-
-
-@pytest.mark.parametrize("rows,in_f,out_f", [(1, 2, 5), (300, 2, 70), (150, 70, 3), (129, 33, 65)])
+@pytest.mark.parametrize("rows,in_f,out_f", [(1, 2, 5), (300, 2, 70), (150, 70, 3), (129, 33, 65), (40, 8, 16)])
 @pytest.mark.parametrize("activation", ["sine", "sigmoid", "linear"])
 def test_fused_layer_kernels(emulated, rows, in_f, out_f, activation):
-    check_fused_layer(emulated, rows, in_f, out_f, activation)
+    check_fused_layer(emulated, rows, in_f, out_f, activation, networks=1)
+    check_fused_layer(emulated, rows, in_f, out_f, activation, networks=3, shared_x=in_f == 2)
 
 
 @pytest.mark.parametrize("rows,m", [(1, 1), (70, 5), (33, 256)])
@@ -111,18 +98,29 @@ def test_fourier_features(emulated, rows, m):
     check_fourier_features(emulated, rows, m)
 
 
-def test_fourier_network_steps_match_reference(emulated):
-    image = PixelImage(np.random.default_rng(2).random((8, 11, 3), dtype=np.float32), ("r", "g", "b"))
-    spec = NetworkSpec("relu", 3, 16, 2, encoding="fourier", fourier_features=8, fourier_sigma=3.0)
-    config = Config(model="relu", hidden=16, layers=2, lr=1e-3, encoding="fourier", fourier_features=8,
-                    fourier_sigma=3.0)
-    params = init_parameters(spec, 0)
-    losses = {}
-    for name, backend in (("cpu", cpu), ("emulated", emulated)):
-        trainer = Trainer(backend, spec, config, image, params, np.zeros_like(params), np.zeros_like(params), 0, 10)
-        losses[name] = []
-        for _ in range(3):
-            trainer.step()
-            losses[name].append(trainer.read_loss())
-        assert (trainer.state()[0][: spec.encoding_size()] == params[: spec.encoding_size()]).all()
-    np.testing.assert_allclose(losses["emulated"], losses["cpu"], rtol=1e-4)
+def test_fourier_frequencies_stay_frozen_through_the_kernels(emulated):
+    config = config_for("fourier", hidden=8, layers=2, fourier_features=4, steps=3)
+    trainer, losses = train_together(emulated, config, images(2, 5, 6), [0, 1], 3)
+    before = train_together(emulated, config, images(2, 5, 6), [0, 1], 0)[0].state().params
+    size = trainer.spec.encoding_size()
+    assert (trainer.state().params[:, :size] == before[:, :size]).all()
+    assert not (trainer.state().params[:, size:] == before[:, size:]).all()
+    assert (losses[-1] < losses[0]).all()
+
+
+def test_launches_check_their_arguments(emulated):
+    """A wrong shape, dtype or layout is refused before the kernel runs."""
+    a = np.zeros((2, 4, 3), np.float32)
+    with pytest.raises(LaunchError, match="shape"):
+        emulated.matmul(a, np.zeros((2, 5, 6), np.float32), np.zeros((2, 4, 6), np.float32))
+    with pytest.raises(LaunchError, match="dtype"):
+        emulated.matmul(a.astype(np.float64), np.zeros((2, 3, 6), np.float32), np.zeros((2, 4, 6), np.float32))
+    with pytest.raises(LaunchError, match="contiguous"):
+        emulated.matmul(np.zeros((2, 3, 4), np.float32).swapaxes(1, 2), np.zeros((2, 3, 6), np.float32),
+                        np.zeros((2, 4, 6), np.float32))
+    with pytest.raises(LaunchError, match="networks"):
+        emulated.matmul(np.zeros((3, 4, 3), np.float32), np.zeros((2, 3, 6), np.float32),
+                        np.zeros((2, 4, 6), np.float32))
+    with pytest.raises(LaunchError, match="shape"):
+        emulated.mse_loss(*(np.zeros((2, 5, 3), np.float32),) * 3, np.zeros(3, np.float32))
+    assert not emulated.launched or emulated.launched[-1] != "mse_loss"

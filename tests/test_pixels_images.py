@@ -8,7 +8,7 @@ from PIL import Image
 
 from inr_cli.errors import InrError
 from inr_cli.images import load_image, save_image
-from inr_cli.pixels import read_csv, write_csv
+from inr_cli.pixel_csv import read_csv, write_csv
 from tests.conftest import make_image
 
 

@@ -9,15 +9,17 @@ import pytest
 
 from inr_cli import checkpoint as ckpt
 from inr_cli.backends.numpy_backend import NumpyBackend
-from inr_cli.config import Config
+from inr_cli.checkpoint import TrainingState
 from inr_cli.coords import axis_centres, pixel_grid
 from inr_cli.errors import InrError
 from inr_cli.metrics import psnr, ssim
 from inr_cli.network import NetworkSpec, init_parameters
 from inr_cli.render import render_float, render_rows
+from tests.test_networks import config_for
 
 cpu = NumpyBackend()
-SPEC = NetworkSpec("siren", 3, 16, 2, 30.0)
+CONFIG = config_for("siren", hidden=16, layers=2, omega0=30.0)
+SPEC = NetworkSpec.from_config(CONFIG, 3)
 
 
 def test_pixel_centres_in_the_unit_square():
@@ -55,20 +57,25 @@ def test_metrics_closed_forms():
     assert 0 < ssim(a, np.clip(a + 0.05, 0, 1)) < 1
 
 
-def make_checkpoint(**changes) -> ckpt.Checkpoint:
-    params = init_parameters(SPEC, 0)
-    fields = dict(spec=SPEC, config=Config(), params=params, moment1=np.zeros_like(params),
-                  moment2=np.zeros_like(params), step=3, total_steps=10, data_fingerprint="abc",
-                  data_shape=(4, 5, 3), channels=("r", "g", "b"), last_loss=0.5)
+def make_checkpoint(networks: int = 1, **changes) -> ckpt.Checkpoint:
+    state = TrainingState.fresh(SPEC, range(networks))
+    state.moment1 = np.full_like(state.params, 0.25)
+    state.step, state.seconds, state.loss = 3, 1.5, np.linspace(0.5, 0.7, networks)
+    fields = dict(spec=SPEC, config=CONFIG, state=state, total_steps=10, data_fingerprint="abc",
+                  data_shape=(4, 5, 3), channels=("r", "g", "b"))
     fields.update(changes)
     return ckpt.Checkpoint(**fields)
 
 
-def test_checkpoint_roundtrip(tmp_path):
-    ckpt.save(make_checkpoint(), tmp_path / "c.npz")
+@pytest.mark.parametrize("networks", [1, 3])
+def test_checkpoint_roundtrip(tmp_path, networks):
+    saved = make_checkpoint(networks)
+    ckpt.save(saved, tmp_path / "c.npz")
     back = ckpt.load(tmp_path / "c.npz")
-    assert back.spec == SPEC and back.step == 3 and back.channels == ("r", "g", "b")
-    assert np.array_equal(back.params, make_checkpoint().params)
+    assert back.spec == SPEC and back.config == CONFIG and back.step == 3 and back.channels == ("r", "g", "b")
+    assert back.state.seconds == 1.5 and np.array_equal(back.state.loss, saved.state.loss)
+    assert np.array_equal(back.state.params, saved.state.params) and back.state.params.shape[0] == networks
+    assert np.array_equal(back.state.moment1, saved.state.moment1) and not back.state.moment2.any()
     assert not list(tmp_path.glob(".*tmp")), "temporary file left behind"
 
 
@@ -89,6 +96,9 @@ def rewrite(path, **arrays):
     (lambda p: rewrite(p, format_version=np.array(99)), "newer than this inr understands"),
     (lambda p: rewrite(p, params=None), "'params' is missing"),
     (lambda p: rewrite(p, moment1=np.zeros(7, np.float32)), "'moment1' has shape (7,)"),
+    (lambda p: rewrite(p, moment2=np.zeros((2, SPEC.parameter_count()), np.float32)), "moments do not match"),
+    (lambda p: rewrite(p, format_version=np.array(0)), "checkpoint format 0 is not one"),
+    (lambda p: rewrite(p, config=np.array('{"network": {"model": "siren"}}')), "bad network or config"),
     (lambda p: rewrite(p, params=np.array([{"evil": 1}], dtype=object)), "pickled objects, refused"),
     (lambda p: rewrite(p, magic=np.array("something")), "not an inr checkpoint"),
 ])

@@ -78,7 +78,7 @@ def test_sigkill_at_any_moment_then_resume_is_bit_identical(tmp_path, image):
     print(f"{kills} kills, {resumes} resumes")
     a, b = ckpt.load(tmp_path / "whole"), ckpt.load(run)
     assert b.step == 2000
-    assert np.array_equal(a.params, b.params) and np.array_equal(a.moment1, b.moment1)
+    assert np.array_equal(a.params, b.params) and np.array_equal(a.state.moment1, b.state.moment1)
     assert not list(run.glob(".*.tmp")), "temporary checkpoint files left behind"
 
 

@@ -10,7 +10,7 @@ from inr_cli import checkpoint as ckpt
 from inr_cli.cli import app
 from inr_cli.metrics import psnr
 from inr_cli.trainer import Trainer
-from inr_cli.training import Interrupted
+from inr_cli.training_loop import Interrupted
 
 runner = CliRunner()
 SMALL = ["--hidden", "16", "--layers", "2", "--device", "cpu", "-q", "--log-every", "3"]
@@ -26,7 +26,7 @@ def test_same_command_twice_gives_identical_checkpoints(tmp_path, rgb_png):
         result = train([str(rgb_png), "--steps", "12", "--run-dir", str(tmp_path / name), *SMALL])
         assert result.exit_code == 0, result.output
     a, b = ckpt.load(tmp_path / "a"), ckpt.load(tmp_path / "b")
-    assert np.array_equal(a.params, b.params) and np.array_equal(a.moment2, b.moment2)
+    assert np.array_equal(a.params, b.params) and np.array_equal(a.state.moment2, b.state.moment2)
     assert a.step == 12
 
 
@@ -53,7 +53,7 @@ def test_resume_equals_uninterrupted(tmp_path, rgb_png, monkeypatch, extra):
     whole, split = ckpt.load(tmp_path / "whole"), ckpt.load(tmp_path / "split")
     assert split.step == 20
     assert np.array_equal(whole.params, split.params)
-    assert np.array_equal(whole.moment1, split.moment1)
+    assert np.array_equal(whole.state.moment1, split.state.moment1)
     rows = (tmp_path / "split" / "metrics.csv").read_text().splitlines()
     steps = [int(r.split(",")[0]) for r in rows[1:]]
     assert steps == sorted(set(steps)), "metrics rows repeated after resume"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from inr_cli.backends.kernel_backend import KernelBackend
-from inr_cli.backends.numpy_backend import NumpyBackend
 from inr_cli.resources import kernels_dir
 
 COMPILE_OPTIONS = ("-std=c++17",)
@@ -21,15 +20,15 @@ def kernel_sources() -> list:
 
 
 def module_source(paths) -> str:
-    """The kernel files as one source text, their shared headers inlined once at the top.
+    """The kernel files as one source text, their shared headers inlined once at the top
+    (constants.cuh first: the others use it).
 
     Inlined rather than #included so that CuPy's on-disk cache, keyed on the source text, sees
     every change to a header."""
-    headers = sorted(kernels_dir().glob("*.cuh"))
-    parts = [f"// ---- {h.name}\n" + h.read_text().replace("#pragma once", "") for h in headers]
-    for path in paths:
-        lines = [line for line in path.read_text().splitlines() if not line.startswith('#include "')]
-        parts.append(f"// ---- {path.name}\n" + "\n".join(lines))
+    headers = sorted(kernels_dir().glob("*.cuh"), key=lambda h: (h.name != "constants.cuh", h.name))
+    parts = [f"// ---- {path.name}\n" + "\n".join(
+        line for line in path.read_text().replace("#pragma once", "").splitlines() if not line.startswith('#include "'))
+        for path in [*headers, *paths]]
     return "\n".join(parts)
 
 
@@ -63,7 +62,6 @@ class CudaBackend(KernelBackend):
         super().__init__()
         import cupy
 
-        self.xp = cupy
         self._cupy = cupy
         # Every launch and copy names this stream explicitly: several backends may live in one
         # process (kernel and cuBLAS paths in the benchmark), so the thread's current stream is
@@ -107,25 +105,25 @@ class CudaBackend(KernelBackend):
 
     def matmul(self, a, b, out, trans_a: bool = False, trans_b: bool = False) -> None:
         if self.use_cublas:
-            with self.stream:
-                self._cupy.matmul(a.T if trans_a else a, b.T if trans_b else b, out=out)
+            with self.stream:  # batched over networks: cuBLAS's strided-batched GEMM
+                self._cupy.matmul(a.swapaxes(1, 2) if trans_a else a, b.swapaxes(1, 2) if trans_b else b, out=out)
         else:
             super().matmul(a, b, out, trans_a, trans_b)
 
     # With --matmul cublas every product goes through cuBLAS, so the fused layer kernels give way to
-    # the reference composition (matmul, then the activation kernel), as NumpyBackend spells it.
+    # the composition they fuse (matmul, then the activation kernel), as the NumPy backend defines it.
     def linear_forward(self, x, weight, bias, z, a, activation: str, omega0: float = 1.0) -> None:
-        if self.use_cublas:
-            NumpyBackend.linear_forward(self, x, weight, bias, z, a, activation, omega0)
-        else:
-            super().linear_forward(x, weight, bias, z, a, activation, omega0)
+        if not self.use_cublas:
+            return super().linear_forward(x, weight, bias, z, a, activation, omega0)
+        self.matmul(x, weight, z, trans_b=True)
+        self.bias_activation(z, bias, a, activation, omega0)
 
     def linear_backward_input(self, grad, weight, z_prev, a_prev, out, activation_prev: str,
                               omega0: float = 1.0) -> None:
-        if self.use_cublas:
-            NumpyBackend.linear_backward_input(self, grad, weight, z_prev, a_prev, out, activation_prev, omega0)
-        else:
-            super().linear_backward_input(grad, weight, z_prev, a_prev, out, activation_prev, omega0)
+        if not self.use_cublas:
+            return super().linear_backward_input(grad, weight, z_prev, a_prev, out, activation_prev, omega0)
+        self.matmul(grad, weight, out)
+        self.activation_backward(out, z_prev, a_prev, activation_prev, omega0)
 
     def compile_step(self, step):
         return GraphStep(self, step)

@@ -5,6 +5,12 @@ CUDA backend launches through CuPy; the test-suite's emulation runs the same ker
 compiled as C++, on the CPU. Scratch buffers (split-K partials, reduction partials) are allocated
 the first time a shape needs them and reused after, so a training step allocates nothing once it
 has run once.
+
+Every operation covers N networks in one launch (a grid dimension per network). Operands are
+stacks [N, rows, cols] whose 2-D slices are row-major; the stride between networks is read from the
+array and passed to the kernel (0 for one matrix shared by every network). Each operation checks
+dtype, shapes and layout before it launches: a wrong argument is an error here, not a wrong answer
+or a crash on the device. Replaying a captured CUDA graph skips Python, checks included.
 """
 
 from __future__ import annotations
@@ -14,12 +20,61 @@ import numpy as np
 from inr_cli.backends.launch import (
     ACTIVATION_CODES,
     LOSS_MAX_BLOCKS,
+    LOSS_THREADS,
     elementwise_grid,
+    network_groups,
     plan_column_reduce,
     plan_matmul,
 )
 
 i32, i64, f32, f64 = np.int32, np.int64, np.float32, np.float64
+FLOAT_SIZE = 4
+
+
+class LaunchError(ValueError):
+    """An operation was called with arguments its kernel cannot take."""
+
+
+def stack_stride(what: str, array, shape: tuple) -> int:
+    """Check that `array` is a float32 stack of the given shape (None: any) whose 2-D slices are
+    row-major; return its stride between networks in elements (0 when it holds one matrix)."""
+    if array.dtype != np.float32:
+        raise LaunchError(f"{what}: dtype {array.dtype}, expected float32")
+    if array.ndim != len(shape) or any(s is not None and s != d for s, d in zip(shape, array.shape)):
+        raise LaunchError(f"{what}: shape {tuple(array.shape)}, expected {shape}")
+    strides = array.strides
+    expected = FLOAT_SIZE
+    for axis in range(len(shape) - 1, 0, -1):  # every axis but the networks' must be packed
+        if array.shape[axis] > 1 and strides[axis] != expected:
+            raise LaunchError(f"{what}: rows are not contiguous (strides {strides})")
+        expected *= array.shape[axis]
+    if array.shape[0] == 1:
+        return 0
+    if strides[0] % FLOAT_SIZE or strides[0] < 0:
+        raise LaunchError(f"{what}: stride between networks {strides[0]} bytes is not a whole float")
+    return strides[0] // FLOAT_SIZE
+
+
+def contiguous(what: str, array, shape: tuple | None = None, dtype=np.float32) -> None:
+    if array.dtype != dtype:
+        raise LaunchError(f"{what}: dtype {array.dtype}, expected {np.dtype(dtype).name}")
+    if shape is not None and tuple(array.shape) != tuple(shape):
+        raise LaunchError(f"{what}: shape {tuple(array.shape)}, expected {tuple(shape)}")
+    if not array.flags.c_contiguous:
+        raise LaunchError(f"{what}: not contiguous")
+
+
+def networks_of(what: str, *arrays) -> int:
+    """The number of networks N of a call: every operand holds N, or 1 to share it."""
+    counts = {a.shape[0] for a in arrays} - {1}
+    if len(counts) > 1:
+        raise LaunchError(f"{what}: operands hold different numbers of networks {sorted(counts)}")
+    return counts.pop() if counts else 1
+
+
+def group(array, first: int, stop: int):
+    """Networks [first, stop) of a stack; a shared operand (one network) stays whole."""
+    return array if array.shape[0] == 1 else array[first:stop]
 
 
 class KernelBackend:
@@ -45,53 +100,106 @@ class KernelBackend:
 
     # --- operations ----------------------------------------------------------------------------
     def fill(self, out, value: float) -> None:
+        contiguous("fill out", out)
         grid, block = elementwise_grid(out.size)
         self.launch("fill", grid, block, (out, f32(value), i64(out.size)))
 
     def matmul(self, a, b, out, trans_a: bool = False, trans_b: bool = False) -> None:
-        m, n = out.shape
-        k = a.shape[0] if trans_a else a.shape[1]
+        """out[i] = op(a[i]) @ op(b[i]) for every network i."""
+        n_net, m, n = out.shape
+        k = a.shape[1] if trans_a else a.shape[2]
+        stride_c = stack_stride("matmul out", out, (None, m, n))
+        stride_a = stack_stride("matmul a", a, (None, k, m) if trans_a else (None, m, k))
+        stride_b = stack_stride("matmul b", b, (None, n, k) if trans_b else (None, k, n))
+        if networks_of("matmul", a, b, out) != n_net:
+            raise LaunchError(f"matmul: out holds {n_net} networks, an operand more")
         plan = plan_matmul(m, n, k, trans_a, trans_b, self.sm_count)
-        if plan.splits == 1:
-            self.launch(plan.kernel, plan.grid, plan.block, (a, b, out, i32(m), i32(n), i32(k), i32(plan.k_per_split)))
-            return
-        partial = self.scratch("matmul_split_k", plan.splits * m * n)
-        self.launch(plan.kernel, plan.grid, plan.block, (a, b, partial, i32(m), i32(n), i32(k), i32(plan.k_per_split)))
-        self.column_reduce(partial.reshape(plan.splits, m * n), out.reshape(m * n))
+        if plan.splits > 1:
+            partial = self.scratch("matmul_split_k", n_net * plan.splits * m * n).reshape(n_net, plan.splits, m * n)
+        for first, stop in network_groups(n_net, plan.splits):
+            grid = (plan.grid[0], plan.grid[1], (stop - first) * plan.splits)
+            if plan.splits == 1:
+                target, stride_target = out[first:stop], stride_c
+            else:
+                target, stride_target = partial[first:stop], plan.splits * m * n
+            self.launch(plan.kernel, grid, plan.block,
+                        (group(a, first, stop), group(b, first, stop), target, i32(m), i32(n), i32(k),
+                         i32(plan.k_per_split), i32(plan.splits), i64(stride_a), i64(stride_b), i64(stride_target)))
+        if plan.splits > 1:
+            self.column_reduce(partial, out)
 
     def linear_forward(self, x, weight, bias, z, a, activation: str, omega0: float = 1.0) -> None:
-        m, n, k = x.shape[0], weight.shape[0], x.shape[1]
+        n_net, n, k = weight.shape
+        m = x.shape[1]
+        stride_w = stack_stride("linear_forward weight", weight, (None, n, k))
+        stride_x = stack_stride("linear_forward x", x, (None, m, k))
+        stride_bias = stack_stride("linear_forward bias", bias, (n_net, n))
+        stride_z = stack_stride("linear_forward z", z, (n_net, m, n))
+        if stack_stride("linear_forward a", a, (n_net, m, n)) != stride_z:
+            raise LaunchError("linear_forward: z and a must share one layout")
+        networks_of("linear_forward", x, weight)
         plan = plan_matmul(m, n, k, False, True, self.sm_count, fused="linear_forward")
-        self.launch(plan.kernel, plan.grid, plan.block, (x, weight, bias, z, a, i32(m), i32(n), i32(k),
-                                                         i32(ACTIVATION_CODES[activation]), f32(omega0)))
+        for first, stop in network_groups(n_net):
+            self.launch(plan.kernel, (plan.grid[0], plan.grid[1], stop - first), plan.block,
+                        (group(x, first, stop), weight[first:stop], bias[first:stop], z[first:stop], a[first:stop],
+                         i32(m), i32(n), i32(k), i32(ACTIVATION_CODES[activation]), f32(omega0),
+                         i64(stride_x), i64(stride_w), i64(stride_bias), i64(stride_z)))
 
     def linear_backward_input(self, grad, weight, z_prev, a_prev, out, activation_prev: str,
                               omega0: float = 1.0) -> None:
-        m, n, k = grad.shape[0], weight.shape[1], grad.shape[1]
+        n_net, k, n = weight.shape  # weight (out, in): this product's K is the layer's out
+        m = grad.shape[1]
+        stride_w = stack_stride("linear_backward_input weight", weight, (None, k, n))
+        stride_dz = stack_stride("linear_backward_input grad", grad, (n_net, m, k))
+        stride_prev = stack_stride("linear_backward_input out", out, (n_net, m, n))
+        for what, array in (("z_prev", z_prev), ("a_prev", a_prev)):
+            if stack_stride(f"linear_backward_input {what}", array, (n_net, m, n)) != stride_prev:
+                raise LaunchError(f"linear_backward_input: {what} and out must share one layout")
         plan = plan_matmul(m, n, k, False, False, self.sm_count, fused="linear_backward_input")
-        self.launch(plan.kernel, plan.grid, plan.block, (grad, weight, z_prev, a_prev, out, i32(m), i32(n), i32(k),
-                                                         i32(ACTIVATION_CODES[activation_prev]), f32(omega0)))
+        for first, stop in network_groups(n_net):
+            self.launch(plan.kernel, (plan.grid[0], plan.grid[1], stop - first), plan.block,
+                        (grad[first:stop], weight[first:stop], z_prev[first:stop], a_prev[first:stop], out[first:stop],
+                         i32(m), i32(n), i32(k), i32(ACTIVATION_CODES[activation_prev]), f32(omega0),
+                         i64(stride_dz), i64(stride_w), i64(stride_prev)))
 
     def column_reduce(self, x, out) -> None:
-        rows, cols = x.shape
+        """out[i, j] = sum over rows of x[i, :, j], for every network i. The columns may be given in
+        any packed shape: x [N, rows, ...], out [N, ...] with as many elements after the first axis."""
+        n_net, rows = x.shape[:2]
+        cols = int(np.prod(x.shape[2:]))
+        stride_x = stack_stride("column_reduce x", x, (None, rows, *x.shape[2:]))
+        stride_out = stack_stride("column_reduce out", out, (n_net, *out.shape[1:]))
+        if int(np.prod(out.shape[1:])) != cols:
+            raise LaunchError(f"column_reduce: out {tuple(out.shape)} does not hold the {cols} columns of x")
         plan = plan_column_reduce(rows, cols)
         if plan.row_blocks == 1:
-            self.launch("column_reduce", plan.grid, plan.block, (x, out, i32(rows), i32(cols), i32(plan.rows_per_block)))
+            self._column_reduce_pass(plan, x, out, rows, cols, stride_x, stride_out)
             return
-        partial = self.scratch("column_reduce", plan.row_blocks * cols)
-        self.launch("column_reduce", plan.grid, plan.block, (x, partial, i32(rows), i32(cols), i32(plan.rows_per_block)))
+        partial = self.scratch("column_reduce", n_net * plan.row_blocks * cols).reshape(n_net, plan.row_blocks, cols)
+        self._column_reduce_pass(plan, x, partial, rows, cols, stride_x, plan.row_blocks * cols)
         second = plan_column_reduce(plan.row_blocks, cols)
         assert second.row_blocks == 1
-        self.launch("column_reduce", second.grid, second.block,
-                    (partial, out, i32(plan.row_blocks), i32(cols), i32(second.rows_per_block)))
+        self._column_reduce_pass(second, partial, out, plan.row_blocks, cols, plan.row_blocks * cols, stride_out)
+
+    def _column_reduce_pass(self, plan, x, out, rows, cols, stride_x, stride_out) -> None:
+        for first, stop in network_groups(out.shape[0]):
+            self.launch("column_reduce", (plan.grid[0], plan.grid[1], stop - first), plan.block,
+                        (x[first:stop], out[first:stop], i32(rows), i32(cols), i32(plan.rows_per_block),
+                         i64(stride_x), i64(stride_out)))
 
     def bias_activation(self, z, bias, out, activation: str, omega0: float = 1.0) -> None:
-        rows, cols = z.shape
+        n_net, rows, cols = z.shape
+        contiguous("bias_activation z", z)
+        contiguous("bias_activation out", out, z.shape)
+        stride_bias = stack_stride("bias_activation bias", bias, (n_net, cols))
         grid, block = elementwise_grid(z.size)
-        self.launch("bias_activation", grid, block,
-                    (z, bias, out, i64(rows), i32(cols), i32(ACTIVATION_CODES[activation]), f32(omega0)))
+        self.launch("bias_activation", grid, block, (z, bias, out, i64(n_net), i64(rows), i32(cols), i64(stride_bias),
+                                                     i32(ACTIVATION_CODES[activation]), f32(omega0)))
 
     def activation_backward(self, grad, z, a, activation: str, omega0: float = 1.0) -> None:
+        contiguous("activation_backward grad", grad)
+        contiguous("activation_backward z", z, grad.shape)
+        contiguous("activation_backward a", a, grad.shape)
         if activation == "linear":
             return
         grid, block = elementwise_grid(grad.size)
@@ -99,34 +207,61 @@ class KernelBackend:
                     (grad, z, a, i64(grad.size), i32(ACTIVATION_CODES[activation]), f32(omega0)))
 
     def fourier_features(self, projection, out) -> None:
-        rows, m = projection.shape
+        n_net, rows, m = projection.shape
+        contiguous("fourier_features projection", projection)
+        contiguous("fourier_features out", out, (n_net, rows, 2 * m))
         grid, block = elementwise_grid(projection.size)
-        self.launch("fourier_features", grid, block, (projection, out, i64(rows), i32(m)))
+        self.launch("fourier_features", grid, block, (projection, out, i64(n_net * rows), i32(m)))
 
     def mse_loss(self, pred, target, grad, loss) -> None:
-        n = pred.size
-        grid, block = elementwise_grid(n, LOSS_MAX_BLOCKS)
-        partial = self.scratch("mse_loss", grid[0])
-        self.launch("mse_loss", grid, block, (pred, target, grad, partial, i64(n), f32(1.0 / n)))
-        self.column_reduce(partial.reshape(grid[0], 1), loss)
+        n_net = pred.shape[0]
+        contiguous("mse_loss pred", pred)
+        contiguous("mse_loss target", target, pred.shape)
+        contiguous("mse_loss grad", grad, pred.shape)
+        contiguous("mse_loss loss", loss, (n_net,))
+        per_network = pred.size // n_net
+        grid, block = elementwise_grid(per_network, LOSS_MAX_BLOCKS, LOSS_THREADS)
+        partial = self.scratch("mse_loss", n_net * grid[0]).reshape(n_net, grid[0])
+        for first, stop in network_groups(n_net):
+            self.launch("mse_loss", (grid[0], stop - first, 1), block,
+                        (pred[first:stop], target[first:stop], grad[first:stop], partial[first:stop],
+                         i64(per_network), f32(1.0 / per_network)))
+        self.column_reduce(partial.reshape(n_net, grid[0], 1), loss.reshape(n_net, 1))  # views: both packed
 
-    def sample_batch(self, coords, targets, batch_coords, batch_targets, seed: int, step_counter) -> None:
-        batch = batch_coords.shape[0]
+    def sample_batch(self, coords, targets, batch_coords, batch_targets, seeds, step_counter) -> None:
+        n_net, n_pixels, out_features = targets.shape
+        batch, in_features = batch_coords.shape[1:]
+        contiguous("sample_batch coords", coords, (1, n_pixels, in_features))
+        contiguous("sample_batch targets", targets)
+        contiguous("sample_batch batch_coords", batch_coords, (n_net, batch, in_features))
+        contiguous("sample_batch batch_targets", batch_targets, (n_net, batch, out_features))
+        contiguous("sample_batch seeds", seeds, (n_net,), np.uint64)
+        contiguous("sample_batch step", step_counter, (1,), np.int64)
         grid, block = elementwise_grid(batch)
-        self.launch("sample_batch", grid, block,
-                    (coords, targets, batch_coords, batch_targets, i64(coords.shape[0]), i32(batch),
-                     i32(coords.shape[1]), i32(targets.shape[1]), np.uint64(seed), step_counter))
+        for first, stop in network_groups(n_net):
+            self.launch("sample_batch", (grid[0], stop - first, 1), block,
+                        (coords, targets[first:stop], batch_coords[first:stop], batch_targets[first:stop],
+                         i64(n_pixels), i32(batch), i32(in_features), i32(out_features), seeds[first:stop],
+                         step_counter))
 
     def advance_schedule(self, step_counter, hyper, lr_max, lr_min, total, beta1, beta2) -> None:
+        contiguous("advance_schedule step", step_counter, (1,), np.int64)
+        contiguous("advance_schedule hyper", hyper, (3,))
         self.launch("advance_schedule", (1, 1, 1), (1, 1, 1),
                     (step_counter, hyper, f64(lr_max), f64(lr_min), i64(total), f64(beta1), f64(beta2)))
 
     def adam_update(self, params, grads, m, v, hyper, beta1, beta2, eps) -> None:
+        for what, array in (("params", params), ("grads", grads), ("m", m), ("v", v)):
+            contiguous(f"adam_update {what}", array, params.shape)
+        contiguous("adam_update hyper", hyper, (3,))
         grid, block = elementwise_grid(params.size)
         self.launch("adam_update", grid, block,
                     (params, grads, m, v, i64(params.size), hyper, f32(beta1), f32(beta2), f32(eps)))
 
     def sgd_update(self, params, grads, momentum_buf, hyper, momentum) -> None:
+        for what, array in (("params", params), ("grads", grads), ("momentum", momentum_buf)):
+            contiguous(f"sgd_update {what}", array, params.shape)
+        contiguous("sgd_update hyper", hyper, (3,))
         grid, block = elementwise_grid(params.size)
         self.launch("sgd_update", grid, block, (params, grads, momentum_buf, i64(params.size), hyper, f32(momentum)))
 

@@ -6,23 +6,45 @@ split-K plans that run on the GPU are the ones the tests check against NumPy.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-THREADS = 256
+from inr_cli.resources import kernels_dir
+
+
+def read_defines(text: str) -> dict[str, int]:
+    """The integer #defines of a C header."""
+    return {name: int(value) for name, value in re.findall(r"^#define (\w+) (-?\d+)\b", text, re.M)}
+
+
+# Numbers the kernels and this file share, written once in kernels/constants.cuh.
+CONSTANTS = read_defines((kernels_dir() / "constants.cuh").read_text())
+ACTIVATION_CODES = {name: CONSTANTS[f"ACT_{name.upper()}"] for name in ("linear", "sigmoid", "sine", "relu")}
+REDUCE_TX, REDUCE_TY = CONSTANTS["REDUCE_TX"], CONSTANTS["REDUCE_TY"]
+LOSS_THREADS = CONSTANTS["LOSS_THREADS"]
+
+THREADS = 256  # block size of the elementwise kernels (any size works: grid-stride loops)
 MAX_GRID = 4096  # grid-stride loops cover the rest
-REDUCE_TX, REDUCE_TY = 32, 8  # as in kernels/column_reduce.cu
+MAX_GRID_Z = 65535  # CUDA's limit on gridDim.y and gridDim.z: more networks take more launches
 REDUCE_MIN_ROWS_PER_BLOCK = 512
 REDUCE_MAX_ROW_BLOCKS = 128
 LOSS_MAX_BLOCKS = 1024
-ACTIVATION_CODES = {"linear": 0, "sigmoid": 1, "sine": 2, "relu": 3}  # as in kernels/activations.cu
 
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def elementwise_grid(n: int, max_blocks: int = MAX_GRID) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-    return (max(1, min(ceil_div(n, THREADS), max_blocks)), 1, 1), (THREADS, 1, 1)
+def elementwise_grid(n: int, max_blocks: int = MAX_GRID, threads: int = THREADS,
+                     networks: int = 1) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """A 1-D grid over n elements (per network, with networks > 1: grid.y is the network)."""
+    return (max(1, min(ceil_div(n, threads), max_blocks)), networks, 1), (threads, 1, 1)
+
+
+def network_groups(networks: int, per_network_blocks: int = 1):
+    """(first, stop) ranges of networks small enough for one launch's gridDim.z (or .y)."""
+    step = max(1, MAX_GRID_Z // per_network_blocks)
+    return [(first, min(networks, first + step)) for first in range(0, networks, step)]
 
 
 @dataclass(frozen=True)
@@ -34,7 +56,8 @@ class ReducePlan:
 
 
 def plan_column_reduce(rows: int, cols: int) -> ReducePlan:
-    """One pass when rows are few; else row_blocks partial rows, summed by a second pass."""
+    """One pass when rows are few; else row_blocks partial rows, summed by a second pass.
+    Per network: grid.z (networks) is the caller's."""
     row_blocks = max(1, min(REDUCE_MAX_ROW_BLOCKS, rows // REDUCE_MIN_ROWS_PER_BLOCK))
     rows_per_block = ceil_div(rows, row_blocks)
     row_blocks = ceil_div(rows, rows_per_block)
@@ -91,6 +114,9 @@ def plan_matmul(m: int, n: int, k: int, trans_a: bool, trans_b: bool, sm_count: 
                 min_k_per_split: int = 256, fused: str | None = None) -> MatmulPlan:
     """Tile by shape; split K when the output alone has too few tiles to fill the GPU.
 
+    The plan is one network's: grid.z holds its splits, and a launch for N networks multiplies it
+    by N. It does not depend on N, so a network's sums are added in the same order whichever pack
+    it is trained in, and its result is the same bits.
     fused: "linear_forward" or "linear_backward_input" names the kernel with a fused epilogue
     (never split: the epilogue needs the whole sum)."""
     if trans_a and trans_b:

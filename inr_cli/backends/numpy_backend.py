@@ -2,6 +2,8 @@
 
 Each method is the specification of the kernel with the same name in kernels/; the CUDA backend
 must agree with it to float32 tolerance, and tests hold it to finite differences and closed forms.
+Every operation covers N networks at once: operands are stacks [N, rows, cols] (a stack of one
+is shared by all N), and each network's result is the bits it would get alone.
 """
 
 from __future__ import annotations
@@ -10,13 +12,7 @@ import math
 
 import numpy as np
 
-ACTIVATIONS = ("linear", "sigmoid", "sine", "relu")
-
-
-def cosine_lr(step: int, total: int, lr_max: float, lr_min: float) -> float:
-    """Learning rate for the update with 0-based index `step` of `total`: lr_max at 0, lr_min at the end."""
-    progress = min(step, total) / max(total, 1)
-    return lr_min + 0.5 * (lr_max - lr_min) * (1.0 + math.cos(math.pi * progress))
+from inr_cli.schedule import step_hyperparameters
 
 
 def batch_indices(seed: int, step: int, batch: int, n: int) -> np.ndarray:
@@ -33,8 +29,6 @@ def batch_indices(seed: int, step: int, batch: int, n: int) -> np.ndarray:
 
 class HostMemory:
     """Arrays in host memory: the NumPy backend's, and the CPU emulation of the kernels' in tests."""
-
-    xp = np
 
     def empty(self, shape, dtype=np.float32):
         return np.empty(shape, dtype=dtype)
@@ -63,16 +57,16 @@ class NumpyBackend(HostMemory):
         out.fill(value)
 
     def matmul(self, a, b, out, trans_a: bool = False, trans_b: bool = False) -> None:
-        """out = op(a) @ op(b), op transposing when asked; row-major float32."""
-        np.matmul(a.T if trans_a else a, b.T if trans_b else b, out=out)
+        """out[i] = op(a[i]) @ op(b[i]) for every network i, op transposing when asked; row-major float32."""
+        np.matmul(a.swapaxes(1, 2) if trans_a else a, b.swapaxes(1, 2) if trans_b else b, out=out)
 
     def column_reduce(self, x, out) -> None:
-        """out[j] = sum over rows of x[:, j]."""
-        np.sum(x, axis=0, out=out)
+        """out[i, j] = sum over rows of x[i, :, j]."""
+        np.sum(x, axis=1, out=out)
 
     def bias_activation(self, z, bias, out, activation: str, omega0: float = 1.0) -> None:
-        """z += bias (in place, per column); out = act(z). out may be z itself."""
-        z += bias
+        """z += bias (in place, per network and column); out = act(z). out may be z itself."""
+        z += bias[:, None, :]
         if activation == "linear":
             if out is not z:
                 out[...] = z
@@ -116,36 +110,36 @@ class NumpyBackend(HostMemory):
         self.activation_backward(out, z_prev, a_prev, activation_prev, omega0)
 
     def fourier_features(self, projection, out) -> None:
-        """out = [cos(2 pi p), sin(2 pi p)] for projection p (rows, m); out is (rows, 2m)."""
-        m = projection.shape[1]
+        """out = [cos(2 pi p), sin(2 pi p)] for projection p [N, rows, m]; out is [N, rows, 2m]."""
+        m = projection.shape[-1]
         angle = (2.0 * math.pi) * projection  # a Python float keeps the array dtype (NEP 50)
-        np.cos(angle, out=out[:, :m])
-        np.sin(angle, out=out[:, m:])
+        np.cos(angle, out=out[..., :m])
+        np.sin(angle, out=out[..., m:])
 
     def mse_loss(self, pred, target, grad, loss) -> None:
-        """grad = d(mean squared error)/d(pred); loss[0] = the mean squared error."""
-        scale = np.float32(1.0 / pred.size)
+        """Per network i: grad[i] = d(mean squared error)/d(pred[i]); loss[i] = its mean squared error."""
+        n = pred.shape[0]
+        scale = np.float32(1.0 / (pred.size // n))
         np.subtract(pred, target, out=grad)
-        loss[0] = np.sum(grad * grad) * scale
+        loss[:] = np.sum((grad * grad).reshape(n, -1), axis=1) * scale
         grad *= np.float32(2.0) * scale
 
-    def sample_batch(self, coords, targets, batch_coords, batch_targets, seed: int, step_counter) -> None:
-        idx = batch_indices(seed, int(step_counter[0]), batch_coords.shape[0], coords.shape[0])
-        np.take(coords, idx, axis=0, out=batch_coords)
-        np.take(targets, idx, axis=0, out=batch_targets)
+    def sample_batch(self, coords, targets, batch_coords, batch_targets, seeds, step_counter) -> None:
+        """Network i's mini-batch: the pixels batch_indices(seeds[i], step) of coords [1, n, in] and targets[i]."""
+        step, batch, n_pixels = int(step_counter[0]), batch_coords.shape[1], coords.shape[1]
+        for i, seed in enumerate(seeds):
+            idx = batch_indices(int(seed), step, batch, n_pixels)
+            np.take(coords[0], idx, axis=0, out=batch_coords[i])
+            np.take(targets[i], idx, axis=0, out=batch_targets[i])
 
     def advance_schedule(self, step_counter, hyper, lr_max, lr_min, total, beta1, beta2) -> None:
         """hyper = [lr, lr / (1 - beta1^t), sqrt(1 - beta2^t)] for update t = step + 1; then step += 1."""
         step = int(step_counter[0])
-        lr = cosine_lr(step, total, lr_max, lr_min)
-        t = step + 1
-        hyper[0] = lr
-        hyper[1] = lr / (1.0 - beta1**t)
-        hyper[2] = math.sqrt(1.0 - beta2**t)
-        step_counter[0] = t
+        hyper[:] = step_hyperparameters(step, total, lr_max, lr_min, beta1, beta2)
+        step_counter[0] = step + 1
 
     def adam_update(self, params, grads, m, v, hyper, beta1, beta2, eps) -> None:
-        """Adam as PyTorch writes it: p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps)."""
+        """Adam as PyTorch writes it: p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps), elementwise over [N, P]."""
         m *= np.float32(beta1)
         m += np.float32(1.0 - beta1) * grads
         v *= np.float32(beta2)

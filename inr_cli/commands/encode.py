@@ -9,7 +9,7 @@ from inr_cli.commands.paths import check_parent, default_output
 from inr_cli.console import notice
 from inr_cli.errors import UsageError
 from inr_cli.images import load_image
-from inr_cli.pixels import write_csv
+from inr_cli.pixel_csv import write_csv
 
 NAME = "encode"
 HELP = "Image -> pixel CSV (x, y, channels in [0, 1])."

@@ -9,14 +9,14 @@ from PIL import Image
 
 from inr_cli import checkpoint as ckpt
 from inr_cli.backends import get_backend
-from inr_cli.config import build_config
+from inr_cli.config import build_config, flags_to_values
 from inr_cli.console import info, notice
 from inr_cli.data import load_training_data
 from inr_cli.errors import InrError, UsageError
 from inr_cli.images import resample, resize
 from inr_cli.metrics import psnr, ssim
 from inr_cli.render import render_float
-from inr_cli.training import run_training
+from inr_cli.training_loop import run_training
 
 NAME = "eval"
 HELP = ("PSNR and SSIM of the network's render against a reference image or CSV. With --train-size: "
@@ -39,10 +39,10 @@ def command(
     ref = load_training_data(str(reference))
     if train_size is not None and not ckpt.resolve_exists(run):
         small = resize(ref, train_size)
-        config = build_config(None, {"steps": steps, "device": device, "source": str(reference.resolve()),
-                                     "size": train_size, "preview_every": 0}, preset)
+        config = build_config(None, flags_to_values({"steps": steps, "device": device, "source": str(reference.resolve()),
+                                                     "size": train_size, "preview_every": 0}), preset)
         if not as_json:
-            info(f"training {config.model} on {reference.name} at {small.width}x{small.height} -> {run}")
+            info(f"training {config.network.model} on {reference.name} at {small.width}x{small.height} -> {run}")
         run_training(config, small, run, None, quiet=as_json)
     saved = ckpt.load(run)
     if saved.channels == ("l",) and ref.channels != ("l",):

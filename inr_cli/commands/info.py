@@ -7,7 +7,6 @@ import typer
 
 from inr_cli import checkpoint as ckpt
 from inr_cli.metrics import psnr_from_mse
-from inr_cli.runs import read_metrics
 
 NAME = "info"
 HELP = "What a run holds: network, parameters, step reached, last loss and PSNR, sizes."
@@ -21,8 +20,6 @@ def command(
     saved = ckpt.load(run)
     spec = saved.spec
     height, width, channels = saved.data_shape
-    rows = read_metrics(run if run.is_dir() else run.parent)
-    last = rows[-1] if rows else None
     loss = saved.last_loss
     result = {
         "model": spec.model,
@@ -37,7 +34,7 @@ def command(
         "total_steps": saved.total_steps,
         "loss": None if loss != loss else loss,
         "psnr": None if loss != loss else round(psnr_from_mse(loss), 4),
-        "seconds": last["seconds"] if last else None,
+        "seconds": round(saved.state.seconds, 3),
         "width": width,
         "height": height,
         "channels": ",".join(saved.channels),

@@ -1,18 +1,17 @@
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from inr_cli import checkpoint as ckpt
-from inr_cli.config import build_config, validate
+from inr_cli.config import build_config, flags_to_values, with_values
 from inr_cli.console import info, notice
 from inr_cli.data import SAMPLE, fingerprint, load_training_data
 from inr_cli.errors import InrError, UsageError
 from inr_cli.runs import latest_run, new_run_dir
-from inr_cli.training import run_training
+from inr_cli.training_loop import run_training
 
 NAME = "train"
 HELP = "Train a network on a pixel CSV or an image (no DATA: the built-in sample), or --resume a run."
@@ -71,18 +70,22 @@ def command(
 
 
 def _start(data, flags, config_file, run_dir, quiet, preset=None) -> None:
-    source = "" if data in (None, SAMPLE) else str(Path(data).resolve())
-    config = build_config(config_file, {**flags, "source": source}, preset)
+    values = flags_to_values(flags)
+    if data is not None:  # else the --config file's [data] source, or the preset's (the sample)
+        values["data.source"] = "" if data == SAMPLE else str(Path(data).resolve())
+    config = build_config(config_file, values, preset)
+    source = config.data.source
     notices: list[str] = []
-    image = load_training_data(config.source, config.size, config.gray, notices)
+    image = load_training_data(source, config.data.size, config.data.gray, notices)
     for message in notices:
         notice(message)
     if run_dir is None:
-        run_dir = new_run_dir(Path(data).stem if source else SAMPLE)
+        run_dir = new_run_dir(Path(source).stem if source else SAMPLE)
     elif (run_dir / ckpt.FILENAME).exists():
         raise UsageError(f"{run_dir} already holds a run; continue it with --resume {run_dir} or pick another --run-dir")
     if not quiet:
-        info(f"training {config.model} ({config.layers}x{config.hidden}) on {data or 'the built-in sample'} "
+        net = config.network
+        info(f"training {net.model} ({net.layers}x{net.hidden}) on {source or 'the built-in sample'} "
              f"({image.width}x{image.height}, {','.join(image.channels)}) -> {run_dir}")
     _finish(run_training(config, image, run_dir, None, quiet), quiet)
 
@@ -98,23 +101,24 @@ def _resume(data, flags, config_file, run_dir, allow_data_change, quiet) -> None
     run = Path(data) if data else latest_run()
     saved = ckpt.load(run)
     run_dir = run if run.is_dir() else run.parent
-    config = validate(replace(saved.config, **flags))
-    if saved.step >= config.steps:
-        info(f"{run_dir} already finished {saved.step} of {config.steps} steps; pass --steps N (> {saved.step}) "
+    config = with_values(saved.config, flags_to_values(flags))
+    steps = config.training.steps
+    if saved.step >= steps:
+        info(f"{run_dir} already finished {saved.step} of {steps} steps; pass --steps N (> {saved.step}) "
              f"to train further")
         return
-    image = load_training_data(config.source, config.size, config.gray)
+    image = load_training_data(config.data.source, config.data.size, config.data.gray)
     if image.n_channels != saved.spec.out_features:
         raise InrError(f"the data now have {image.n_channels} channels, the run was trained on "
                        f"{saved.spec.out_features}; start a new run")
     if fingerprint(image) != saved.data_fingerprint:
-        where = config.source or "the built-in sample"
+        where = config.data.source or "the built-in sample"
         if not allow_data_change:
             raise InrError(f"{where} has changed since this run started (fingerprint differs); "
                            f"pass --allow-data-change to continue on the new data")
         notice(f"{where} has changed since this run started; continuing on the new data as asked")
     if not quiet:
-        info(f"resuming {run_dir} at step {saved.step} of {config.steps}")
+        info(f"resuming {run_dir} at step {saved.step} of {steps}")
     _finish(run_training(config, image, run_dir, saved, quiet), quiet)
 
 

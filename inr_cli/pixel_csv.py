@@ -1,4 +1,4 @@
-"""The pixel table: an image as float channels in [0, 1], and its CSV form.
+"""The pixel CSV: an image as a table of (x, y, channel values in [0, 1]), read and written.
 
 CSV layout (see design notes): a header `x,y,<channels>` then one row per pixel, where x is the
 column 0..W-1, y the row 0..H-1, and channels are `l`, `r,g,b` or `r,g,b,a`.
@@ -7,41 +7,16 @@ column 0..W-1, y the row 0..H-1, and channels are `l`, `r,g,b` or `r,g,b,a`.
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from inr_cli.atomic import atomic_path
 from inr_cli.errors import InrError
+from inr_cli.images import PixelImage
 
 CHANNEL_SETS = {("l",): "grey", ("r", "g", "b"): "RGB", ("r", "g", "b", "a"): "RGBA"}
 KNOWN_CHANNELS = {"l", "r", "g", "b", "a"}
-
-
-@dataclass
-class PixelImage:
-    """H x W x C float32 values in [0, 1] and the names of the channels."""
-
-    values: np.ndarray
-    channels: tuple[str, ...]
-    bit_depth: int = 8  # 8 or 16: how decode quantises when writing an image file
-
-    @property
-    def height(self) -> int:
-        return self.values.shape[0]
-
-    @property
-    def width(self) -> int:
-        return self.values.shape[1]
-
-    @property
-    def n_channels(self) -> int:
-        return self.values.shape[2]
-
-    def targets(self) -> np.ndarray:
-        """Row-major (H*W, C) float32 table in the order of coords.pixel_grid."""
-        return np.ascontiguousarray(self.values.reshape(-1, self.n_channels), dtype=np.float32)
 
 
 def write_csv(image: PixelImage, path: Path) -> None:

@@ -1,4 +1,4 @@
-"""The training loop around a Trainer: run directory, checkpoints, metrics, previews, signals."""
+"""The training loop of `inr train` around a Trainer: run directory, checkpoints, metrics, previews, signals."""
 
 from __future__ import annotations
 
@@ -11,21 +11,21 @@ from pathlib import Path
 import numpy as np
 
 from inr_cli import checkpoint as ckpt
-from inr_cli.comparison import side_by_side
 from inr_cli.atomic import atomic_write_text
 from inr_cli.backends import get_backend
-from inr_cli.backends.numpy_backend import cosine_lr
+from inr_cli.checkpoint import TrainingState
+from inr_cli.comparison import side_by_side
 from inr_cli.config import Config, to_toml
 from inr_cli.console import info, notice
 from inr_cli.data import fingerprint
 from inr_cli.errors import InrError
-from inr_cli.images import save_image
+from inr_cli.images import PixelImage, save_image
 from inr_cli.metrics import psnr_from_mse
-from inr_cli.network import NetworkSpec, init_parameters
-from inr_cli.pixels import PixelImage
+from inr_cli.network import NetworkSpec
 from inr_cli.progress import TrainingProgress
 from inr_cli.render import render_float
 from inr_cli.runs import MetricsLog, RunLock
+from inr_cli.schedule import cosine_lr
 from inr_cli.trainer import Trainer
 
 
@@ -50,38 +50,27 @@ class TrainingResult:
     seconds: float
 
 
-def spec_for(config: Config, image: PixelImage) -> NetworkSpec:
-    fourier = config.encoding == "fourier"
-    return NetworkSpec(model=config.model, out_features=image.n_channels, hidden=config.hidden,
-                       layers=config.layers, omega0=config.omega0, encoding=config.encoding,
-                       fourier_features=config.fourier_features if fourier else 0,
-                       fourier_sigma=config.fourier_sigma if fourier else 0.0)
-
-
 def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: ckpt.Checkpoint | None = None,
                  quiet: bool = False) -> TrainingResult:
     notices: list[str] = []
-    backend = get_backend(config.device, config.matmul, notices)
+    backend = get_backend(config.training.device, config.training.matmul, notices)
     for message in notices:
         notice(message)
-    spec = resume_from.spec if resume_from is not None else spec_for(config, image)
-    data_id = fingerprint(image)
+    seed = config.training.seed
     if resume_from is not None:
-        params, moment1, moment2, step = resume_from.params, resume_from.moment1, resume_from.moment2, resume_from.step
+        spec, state = resume_from.spec, resume_from.state
     else:
-        params, step = init_parameters(spec, config.seed), 0
-        moment1, moment2 = np.zeros_like(params), np.zeros_like(params)
-    total = config.steps
+        spec = NetworkSpec.from_config(config, image.n_channels)
+        state = TrainingState.fresh(spec, [seed])
+    data_id = fingerprint(image)
+    total = config.training.steps
 
-    def make_checkpoint(state, at_step: int, loss: float) -> ckpt.Checkpoint:
-        return ckpt.Checkpoint(spec=spec, config=config, params=state[0], moment1=state[1], moment2=state[2],
-                               step=at_step, total_steps=total, data_fingerprint=data_id,
-                               data_shape=(image.height, image.width, image.n_channels),
-                               channels=image.channels, last_loss=loss)
-
-    def save(state, at_step: int, loss: float) -> None:
+    def save(trainer: Trainer) -> None:
+        checkpoint = ckpt.Checkpoint(spec=spec, config=config, state=trainer.state(), total_steps=total,
+                                     data_fingerprint=data_id, data_shape=(image.height, image.width, image.n_channels),
+                                     channels=image.channels)
         try:
-            ckpt.save(make_checkpoint(state, at_step, loss), run_dir / ckpt.FILENAME)
+            ckpt.save(checkpoint, run_dir / ckpt.FILENAME)
         except OSError as exc:
             raise InrError(f"cannot write the checkpoint in {run_dir} ({exc.strerror or exc}); "
                            f"the previous checkpoint is intact") from None
@@ -99,32 +88,32 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
             atomic_write_text(run_dir / "config.toml", to_toml(config))
         except OSError as exc:
             raise InrError(f"cannot write to the run directory {run_dir} ({exc.strerror})") from None
-        trainer = Trainer(backend, spec, config, image, params, moment1, moment2, step, total)
+        trainer = Trainer(backend, spec, config, [image], state, [seed])
         if resume_from is None:
-            save((params, moment1, moment2), 0, float("nan"))
-        metrics = MetricsLog(run_dir / "metrics.csv", step)
-        seconds = metrics.last_seconds() if resume_from is not None else 0.0
-        loss = resume_from.last_loss if resume_from is not None else float("nan")
+            save(trainer)
+        metrics = MetricsLog(run_dir / "metrics.csv", trainer.step_done)
         previous = _install_signal_handlers()
         try:
-            seconds, loss = _loop(trainer, config, total, metrics, seconds, loss, save, run_dir, quiet)
+            _loop(trainer, config, metrics, save, run_dir, quiet)
         except Interrupted as exc:
             _ignore_signals()
-            save(trainer.state(), trainer.step_done, loss)
+            save(trainer)
             info(f"{exc} at step {trainer.step_done}/{total}: checkpoint saved in {run_dir}. "
                  f"Continue with: inr train --resume {run_dir}")
             raise SystemExit(128 + exc.signum) from None  # 130 for Ctrl-C, 143 for SIGTERM
         finally:
             _restore_signal_handlers(previous)
             metrics.close()
-        save(trainer.state(), trainer.step_done, loss)
+        save(trainer)
         rendered = _write_preview(trainer, run_dir / "render.png")
         _save_quietly(side_by_side(rendered, image.values), run_dir / "comparison.png")
-    return TrainingResult(run_dir, trainer.step_done, loss, psnr_from_mse(loss), seconds)
+    loss = float(trainer.loss[0])
+    return TrainingResult(run_dir, trainer.step_done, loss, psnr_from_mse(loss), trainer.seconds)
 
 
-def _loop(trainer: Trainer, config: Config, total: int, metrics: MetricsLog, seconds: float, loss: float,
-          save, run_dir: Path, quiet: bool):
+def _loop(trainer: Trainer, config: Config, metrics: MetricsLog, save, run_dir: Path, quiet: bool) -> None:
+    train, opt = config.training, config.optimizer
+    total = trainer.total_steps
     last_saved = trainer.step_done
     # Overflow on the way to a NaN loss is caught below, with a better message than NumPy's warning.
     with TrainingProgress(trainer.step_done, total, quiet) as progress, np.errstate(all="ignore"):
@@ -133,33 +122,31 @@ def _loop(trainer: Trainer, config: Config, total: int, metrics: MetricsLog, sec
             trainer.step()
             window_steps += 1
             step = trainer.step_done
-            if step % config.log_every == 0 or step == total:
-                new_loss = trainer.read_loss()  # the one host synchronisation, at the logging interval
+            if step % train.log_every == 0 or step == total:
+                loss = float(trainer.read_loss()[0])  # the one host synchronisation, at the logging interval
                 now = time.perf_counter()
                 elapsed = now - window_start
-                seconds += elapsed
-                if not math.isfinite(new_loss):
+                trainer.seconds += elapsed
+                if not math.isfinite(loss):
                     raise TrainingDiverged(
-                        f"loss became {new_loss} at step {step}; stopped, the last good checkpoint (step "
-                        f"{last_saved}) is kept in {run_dir}. Try a smaller learning rate, e.g. --lr {config.lr / 10:g}"
+                        f"loss became {loss} at step {step}; stopped, the last good checkpoint (step "
+                        f"{last_saved}) is kept in {run_dir}. Try a smaller learning rate, e.g. --lr {opt.lr / 10:g}"
                     )
-                loss = new_loss
-                lr = cosine_lr(step - 1, total, config.lr, config.lr_min)
-                metrics.append(step, loss, psnr_from_mse(loss), lr, seconds)
+                lr = cosine_lr(step - 1, total, opt.lr, opt.lr_min)
+                metrics.append(step, loss, psnr_from_mse(loss), lr, trainer.seconds)
                 progress.update(step, loss, psnr_from_mse(loss), lr, window_steps / max(elapsed, 1e-9))
                 window_start, window_steps = now, 0
-            if step % config.checkpoint_every == 0 and step < total:
-                save(trainer.state(), step, loss)
+            if step % train.checkpoint_every == 0 and step < total:
+                save(trainer)
                 last_saved = step
-            if config.preview_every and step % config.preview_every == 0 and step < total:
+            if train.preview_every and step % train.preview_every == 0 and step < total:
                 (run_dir / "previews").mkdir(exist_ok=True)
                 _write_preview(trainer, run_dir / "previews" / f"step-{step:06d}.png")
-    return seconds, loss
 
 
 def _write_preview(trainer: Trainer, path: Path) -> np.ndarray:
     """The current network drawn at the training size; a failure to write it only warns."""
-    values = render_float(trainer.backend, trainer.spec, trainer.flat_params, trainer.width, trainer.height)
+    values = render_float(trainer.backend, trainer.spec, trainer.params[:1], trainer.width, trainer.height)
     _save_quietly(PixelImage(values, trainer.channels), path)
     return values
 

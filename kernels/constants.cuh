@@ -1,0 +1,16 @@
+// Numbers the kernels and the host must agree on, written once: inr_cli/backends/launch.py reads
+// this file's #defines for its launch plans and activation codes.
+#pragma once
+
+// Activation codes (launch.ACTIVATION_CODES).
+#define ACT_LINEAR 0
+#define ACT_SIGMOID 1
+#define ACT_SINE 2  // sin(omega0 * z), SIREN
+#define ACT_RELU 3
+
+// column_reduce's block: REDUCE_TX adjacent columns by REDUCE_TY rows of threads.
+#define REDUCE_TX 32
+#define REDUCE_TY 8
+
+// mse_loss's block size: its shared-memory tree reduction is written for exactly this many threads.
+#define LOSS_THREADS 256

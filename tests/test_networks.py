@@ -1,0 +1,140 @@
+"""The core's networks dimension: N networks trained together are, network by network and bit for
+bit, N networks trained alone; and the core reproduces checkpoints written before it existed."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from inr_cli import checkpoint as ckpt
+from inr_cli.backends.numpy_backend import NumpyBackend
+from inr_cli.checkpoint import TrainingState
+from inr_cli.cli import app
+from inr_cli.config import build_config, flags_to_values
+from inr_cli.images import PixelImage
+from inr_cli.network import NetworkSpec
+from inr_cli.render import render_float
+from inr_cli.trainer import Trainer
+
+V1 = Path(__file__).parent / "fixtures" / "v1"
+# As in fixtures/v1/README.md: the commands that wrote the format-1 checkpoints at commit 33d50db.
+V1_COMMON = "--device cpu --preview-every 0 --steps 30 --checkpoint-every 1000 --log-every 10"
+V1_RUNS = {
+    "siren": "--preset siren --hidden 16 --layers 2 --lr 1e-3",
+    "sigmoid": "--preset sigmoid --hidden 12 --layers 2 --batch-size 100 --optimizer sgd --lr 0.05 --seed 3",
+    "fourier": "--preset fourier --hidden 16 --layers 2 --fourier-features 8 --batch-size 200 --seed 5",
+}
+
+
+@pytest.mark.parametrize("name", sorted(V1_RUNS))
+def test_format_1_checkpoint_is_reproduced_bit_for_bit(tmp_path, name):
+    old = ckpt.load(V1 / f"{name}.npz")  # format 1 still loads
+    assert old.state.params.shape == (1, old.spec.parameter_count()) and old.step == 30
+    args = ["train", str(V1 / "tiny.png"), "-q", "--run-dir", str(tmp_path / name),
+            *shlex.split(V1_COMMON), *shlex.split(V1_RUNS[name])]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    new = ckpt.load(tmp_path / name)
+    assert new.spec == old.spec
+    assert new.config.network == old.config.network and new.config.optimizer == old.config.optimizer
+    assert np.array_equal(new.state.params, old.state.params)
+    assert np.array_equal(new.state.moment1, old.state.moment1)
+    assert np.array_equal(new.state.moment2, old.state.moment2)
+    assert new.last_loss == old.last_loss
+
+
+def test_format_1_checkpoint_resumes(tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(V1 / "siren.npz", run / ckpt.FILENAME)
+    result = CliRunner().invoke(app, ["train", str(run), "--resume", "--steps", "33", "-q", "--allow-data-change"])
+    assert result.exit_code == 0, result.output
+    assert ckpt.load(run).step == 33
+
+
+def images(count: int, height: int = 7, width: int = 9, channels: int = 3) -> list[PixelImage]:
+    rng = np.random.default_rng(count)
+    names = ("l",) if channels == 1 else ("r", "g", "b")
+    return [PixelImage(rng.random((height, width, channels), dtype=np.float32), names) for _ in range(count)]
+
+
+def config_for(preset: str, **flags):
+    """A configuration built as the command line builds one."""
+    return build_config(None, flags_to_values({"device": "cpu", **flags}), preset)
+
+
+def train_together(backend, config, pictures, seeds, steps):
+    spec = NetworkSpec.from_config(config, pictures[0].n_channels)
+    trainer = Trainer(backend, spec, config, pictures, TrainingState.fresh(spec, seeds), seeds)
+    losses = []
+    for _ in range(steps):
+        trainer.step()
+        losses.append(trainer.read_loss())
+    return trainer, np.array(losses)
+
+
+CASES = {  # preset and flags: every activation, both optimizers, full and mini-batches, the encoding
+    "siren-full": ("siren", dict(hidden=12, layers=2, lr=1e-3)),
+    "sigmoid-sampled-sgd": ("sigmoid", dict(hidden=10, layers=2, batch_size=30, optimizer="sgd", lr=0.05)),
+    "fourier-sampled": ("fourier", dict(hidden=8, layers=2, fourier_features=5, batch_size=40)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_networks_together_equal_networks_alone_bit_for_bit(case):
+    preset, flags = CASES[case]
+    config = config_for(preset, steps=6, **flags)
+    pictures, seeds = images(3), [11, 0, 2**40 + 7]
+    together, losses = train_together(NumpyBackend(), config, pictures, seeds, 6)
+    state = together.state()
+    for i, (picture, seed) in enumerate(zip(pictures, seeds)):
+        alone, alone_losses = train_together(NumpyBackend(), config, [picture], [seed], 6)
+        assert np.array_equal(state.params[i], alone.state().params[0]), f"network {i} differs"
+        assert np.array_equal(state.moment2[i], alone.state().moment2[0])
+        assert np.array_equal(losses[:, i], alone_losses[:, 0])
+    assert not np.array_equal(state.params[0], state.params[1])  # they really are different networks
+    assert (losses[-1] < losses[0]).all()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_networks_together_through_the_kernels(emulated, case):
+    """The same through the kernels' batched launches (one launch covers every network): bit for bit
+    against the kernels on one network, and close to the NumPy reference."""
+    preset, flags = CASES[case]
+    config = config_for(preset, steps=4, cuda_graph=False, **flags)
+    pictures, seeds = images(3, 6, 7), [5, 6, 7]
+    together, losses = train_together(emulated, config, pictures, seeds, 4)
+    reference, reference_losses = train_together(NumpyBackend(), config, pictures, seeds, 4)
+    np.testing.assert_allclose(losses, reference_losses, rtol=1e-4)
+    np.testing.assert_allclose(together.state().params, reference.state().params, rtol=1e-3, atol=1e-5)
+    for i in (0, 2):
+        alone, _ = train_together(emulated, config, [pictures[i]], [seeds[i]], 4)
+        assert np.array_equal(together.state().params[i], alone.state().params[0]), f"network {i} differs"
+    spec = together.spec
+    np.testing.assert_allclose(render_float(emulated, spec, together.state().params[1], 5, 4),
+                               render_float(NumpyBackend(), spec, reference.state().params[1], 5, 4), atol=1e-4)
+
+
+def test_one_launch_covers_every_network(emulated):
+    config = config_for("siren", steps=2, hidden=8, layers=1, cuda_graph=False)
+    pictures = images(4, 5, 5)
+    emulated.launched.clear()
+    train_together(emulated, config, pictures, [1, 2, 3, 4], 1)
+    launches_for_four = len(emulated.launched)
+    emulated.launched.clear()
+    train_together(emulated, config, pictures[:1], [1], 1)
+    assert launches_for_four == len(emulated.launched)
+
+
+def test_trainer_refuses_images_of_different_sizes():
+    config = config_for("siren", hidden=4, layers=1)
+    spec = NetworkSpec.from_config(config, 3)
+    with pytest.raises(ValueError, match="one size"):
+        Trainer(NumpyBackend(), spec, config, images(1, 5, 5) + images(1, 6, 5), TrainingState.fresh(spec, [0, 1]),
+                [0, 1])
