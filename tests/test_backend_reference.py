@@ -124,3 +124,34 @@ def test_sample_batch_gathers_rows_per_network_seed(rng):
         assert (bx[n] == coords[0, idx]).all() and (bt[n] == targets[n, idx]).all()
     assert not (bx[0] == bx[1]).all()
     assert math.isfinite(float(bx.sum()))
+
+
+@pytest.mark.parametrize("activation", ["sine", "sigmoid", "relu", "linear"])
+def test_threaded_blocks_change_no_bit(activation):
+    """The elementwise operations split big arrays into blocks over threads: the same bits as one
+    whole-array expression, and as one thread."""
+    from inr_cli.backends import numpy_backend
+
+    rng = np.random.default_rng(5)
+    shape = (2, 5000, 130)  # past the threading threshold, and not a whole number of blocks
+    z = rng.standard_normal(shape).astype(np.float32)
+    bias = rng.standard_normal((2, 130)).astype(np.float32)
+    grad = rng.standard_normal(shape).astype(np.float32)
+    assert z.size >= numpy_backend.PARALLEL_MIN_ELEMENTS and z.size % numpy_backend.BLOCK_ELEMENTS
+    results = []
+    for threads in (1, 2, 3):
+        backend = NumpyBackend(threads)
+        z_t, a_t, g_t = z.copy(), np.empty_like(z), grad.copy()
+        backend.bias_activation(z_t, bias, a_t, activation, 30.0)
+        backend.activation_backward(g_t, z_t, a_t, activation, 30.0)
+        results.append((z_t, a_t, g_t))
+    whole_z = z + bias[:, None, :]
+    whole_a = {"sine": np.sin(whole_z * np.float32(30.0)), "sigmoid": 1.0 / (1.0 + np.exp(-whole_z)),
+               "relu": np.maximum(whole_z, 0.0), "linear": whole_z}[activation]
+    for z_t, a_t, g_t in results:
+        assert np.array_equal(z_t, whole_z)
+        np.testing.assert_array_equal(a_t, results[0][1])
+        np.testing.assert_array_equal(g_t, results[0][2])
+    if activation == "sine":
+        assert np.array_equal(results[0][1], whole_a)
+        assert np.array_equal(results[1][2], grad * (np.float32(30.0) * np.cos(np.float32(30.0) * whole_z)))
