@@ -161,8 +161,7 @@ class Network:
         for i in reversed(range(len(self.layers))):
             grad = ws.grad[i][:, :rows]
             layer_input = self._first_layer_input(ws, x, rows) if i == 0 else ws.a[i - 1][:, :rows]
-            backend.matmul(grad, layer_input, grads[i][0], trans_a=True)
-            backend.column_reduce(grad, grads[i][1])
+            backend.linear_backward_weights(grad, layer_input, grads[i][0], grads[i][1])
             if i > 0:
                 backend.linear_backward_input(grad, self.layers[i][0], ws.z[i - 1][:, :rows], ws.a[i - 1][:, :rows],
                                               ws.grad[i - 1][:, :rows], activations[i - 1], omega0)

@@ -6,6 +6,10 @@ learning rate) live in device memory: it allocates nothing, copies nothing to or
 never synchronises, so on the GPU the whole step can be captured once as a CUDA graph and replayed.
 N = 1 is `inr train`; each network's result is the bits it would get trained alone.
 
+On the CPU the forward and backward passes run on blocks of rows (backend.step_row_blocks), each
+block with its own workspace and gradients, several blocks at once, and the blocks' gradients are
+added in order before the update: a block's activations stay in cache. On the GPU there is one block.
+
 The step, in order:
     sample_batch (mini-batches only)    each network draws its pixels from its own seed
     forward                             Network.forward: every layer, fused bias and activation
@@ -64,6 +68,13 @@ class Trainer:
         self.moment1 = self._moment(state.moment1)
         self.moment2 = self._moment(state.moment2)
         self.workspace = Workspace(spec, self.networks, self.batch, backend, training=True, sampled=not self.full_batch)
+        self.row_blocks = backend.step_row_blocks(self.batch)
+        if len(self.row_blocks) > 1:
+            self.block_workspaces = [Workspace(spec, self.networks, stop - start, backend, training=True)
+                                     for start, stop in self.row_blocks]
+            self.block_grads = backend.empty((len(self.row_blocks), *self.params.shape))
+            backend.fill(self.block_grads, 0.0)  # the frozen frequencies' part is never written
+            self.block_losses = backend.empty((len(self.row_blocks), self.networks))
         self.step_counter = backend.to_device(np.array([state.step], dtype=np.int64))
         self.hyper = backend.empty((3,))  # [lr, lr / (1 - beta1^t), sqrt(1 - beta2^t)], set on the device
         self._run_step = backend.compile_step(self._step) if config.training.cuda_graph else self._step
@@ -82,15 +93,37 @@ class Trainer:
         else:
             b.sample_batch(self.coords, self.targets, ws.x, ws.t, self.seeds, self.step_counter)
             x, t = ws.x, ws.t
-        output = self.network.forward(b, ws, x, self.batch)
-        b.mse_loss(output, t, ws.grad[-1], ws.loss)
-        self.network.backward(b, ws, x, self.batch, self.grads)
+        if len(self.row_blocks) == 1:
+            output = self.network.forward(b, ws, x, self.batch)
+            b.mse_loss(output, t, ws.grad[-1], ws.loss)
+            self.network.backward(b, ws, x, self.batch, self.grads)
+        else:
+            self._blocks_forward_backward(x, t)
         b.advance_schedule(self.step_counter, self.hyper, opt.lr, opt.lr_min, self.total_steps, opt.beta1, opt.beta2)
         if opt.name == "adam":
             b.adam_update(self.params, self.flat_grads, self.moment1, self.moment2, self.hyper, opt.beta1, opt.beta2,
                           opt.eps)
         else:
             b.sgd_update(self.params, self.flat_grads, self.moment1, self.hyper, opt.momentum)
+
+    def _blocks_forward_backward(self, x, t) -> None:
+        """Forward, loss and backward on each row block, then the blocks' gradients and losses added
+        in block order (the CPU's way: see the top of this file)."""
+        count = self.batch * self.spec.out_features  # the loss is the mean over the whole batch
+
+        def block(i, backend):
+            start, stop = self.row_blocks[i]
+            ws, grads = self.block_workspaces[i], self.block_grads[i]
+            xb = x[:, start:stop]
+            output = self.network.forward(backend, ws, xb, stop - start)
+            backend.mse_loss(output, t[:, start:stop], ws.grad[-1], ws.loss, count)
+            self.network.backward(backend, ws, xb, stop - start, layer_views(self.spec, grads))
+            self.block_losses[i] = ws.loss
+
+        self.backend.run_blocks(block, len(self.row_blocks))
+        self.backend.column_reduce(self.block_grads.reshape(len(self.row_blocks), -1)[None],
+                                   self.flat_grads.reshape(1, -1))
+        self.backend.column_reduce(self.block_losses[None], self.workspace.loss[None])
 
     def step(self) -> None:
         self._run_step()

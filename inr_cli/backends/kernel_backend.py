@@ -162,6 +162,11 @@ class KernelBackend:
                          i32(m), i32(n), i32(k), i32(ACTIVATION_CODES[activation_prev]), f32(omega0),
                          i64(stride_dz), i64(stride_w), i64(stride_prev)))
 
+    def linear_backward_weights(self, grad, layer_input, weight_grad, bias_grad) -> None:
+        """weight_grad = gradᵀ @ layer_input (split-K over the batch), bias_grad = column sums of grad."""
+        self.matmul(grad, layer_input, weight_grad, trans_a=True)
+        self.column_reduce(grad, bias_grad)
+
     def column_reduce(self, x, out) -> None:
         """out[i, j] = sum over rows of x[i, :, j], for every network i. The columns may be given in
         any packed shape: x [N, rows, ...], out [N, ...] with as many elements after the first axis."""
@@ -213,7 +218,7 @@ class KernelBackend:
         grid, block = elementwise_grid(projection.size)
         self.launch("fourier_features", grid, block, (projection, out, i64(n_net * rows), i32(m)))
 
-    def mse_loss(self, pred, target, grad, loss) -> None:
+    def mse_loss(self, pred, target, grad, loss, count: int | None = None) -> None:
         n_net = pred.shape[0]
         contiguous("mse_loss pred", pred)
         contiguous("mse_loss target", target, pred.shape)
@@ -225,7 +230,7 @@ class KernelBackend:
         for first, stop in network_groups(n_net):
             self.launch("mse_loss", (grid[0], stop - first, 1), block,
                         (pred[first:stop], target[first:stop], grad[first:stop], partial[first:stop],
-                         i64(per_network), f32(1.0 / per_network)))
+                         i64(per_network), f32(1.0 / (count or per_network))))
         self.column_reduce(partial.reshape(n_net, grid[0], 1), loss.reshape(n_net, 1))  # views: both packed
 
     def sample_batch(self, coords, targets, batch_coords, batch_targets, seeds, step_counter) -> None:
@@ -264,6 +269,10 @@ class KernelBackend:
         contiguous("sgd_update hyper", hyper, (3,))
         grid, block = elementwise_grid(params.size)
         self.launch("sgd_update", grid, block, (params, grads, momentum_buf, i64(params.size), hyper, f32(momentum)))
+
+    def step_row_blocks(self, rows: int) -> list[tuple[int, int]]:
+        """A GPU step is one pass over the whole batch: the kernels spread it over the device."""
+        return [(0, rows)]
 
     def compile_step(self, step):
         return step

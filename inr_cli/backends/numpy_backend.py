@@ -5,11 +5,18 @@ must agree with it to float32 tolerance, and tests hold it to finite differences
 Every operation covers N networks at once: operands are stacks [N, rows, cols] (a stack of one
 is shared by all N), and each network's result is the bits it would get alone.
 
-Speed on the CPU: the products go to the BLAS, which uses every core. NumPy's elementwise functions
-use one, and each makes a full pass over memory with a temporary for every intermediate; so the
-elementwise operations below run on blocks of rows small enough to stay in cache, spread over a
-thread per core (NumPy releases the GIL inside a ufunc). Every element sees the same operations in
-the same order as in one whole-array expression, so blocks and threads change no bit.
+Speed on the CPU: NumPy's elementwise functions use one core, and each makes a full pass over
+memory with a temporary for every intermediate. So the operations below run on blocks of rows small
+enough to stay in cache, spread over a thread per core (NumPy releases the GIL inside a ufunc and
+the BLAS call); a layer's product and its activation run on one block in turn, with the BLAS held to
+one thread inside each worker. Every element sees the same operations in the same order as in one
+whole-array expression, so blocks and threads change no bit.
+
+A training step goes further (step_row_blocks, run_blocks): the trainer runs the whole forward and
+backward pass on blocks of STEP_BLOCK_ROWS rows, one block per thread at a time, so that a block's
+activations never leave the cache, and adds the blocks' gradients in order. That changes the order
+of the sums over the batch (not the result beyond rounding) and depends on the batch size alone,
+never on the number of threads or networks.
 """
 
 from __future__ import annotations
@@ -93,7 +100,19 @@ class HostMemory:
 # than one whole-array pass.
 BLOCK_ELEMENTS = 1 << 18
 PARALLEL_MIN_ELEMENTS = 1 << 18  # below this, handing work to threads costs more than it saves
+LAYER_BLOCK_ELEMENTS = 1 << 19  # a layer's output rows per block (product, then activation, in cache)
+STEP_BLOCK_ROWS = 2048  # rows of a training step's blocks: 1 MiB per activation at width 128
 _pools: dict[int, ThreadPoolExecutor] = {}
+_blas = {}
+
+
+def _single_threaded_blas():
+    """A context in which the BLAS uses one thread: our workers each run their own products."""
+    if "controller" not in _blas:
+        from threadpoolctl import ThreadpoolController
+
+        _blas["controller"] = ThreadpoolController()
+    return _blas["controller"].limit(limits=1, user_api="blas")
 
 
 def _pool(threads: int) -> ThreadPoolExecutor:
@@ -109,16 +128,17 @@ class NumpyBackend(HostMemory):
     def __init__(self, threads: int | None = None):
         self.threads = max(1, threads or os.cpu_count() or 1)
 
-    def _in_blocks(self, function, shape) -> None:
+    def _in_blocks(self, function, shape, block_elements: int = BLOCK_ELEMENTS, products: bool = False) -> None:
         """function(network, row_start, row_stop) over cache-sized blocks of rows of an [N, rows, cols]
-        operation, the blocks shared out between the threads in contiguous runs."""
+        operation, the blocks shared out between the threads in contiguous runs. The blocks depend
+        on the shape alone; products: the function calls the BLAS."""
         networks, rows, cols = shape
-        step = max(1, BLOCK_ELEMENTS // max(cols, 1))
+        step = max(1, block_elements // max(cols, 1))
         blocks = [(n, r, min(rows, r + step)) for n in range(networks) for r in range(0, rows, step)]
-        self._run(function, blocks, networks * rows * cols)
+        self._run(function, blocks, networks * rows * cols, products)
 
-    def _run(self, function, blocks: list, elements: int) -> None:
-        if self.threads == 1 or elements < PARALLEL_MIN_ELEMENTS:
+    def _run(self, function, blocks: list, elements: int, products: bool = False) -> None:
+        if self.threads == 1 or elements < PARALLEL_MIN_ELEMENTS or len(blocks) == 1:
             for block in blocks:
                 function(*block)
             return
@@ -131,8 +151,27 @@ class NumpyBackend(HostMemory):
 
         shares = [blocks[i * len(blocks) // self.threads:(i + 1) * len(blocks) // self.threads]
                   for i in range(self.threads)]
-        for future in [_pool(self.threads).submit(run, share) for share in shares if share]:
-            future.result()
+        if products:
+            with _single_threaded_blas():
+                futures = [_pool(self.threads).submit(run, share) for share in shares if share]
+                for future in futures:
+                    future.result()
+        else:
+            for future in [_pool(self.threads).submit(run, share) for share in shares if share]:
+                future.result()
+
+    # --- a training step in blocks of rows -------------------------------------------------------
+    def step_row_blocks(self, rows: int) -> list[tuple[int, int]]:
+        """The (start, stop) row blocks a training step of `rows` rows runs on (see the top)."""
+        if rows < 2 * STEP_BLOCK_ROWS:
+            return [(0, rows)]
+        return [(r, min(rows, r + STEP_BLOCK_ROWS)) for r in range(0, rows, STEP_BLOCK_ROWS)]
+
+    def run_blocks(self, function, count: int) -> None:
+        """function(i, backend) for i < count, spread over the threads; each call gets a one-thread
+        backend (its operations must not hand work to the same threads) and a one-thread BLAS."""
+        single = NumpyBackend(threads=1)
+        self._run(lambda i: function(i, single), [(i,) for i in range(count)], PARALLEL_MIN_ELEMENTS, products=True)
 
     # --- operations (one per kernel) -------------------------------------------------------------
     def fill(self, out, value: float) -> None:
@@ -171,16 +210,40 @@ class NumpyBackend(HostMemory):
                                                             omega0), grad.shape)
 
     def linear_forward(self, x, weight, bias, z, a, activation: str, omega0: float = 1.0) -> None:
-        """One layer: z = x @ weight.T + bias, a = act(z) (a may be z). The kernels fuse the bias
-        and activation into the matmul's epilogue."""
-        self.matmul(x, weight, z, trans_b=True)
-        self.bias_activation(z, bias, a, activation, omega0)
+        """One layer: z = x @ weight.T + bias, a = act(z) (a may be z); x may be one table [1, rows, in]
+        shared by every network. Here and in the kernels the bias and the activation follow the
+        product while its output is still at hand (in cache here, in registers on the GPU)."""
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation}")
+        in_place, shared = a is z, x.shape[0] == 1
+
+        def block(n, r0, r1):
+            zb = z[n, r0:r1]
+            np.matmul(x[0 if shared else n, r0:r1], weight[n].T, out=zb)
+            zb += bias[n]
+            _activate(zb, zb if in_place else a[n, r0:r1], activation, omega0)
+
+        self._in_blocks(block, z.shape, LAYER_BLOCK_ELEMENTS, products=True)
 
     def linear_backward_input(self, grad, weight, z_prev, a_prev, out, activation_prev: str,
                               omega0: float = 1.0) -> None:
-        """The previous layer's dL/dz: out = (grad @ weight) * act_prev'(z_prev), fused on the GPU."""
-        self.matmul(grad, weight, out)
-        self.activation_backward(out, z_prev, a_prev, activation_prev, omega0)
+        """The previous layer's dL/dz: out = (grad @ weight) * act_prev'(z_prev), block by block."""
+        if activation_prev not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation_prev}")
+
+        def block(n, r0, r1):
+            ob = out[n, r0:r1]
+            np.matmul(grad[n, r0:r1], weight[n], out=ob)
+            if activation_prev != "linear":
+                _derivative_times(ob, z_prev[n, r0:r1], a_prev[n, r0:r1], activation_prev, omega0)
+
+        self._in_blocks(block, out.shape, LAYER_BLOCK_ELEMENTS, products=True)
+
+    def linear_backward_weights(self, grad, layer_input, weight_grad, bias_grad) -> None:
+        """A layer's parameter gradients: weight_grad = gradᵀ @ layer_input, bias_grad = the column sums
+        of grad, per network; layer_input may be one table [1, rows, in] shared by every network."""
+        self.matmul(grad, layer_input, weight_grad, trans_a=True)
+        self.column_reduce(grad, bias_grad)
 
     def fourier_features(self, projection, out) -> None:
         """out = [cos(2 pi p), sin(2 pi p)] for projection p [N, rows, m]; out is [N, rows, 2m]."""
@@ -189,10 +252,12 @@ class NumpyBackend(HostMemory):
         np.cos(angle, out=out[..., :m])
         np.sin(angle, out=out[..., m:])
 
-    def mse_loss(self, pred, target, grad, loss) -> None:
-        """Per network i: grad[i] = d(mean squared error)/d(pred[i]); loss[i] = its mean squared error."""
+    def mse_loss(self, pred, target, grad, loss, count: int | None = None) -> None:
+        """Per network i: grad[i] = d(mean squared error)/d(pred[i]); loss[i] = its mean squared error.
+        count: the elements per network the mean is over, when pred is one block of a larger batch
+        (loss[i] is then that block's share of the mean)."""
         n = pred.shape[0]
-        scale = np.float32(1.0 / (pred.size // n))
+        scale = np.float32(1.0 / (count or pred.size // n))
         np.subtract(pred, target, out=grad)
         loss[:] = np.sum((grad * grad).reshape(n, -1), axis=1) * scale
         grad *= np.float32(2.0) * scale
