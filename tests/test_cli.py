@@ -234,3 +234,30 @@ def test_eval_train_size_trains_renders_and_compares(tmp_path, coffee):
     assert result.exit_code == 0 and json.loads(result.stdout.strip().splitlines()[-1])["step"] == step
     text = run("eval", run_dir, coffee, "--train-size", "24", "--device", "cpu").stdout
     assert "lanczos" in text and "bicubic" in text
+
+
+def test_presets_are_the_only_defaults(tmp_path):
+    """Every preset sets every key (the configuration has no defaults of its own), and a preset
+    missing one is refused, naming it."""
+    from inr_cli.config import KEY_TYPES, build_config, from_values, preset_path, presets, read_toml
+    from inr_cli.errors import UsageError
+
+    for name in presets():
+        assert set(read_toml(preset_path(name))) == set(KEY_TYPES), name
+        build_config(None, {}, name)
+    partial = tmp_path / "partial.toml"
+    partial.write_text("[network]\nmodel = \"siren\"\n")
+    with pytest.raises(UsageError, match="key 'network.hidden' is not set"):
+        from_values(read_toml(partial), str(partial))
+
+
+def test_a_runs_config_file_reproduces_the_run(tmp_path, rgb_png):
+    """`inr train --config RUN/config.toml` with no data trains on the run's own image."""
+    run("train", rgb_png, "--steps", "2", "--run-dir", tmp_path / "a", *SMALL)
+    result = run("train", "--config", tmp_path / "a" / "config.toml", "--run-dir", tmp_path / "b", "-q")
+    assert result.exit_code == 0, result.output
+    from inr_cli import checkpoint as ckpt
+
+    a, b = ckpt.load(tmp_path / "a"), ckpt.load(tmp_path / "b")
+    assert b.data_fingerprint == a.data_fingerprint and b.config.data.source == str(rgb_png.resolve())
+    assert np.array_equal(a.params, b.params)

@@ -39,3 +39,22 @@ def test_launch_tiles_match_the_kernel_instantiations():
     compiled = {name: tuple(int(v) for v in values) for name, *values in
                 re.findall(r"^MATMUL_ALL\((\w+), (\d+), (\d+), (\d+), (\d+), (\d+)\)", text, re.M)}
     assert compiled == {t.name: (t.bm, t.bn, t.bk, t.tm, t.tn) for t in TILES.values()}
+
+
+def test_shared_constants_are_written_once():
+    """The numbers host and kernels share live in kernels/constants.cuh, which launch.py reads; no
+    other kernel file may define them again."""
+    import re
+
+    from inr_cli.backends import launch
+
+    shared = set(launch.CONSTANTS)
+    assert {"ACT_LINEAR", "ACT_SIGMOID", "ACT_SINE", "ACT_RELU", "REDUCE_TX", "REDUCE_TY", "LOSS_THREADS"} <= shared
+    assert launch.ACTIVATION_CODES == {"linear": 0, "sigmoid": 1, "sine": 2, "relu": 3}
+    for path in [*KERNEL_FILES, *kernels_dir().glob("*.cuh")]:
+        if path.name == "constants.cuh":
+            continue
+        redefined = set(re.findall(r"^#define (\w+)", path.read_text(), re.M)) & shared
+        assert not redefined, f"{path.name} defines {redefined} again"
+        if re.search(r"\b(ACT_\w+|REDUCE_T[XY]|LOSS_THREADS)\b", path.read_text()):
+            assert '#include "constants.cuh"' in path.read_text(), f"{path.name} uses constants.cuh without it"
