@@ -82,6 +82,8 @@ def layer_views(spec: NetworkSpec, flat) -> list[tuple]:
     views, offset, n = [], spec.encoding_size(), flat.shape[0]
     for out_f, in_f in spec.layer_shapes():
         weight = flat[:, offset : offset + out_f * in_f].reshape(n, out_f, in_f)
+        if n > 1 and weight.strides[0] != flat.strides[0]:  # reshape fell back to a copy: writes would be lost
+            raise ValueError("parameters must be a C-contiguous [N, P] array")
         offset += out_f * in_f
         bias = flat[:, offset : offset + out_f]
         offset += out_f
