@@ -96,6 +96,11 @@ class CudaBackend(KernelBackend):
     def synchronize(self) -> None:
         self.stream.synchronize()
 
+    def free_memory(self) -> int:
+        """Bytes the device has free, counting what CuPy's pool holds but does not use."""
+        pool = self._cupy.get_default_memory_pool()
+        return int(self._cupy.cuda.runtime.memGetInfo()[0] + pool.free_bytes())
+
     # --- kernels -----------------------------------------------------------------------------------
     def launch(self, name: str, grid, block, args) -> None:
         function = self._functions.get(name)

@@ -3,9 +3,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import typer
 
 from inr_cli import checkpoint as ckpt
+from inr_cli import fit_many
 from inr_cli.metrics import psnr_from_mse
 
 NAME = "info"
@@ -17,6 +19,9 @@ def command(
     run: Path = typer.Argument(..., help="Run directory or checkpoint.npz."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
+    if fit_many.is_network_set(run):
+        _set_info(run, as_json)
+        return
     saved = ckpt.load(run)
     spec = saved.spec
     height, width, channels = saved.data_shape
@@ -57,3 +62,30 @@ def command(
         f" = {result['model_bytes'] / result['image_bytes']:.2f}x",
     ]
     typer.echo("\n".join(lines))
+
+
+def _set_info(out: Path, as_json: bool) -> None:
+    """A set of networks from inr fit-many: how many, how good, how big."""
+    networks = fit_many.load_network_set(out)
+    spec = networks.spec
+    psnrs = np.array([float(row["psnr"]) for row in networks.index])
+    worst = int(np.argmin(psnrs))
+    pixels = np.array([int(r["width"]) * int(r["height"]) for r in networks.index])
+    bytes_per_image = spec.parameter_count() * 4
+    result = {
+        "count": len(networks.index), "model": spec.model, "hidden": spec.hidden, "layers": spec.layers,
+        "params_per_image": spec.parameter_count(), "bytes_per_image": bytes_per_image,
+        "mean_psnr": round(float(psnrs.mean()), 4), "worst_psnr": round(float(psnrs[worst]), 4),
+        "worst_image": networks.index[worst]["name"], "image_bytes_mean": float((pixels * len(networks.channels)).mean()),
+        "steps": int(networks.index[0]["steps"]),
+    }
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    typer.echo("\n".join([
+        f"set       {result['count']} networks ({spec.model}, {spec.layers} hidden x {spec.hidden}), "
+        f"{result['steps']} steps each",
+        f"PSNR      mean {result['mean_psnr']:.2f} dB, worst {result['worst_psnr']:.2f} dB ({result['worst_image']})",
+        f"size      {bytes_per_image:,} bytes per image (float32) vs {result['image_bytes_mean']:,.0f} bytes of "
+        f"8-bit pixels = {bytes_per_image / result['image_bytes_mean']:.2f}x",
+    ]))

@@ -4,13 +4,16 @@ import time
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import typer
 
 from inr_cli import checkpoint as ckpt
+from inr_cli import fit_many
 from inr_cli.backends import get_backend
 from inr_cli.canvas import canvas_size
 from inr_cli.commands.paths import check_parent
 from inr_cli.console import info, notice
+from inr_cli.errors import UsageError
 from inr_cli.images import save_uint8
 from inr_cli.render import render_uint8
 
@@ -20,7 +23,9 @@ NEEDS_ARGS = True
 
 
 def command(
-    run: Path = typer.Argument(..., help="Run directory or checkpoint.npz."),
+    run: Path = typer.Argument(..., help="Run directory, checkpoint.npz, or an inr fit-many folder (with --image)."),
+    image: Optional[str] = typer.Option(None, "--image", help="With an inr fit-many folder: the image whose network "
+                                        "to draw (its file name)."),
     size: Optional[int] = typer.Option(None, "--size", help="Longer side in pixels; the aspect ratio is kept."),
     width: Optional[int] = typer.Option(None, "--width", help="Canvas width (with --height: exact size)."),
     height: Optional[int] = typer.Option(None, "--height", help="Canvas height."),
@@ -28,18 +33,31 @@ def command(
     device: str = typer.Option("auto", "--device", help="auto | cpu | gpu."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress messages."),
 ) -> None:
-    saved = ckpt.load(run)
-    train_h, train_w, _ = saved.data_shape
+    if fit_many.is_network_set(run):
+        if image is None:
+            raise UsageError(f"{run} is a set of networks: name one with --image NAME")
+        networks = fit_many.load_network_set(run)
+        row = networks.row(image)
+        spec, params = networks.spec, np.array(networks.weights[row])
+        train_w, train_h = int(networks.index[row]["width"]), int(networks.index[row]["height"])
+        default_name = f"render-{Path(image).stem}"
+    else:
+        if image is not None:
+            raise UsageError(f"--image names an image of an inr fit-many folder; {run} is a single run")
+        saved = ckpt.load(run)
+        spec, params = saved.spec, saved.params
+        train_h, train_w, _ = saved.data_shape
+        default_name = "render"
     w, h = canvas_size(train_w, train_h, size, width, height)
     run_dir = run if run.is_dir() else run.parent
-    target = output or run_dir / f"render-{w}x{h}.png"
+    target = output or run_dir / f"{default_name}-{w}x{h}.png"
     check_parent(target)
     notices: list[str] = []
     backend = get_backend(device, "kernel", notices)
     for message in notices:
         notice(message)
     start = time.perf_counter()
-    values = render_uint8(backend, saved.spec, saved.params, w, h)
+    values = render_uint8(backend, spec, params, w, h)
     seconds = time.perf_counter() - start
     save_uint8(values, target)
     if not quiet:

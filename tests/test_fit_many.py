@@ -1,0 +1,200 @@
+"""`inr fit-many`: a folder becomes a data set of networks, the same wherever it was fitted, and
+nothing is lost when a worker or the driver dies (in-process and on a real local Ray)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from inr_cli import checkpoint as ckpt
+from inr_cli import fit_many
+from inr_cli.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+runner = CliRunner()
+NET = ["--hidden", "12", "--layers", "2", "--lr", "3e-3", "--steps", "40", "--device", "cpu", "-q"]
+
+
+def make_folder(folder: Path, count: int = 5, size=(14, 10)) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        w, h = size
+        yy, xx = np.mgrid[0:h, 0:w]
+        values = np.stack([np.sin(xx / (2 + i)), np.cos(yy / (3 + i)), np.sin((xx + yy) / (4 + i))], -1) * 0.4 + 0.5
+        Image.fromarray((values * 255).astype(np.uint8)).save(folder / f"img{i}.png")
+    return folder
+
+
+def fit(*args):
+    return runner.invoke(app, ["fit-many", *map(str, args)])
+
+
+def inr(*args, failpoint: str = "") -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "INR_FAILPOINT": failpoint}
+    return subprocess.Popen([sys.executable, "-m", "inr_cli", *map(str, args)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def shards_on_disk(out: Path) -> int:
+    folder = out / fit_many.SHARDS
+    return len(list(folder.glob("*.npz"))) if folder.is_dir() else 0
+
+
+def wait_for_shards(process: subprocess.Popen, out: Path, count: int) -> bool:
+    """Until `count` shards are on disk (True) or the process ended (False): an event, not a time."""
+    while shards_on_disk(out) < count:
+        if process.poll() is not None:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """One uninterrupted in-process run, packs of 2: what every other way must reproduce bit for bit."""
+    base = tmp_path_factory.mktemp("reference")
+    folder = make_folder(base / "images")
+    result = fit(folder, "-o", base / "out", "--pack", "2", *NET)
+    assert result.exit_code == 0, result.output
+    return folder, base / "out"
+
+
+def test_output_is_a_data_set_of_networks(reference):
+    folder, out = reference
+    weights = np.load(out / fit_many.WEIGHTS)  # one NumPy call
+    with open(out / fit_many.INDEX, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["name"] for r in rows] == sorted(p.name for p in folder.iterdir())
+    assert set(fit_many.INDEX_COLUMNS) <= set(rows[0])
+    networks = fit_many.load_network_set(out)
+    assert weights.dtype == np.float32 and weights.shape == (5, networks.spec.parameter_count())
+    assert all(float(r["psnr"]) > 10 and int(r["steps"]) == 40 for r in rows)
+    from inr_cli.backends.numpy_backend import NumpyBackend
+    from inr_cli.images import load_image
+    from inr_cli.metrics import psnr
+    from inr_cli.render import render_float
+
+    for i, row in enumerate(rows):  # each row's PSNR is its own network's render against its own image
+        image = load_image(folder / row["name"])
+        drawn = render_float(NumpyBackend(), networks.spec, weights[i], image.width, image.height)
+        assert psnr(drawn, image.values) == pytest.approx(float(row["psnr"]), abs=1e-3)
+    assert len({r["seed"] for r in rows}) == 5
+    result = runner.invoke(app, ["info", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    summary = json.loads(result.stdout)
+    assert summary["count"] == 5 and summary["bytes_per_image"] == 4 * networks.spec.parameter_count()
+    assert summary["mean_psnr"] == pytest.approx(np.mean([float(r["psnr"]) for r in rows]), abs=1e-3)
+    result = runner.invoke(app, ["render", str(out), "--image", "img2.png", "--size", "28", "--device", "cpu", "-o",
+                                 str(out.parent / "two.png"), "-q"])
+    assert result.exit_code == 0, result.output
+    assert Image.open(out.parent / "two.png").size == (28, 20)
+    result = runner.invoke(app, ["render", str(out), "--image", "nope.png"])
+    assert result.exit_code == 1 and "no image named 'nope.png'" in result.output
+
+
+def test_same_network_whatever_the_pack_and_as_inr_train(reference, tmp_path):
+    folder, out = reference
+    result = fit(folder, "-o", tmp_path / "one-pack", "--pack", "5", *NET)
+    assert result.exit_code == 0, result.output
+    assert np.array_equal(np.load(tmp_path / "one-pack" / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
+    networks = fit_many.load_network_set(out)
+    row = networks.row("img3.png")
+    seed = networks.index[row]["seed"]
+    result = runner.invoke(app, ["train", str(folder / "img3.png"), "--seed", seed, "--run-dir",
+                                 str(tmp_path / "single"), "--preview-every", "0", *NET])
+    assert result.exit_code == 0, result.output
+    assert np.array_equal(ckpt.load(tmp_path / "single").params, networks.weights[row])
+
+
+def test_rerun_resumes_and_refuses_changed_settings(reference, tmp_path):
+    folder, out = reference
+    result = fit(folder, "-o", out, "--pack", "2", *NET)  # finished: nothing to do, same set
+    assert result.exit_code == 0, result.output
+    result = fit(folder, "-o", out, "--pack", "2", *NET[:-1], "--steps", "41")
+    assert result.exit_code == 1 and "training.steps = 40, not 41" in result.output
+    result = fit(folder, "-o", out, "--pack", "3", *NET)
+    assert result.exit_code == 1 and "--pack 2" in result.output
+
+
+def test_driver_killed_then_same_command_completes_bit_identical(reference, tmp_path):
+    """SIGKILL of the driver once two shards are written (the failpoint kills it then, whatever the
+    machine's speed); the same command again completes the set, bit for bit the uninterrupted one."""
+    folder, out = reference
+    target = tmp_path / "out"
+    args = ["fit-many", folder, "-o", target, "--pack", "1", *NET]
+    process = inr(*args, failpoint="driver-after=2")
+    assert process.wait(timeout=300) == -signal.SIGKILL, process.stderr.read()
+    assert shards_on_disk(target) == 2 and not (target / fit_many.WEIGHTS).exists()
+    result = fit(*args[1:])
+    assert result.exit_code == 0, result.output
+    assert np.array_equal(np.load(target / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
+    assert not list((target / fit_many.SHARDS).glob(".*.tmp"))
+
+
+def test_bad_folders(tmp_path):
+    folder = make_folder(tmp_path / "mixed", count=2)
+    make_folder(tmp_path / "other", count=1, size=(9, 9))
+    (tmp_path / "other" / "img0.png").rename(folder / "small.png")
+    result = fit(folder, "-o", tmp_path / "o1", *NET)
+    assert result.exit_code == 1 and "img0.png is 14x10 but small.png is 9x9" in result.output
+    assert not (tmp_path / "o1" / fit_many.WEIGHTS).exists()
+    result = fit(folder, "-o", tmp_path / "o2", "--size", "12", *NET)
+    assert result.exit_code == 0, result.output
+    sizes = {(r["name"], r["width"], r["height"]) for r in fit_many.load_network_set(tmp_path / "o2").index}
+    assert ("small.png", "12", "12") in sizes and ("img0.png", "12", "9") in sizes
+    (folder / "notes.txt").write_text("not an image")
+    result = fit(folder, "-o", tmp_path / "o3", "--size", "12", *NET)
+    assert result.exit_code == 1 and "notes.txt" in result.output and "--skip-unreadable" in result.output
+    assert "Traceback" not in result.output and not (tmp_path / "o3" / fit_many.SHARDS).exists()
+    result = fit(folder, "-o", tmp_path / "o4", "--size", "12", "--skip-unreadable", *NET[:-1])
+    assert result.exit_code == 0 and "skipped notes.txt" in result.output
+    assert len(fit_many.load_network_set(tmp_path / "o4").index) == 3
+
+
+def test_seed_depends_on_the_run_seed_and_the_name_only():
+    assert fit_many.image_seed(0, "a.png") == fit_many.image_seed(0, "a.png")
+    assert len({fit_many.image_seed(s, n) for s in (0, 1) for n in ("a.png", "b.png")}) == 4
+    assert 0 <= fit_many.image_seed(7, "x") < 2**63
+
+
+@pytest.fixture(scope="module")
+def ray_available():
+    pytest.importorskip("ray", reason="Ray is the optional extra inr[cluster]")
+
+
+def test_on_a_local_ray_with_a_worker_killed_mid_shard(ray_available, reference, tmp_path):
+    """A real local Ray. The worker fitting img2.png's shard is SIGKILLed (the failpoint, once): Ray
+    restarts it, the shard is sent again, and the set is the in-process set, bit for bit."""
+    folder, out = reference
+    target = tmp_path / "ray"
+    process = inr("fit-many", folder, "-o", target, "--pack", "2", "--ray", "local", "--workers", "1", *NET,
+                  failpoint="worker-at=img2.png")
+    code = process.wait(timeout=600)
+    stderr = process.stderr.read()
+    assert code == 0, stderr
+    assert "a worker died while fitting shard 1" in stderr
+    assert np.array_equal(np.load(target / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
+
+
+def test_on_a_local_ray_driver_killed_then_rerun(ray_available, reference, tmp_path):
+    folder, out = reference
+    target = tmp_path / "ray"
+    args = ["fit-many", folder, "-o", target, "--pack", "2", "--ray", "local", "--workers", "1", *NET]
+    process = inr(*args, failpoint="driver-after=1")
+    assert process.wait(timeout=600) == -signal.SIGKILL, process.stderr.read()
+    assert shards_on_disk(target) == 1
+    rerun = inr(*args)
+    assert rerun.wait(timeout=600) == 0, rerun.stderr.read()
+    assert np.array_equal(np.load(target / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
