@@ -93,19 +93,23 @@ class BatchedTorchTrainer:
     The loss is the sum of the networks' own mean squared errors, so each network gets the gradient
     it would get alone. Starts from our [N, P] parameters."""
 
-    def __init__(self, torch, spec, params, coords, targets, lr, lr_min, total_steps):
+    def __init__(self, torch, spec, params, coords, targets, lr, lr_min, total_steps, device="cpu"):
         from inr_cli.network import frequency_view, layer_views
 
         self.torch, self.spec = torch, spec
         params = np.asarray(params)
-        self.weights = [torch.nn.Parameter(torch.from_numpy(np.array(w))) for w, _ in layer_views(spec, params)]
-        self.biases = [torch.nn.Parameter(torch.from_numpy(np.array(b))) for _, b in layer_views(spec, params)]
+
+        def tensor(array):
+            return torch.from_numpy(np.array(array)).to(device)
+
+        self.weights = [torch.nn.Parameter(tensor(w)) for w, _ in layer_views(spec, params)]
+        self.biases = [torch.nn.Parameter(tensor(b)) for _, b in layer_views(spec, params)]
         frequencies = frequency_view(spec, params)
-        self.frequencies = None if frequencies is None else torch.from_numpy(np.array(frequencies))
+        self.frequencies = None if frequencies is None else tensor(frequencies)
         self.optimizer = torch.optim.Adam([*self.weights, *self.biases], lr=lr)
         self.lr, self.lr_min, self.total = lr, lr_min, total_steps
-        self.coords = torch.from_numpy(coords)  # [rows, 2], shared by every network
-        self.targets = torch.from_numpy(targets)  # [N, rows, C]
+        self.coords = tensor(coords)  # [rows, 2], shared by every network
+        self.targets = tensor(targets)  # [N, rows, C]
         self.step_index = 0
         self.loss = None
 
@@ -137,4 +141,4 @@ class BatchedTorchTrainer:
         self.step_index += 1
 
     def read_loss(self) -> np.ndarray:
-        return self.loss.numpy().astype(np.float64)
+        return self.loss.cpu().numpy().astype(np.float64)

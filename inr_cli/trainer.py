@@ -6,9 +6,10 @@ learning rate) live in device memory: it allocates nothing, copies nothing to or
 never synchronises, so on the GPU the whole step can be captured once as a CUDA graph and replayed.
 N = 1 is `inr train`; each network's result is the bits it would get trained alone.
 
-On the CPU the forward and backward passes run on blocks of rows (backend.step_row_blocks), each
-block with its own workspace and gradients, several blocks at once, and the blocks' gradients are
-added in order before the update: a block's activations stay in cache. On the GPU there is one block.
+On the CPU the forward and backward passes run on blocks (backend.step_blocks): groups of networks
+and, for big images, blocks of rows, each block with its own workspace, several blocks at once so
+that a block's activations stay in cache. A network's gradients from its row blocks are added in
+order before the update; grouping networks changes no bit. On the GPU there is one block.
 
 The step, in order:
     sample_batch (mini-batches only)    each network draws its pixels from its own seed
@@ -68,10 +69,14 @@ class Trainer:
         self.moment1 = self._moment(state.moment1)
         self.moment2 = self._moment(state.moment2)
         self.workspace = Workspace(spec, self.networks, self.batch, backend, training=True, sampled=not self.full_batch)
-        self.row_blocks = backend.step_row_blocks(self.batch)
-        if len(self.row_blocks) > 1:
-            self.block_workspaces = [Workspace(spec, self.networks, stop - start, backend, training=True)
-                                     for start, stop in self.row_blocks]
+        widest = max(max(out_f, in_f) for out_f, in_f in spec.layer_shapes())
+        self.groups, self.row_blocks = backend.step_blocks(self.networks, self.batch, widest)
+        self.blocks = [(g, r) for r in range(len(self.row_blocks)) for g in range(len(self.groups))]
+        if len(self.blocks) > 1:
+            self.block_workspaces = [Workspace(spec, self.groups[g][1] - self.groups[g][0],
+                                               self.row_blocks[r][1] - self.row_blocks[r][0], backend, training=True)
+                                     for g, r in self.blocks]
+            self.block_networks = [Network(spec, self.params[start:stop]) for start, stop in self.groups]
             self.block_grads = backend.empty((len(self.row_blocks), *self.params.shape))
             backend.fill(self.block_grads, 0.0)  # the frozen frequencies' part is never written
             self.block_losses = backend.empty((len(self.row_blocks), self.networks))
@@ -93,7 +98,7 @@ class Trainer:
         else:
             b.sample_batch(self.coords, self.targets, ws.x, ws.t, self.seeds, self.step_counter)
             x, t = ws.x, ws.t
-        if len(self.row_blocks) == 1:
+        if len(self.blocks) == 1:
             output = self.network.forward(b, ws, x, self.batch)
             b.mse_loss(output, t, ws.grad[-1], ws.loss)
             self.network.backward(b, ws, x, self.batch, self.grads)
@@ -107,22 +112,25 @@ class Trainer:
             b.sgd_update(self.params, self.flat_grads, self.moment1, self.hyper, opt.momentum)
 
     def _blocks_forward_backward(self, x, t) -> None:
-        """Forward, loss and backward on each row block, then the blocks' gradients and losses added
-        in block order (the CPU's way: see the top of this file)."""
+        """Forward, loss and backward on each block (a group of networks, a block of rows); then each
+        network's gradients and loss added over its row blocks in order (the CPU's way: see the top)."""
         count = self.batch * self.spec.out_features  # the loss is the mean over the whole batch
+        shared = x.shape[0] == 1
 
         def block(i, backend):
-            start, stop = self.row_blocks[i]
-            ws, grads = self.block_workspaces[i], self.block_grads[i]
-            xb = x[:, start:stop]
-            output = self.network.forward(backend, ws, xb, stop - start)
-            backend.mse_loss(output, t[:, start:stop], ws.grad[-1], ws.loss, count)
-            self.network.backward(backend, ws, xb, stop - start, layer_views(self.spec, grads))
-            self.block_losses[i] = ws.loss
+            g, r = self.blocks[i]
+            (n0, n1), (start, stop) = self.groups[g], self.row_blocks[r]
+            ws, grads = self.block_workspaces[i], self.block_grads[r, n0:n1]
+            xb = x[:, start:stop] if shared else x[n0:n1, start:stop]
+            network = self.block_networks[g]
+            output = network.forward(backend, ws, xb, stop - start)
+            backend.mse_loss(output, t[n0:n1, start:stop], ws.grad[-1], ws.loss, count)
+            network.backward(backend, ws, xb, stop - start, layer_views(self.spec, grads))
+            self.block_losses[r, n0:n1] = ws.loss
 
-        self.backend.run_blocks(block, len(self.row_blocks))
-        self.backend.column_reduce(self.block_grads.reshape(len(self.row_blocks), -1)[None],
-                                   self.flat_grads.reshape(1, -1))
+        self.backend.run_blocks(block, len(self.blocks))
+        blocks = len(self.row_blocks)
+        self.backend.column_reduce(self.block_grads.reshape(blocks, -1)[None], self.flat_grads.reshape(1, -1))
         self.backend.column_reduce(self.block_losses[None], self.workspace.loss[None])
 
     def step(self) -> None:

@@ -164,3 +164,16 @@ def test_cpu_row_blocks(monkeypatch, case):
     size = together.spec.encoding_size()
     start = TrainingState.fresh(together.spec, seeds).params
     assert np.array_equal(together.state().params[:, :size], start[:, :size])
+
+
+def test_cpu_network_groups_change_no_bit(monkeypatch):
+    """Networks are spread over the CPU's threads in groups: the very bits of one block of all."""
+    config = config_for("siren", hidden=128, layers=2, lr=1e-3, steps=2)
+    pictures, seeds = images(3, 50, 60), [7, 8, 9]
+    grouped, grouped_losses = train_together(NumpyBackend(), config, pictures, seeds, 2)
+    assert len(grouped.groups) == 3 and len(grouped.row_blocks) == 1
+    monkeypatch.setattr(NumpyBackend, "step_blocks", lambda self, n, rows, width: ([(0, n)], [(0, rows)]))
+    whole, whole_losses = train_together(NumpyBackend(), config, pictures, seeds, 2)
+    assert len(whole.blocks) == 1
+    assert np.array_equal(grouped.state().params, whole.state().params)
+    assert np.array_equal(grouped_losses, whole_losses)

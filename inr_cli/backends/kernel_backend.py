@@ -270,9 +270,9 @@ class KernelBackend:
         grid, block = elementwise_grid(params.size)
         self.launch("sgd_update", grid, block, (params, grads, momentum_buf, i64(params.size), hyper, f32(momentum)))
 
-    def step_row_blocks(self, rows: int) -> list[tuple[int, int]]:
-        """A GPU step is one pass over the whole batch: the kernels spread it over the device."""
-        return [(0, rows)]
+    def step_blocks(self, networks: int, rows: int, width: int) -> tuple[list, list]:
+        """A GPU step is one pass over every network and the whole batch: the kernels spread it."""
+        return [(0, networks)], [(0, rows)]
 
     def compile_step(self, step):
         return step

@@ -12,15 +12,17 @@ the BLAS call); a layer's product and its activation run on one block in turn, w
 one thread inside each worker. Every element sees the same operations in the same order as in one
 whole-array expression, so blocks and threads change no bit.
 
-A training step goes further (step_row_blocks, run_blocks): the trainer runs the whole forward and
-backward pass on blocks of STEP_BLOCK_ROWS rows, one block per thread at a time, so that a block's
-activations never leave the cache, and adds the blocks' gradients in order. That changes the order
-of the sums over the batch (not the result beyond rounding) and depends on the batch size alone,
-never on the number of threads or networks.
+A training step goes further (step_blocks, run_blocks): the trainer runs the whole forward and
+backward pass on blocks, one block per thread at a time, so that a block's activations never leave
+the cache: groups of networks (which changes no bit) and, for batches of 2 * STEP_BLOCK_ROWS rows or
+more, blocks of STEP_BLOCK_ROWS rows whose gradients are added in order. That changes the order of
+the sums over the batch (not the result beyond rounding) and depends on the batch size alone, never
+on the number of threads or networks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -106,8 +108,11 @@ _pools: dict[int, ThreadPoolExecutor] = {}
 _blas = {}
 
 
-def _single_threaded_blas():
-    """A context in which the BLAS uses one thread: our workers each run their own products."""
+def one_thread_blas():
+    """A context in which the BLAS uses one thread. Every product of this backend runs in one: a
+    multi-threaded OpenBLAS splits long sums (a weight gradient's, over the batch) between its
+    threads, so its bits would depend on the machine's core count; our own threads work on blocks
+    instead, and a network's bits depend on nothing but its inputs."""
     if "controller" not in _blas:
         from threadpoolctl import ThreadpoolController
 
@@ -138,34 +143,37 @@ class NumpyBackend(HostMemory):
         self._run(function, blocks, networks * rows * cols, products)
 
     def _run(self, function, blocks: list, elements: int, products: bool = False) -> None:
-        if self.threads == 1 or elements < PARALLEL_MIN_ELEMENTS or len(blocks) == 1:
-            for block in blocks:
-                function(*block)
-            return
-        errors = np.geterr()  # a worker thread starts from NumPy's defaults, not the caller's
-
-        def run(share):
-            with np.errstate(**errors):
-                for block in share:
+        """products: the function calls the BLAS, which then runs on one thread (see one_thread_blas)."""
+        with one_thread_blas() if products else contextlib.nullcontext():
+            if self.threads == 1 or elements < PARALLEL_MIN_ELEMENTS or len(blocks) == 1:
+                for block in blocks:
                     function(*block)
+                return
+            errors = np.geterr()  # a worker thread starts from NumPy's defaults, not the caller's
 
-        shares = [blocks[i * len(blocks) // self.threads:(i + 1) * len(blocks) // self.threads]
-                  for i in range(self.threads)]
-        if products:
-            with _single_threaded_blas():
-                futures = [_pool(self.threads).submit(run, share) for share in shares if share]
-                for future in futures:
-                    future.result()
-        else:
+            def run(share):
+                with np.errstate(**errors):
+                    for block in share:
+                        function(*block)
+
+            shares = [blocks[i * len(blocks) // self.threads:(i + 1) * len(blocks) // self.threads]
+                      for i in range(self.threads)]
             for future in [_pool(self.threads).submit(run, share) for share in shares if share]:
                 future.result()
 
-    # --- a training step in blocks of rows -------------------------------------------------------
-    def step_row_blocks(self, rows: int) -> list[tuple[int, int]]:
-        """The (start, stop) row blocks a training step of `rows` rows runs on (see the top)."""
+    # --- a training step in blocks ---------------------------------------------------------------
+    def step_blocks(self, networks: int, rows: int, width: int) -> tuple[list, list]:
+        """The groups of networks and the blocks of rows a training step runs on (see the top): rows
+        split by the batch size alone; networks grouped so that a block's widest activation is about
+        STEP_BLOCK_ROWS x 128 floats (the grouping changes no bit)."""
         if rows < 2 * STEP_BLOCK_ROWS:
-            return [(0, rows)]
-        return [(r, min(rows, r + STEP_BLOCK_ROWS)) for r in range(0, rows, STEP_BLOCK_ROWS)]
+            row_blocks = [(0, rows)]
+        else:
+            row_blocks = [(r, min(rows, r + STEP_BLOCK_ROWS)) for r in range(0, rows, STEP_BLOCK_ROWS)]
+        block_rows = row_blocks[0][1] - row_blocks[0][0]
+        per_group = max(1, (STEP_BLOCK_ROWS * 128) // max(1, block_rows * width))
+        groups = [(n, min(networks, n + per_group)) for n in range(0, networks, per_group)]
+        return groups, row_blocks
 
     def run_blocks(self, function, count: int) -> None:
         """function(i, backend) for i < count, spread over the threads; each call gets a one-thread
@@ -179,7 +187,8 @@ class NumpyBackend(HostMemory):
 
     def matmul(self, a, b, out, trans_a: bool = False, trans_b: bool = False) -> None:
         """out[i] = op(a[i]) @ op(b[i]) for every network i, op transposing when asked; row-major float32."""
-        np.matmul(a.swapaxes(1, 2) if trans_a else a, b.swapaxes(1, 2) if trans_b else b, out=out)
+        with one_thread_blas():
+            np.matmul(a.swapaxes(1, 2) if trans_a else a, b.swapaxes(1, 2) if trans_b else b, out=out)
 
     def column_reduce(self, x, out) -> None:
         """out[i, j] = sum over rows of x[i, :, j]. One thread: a slice of columns per thread ran

@@ -1,0 +1,148 @@
+"""Images per second of fitting many small images at once, ours against PyTorch batched, side by side.
+
+The setting of issue 13: SIREN 3x64 (omega0 30, Adam lr 1e-4 cosine), one network per image, full
+batch, `--steps` steps, packs of `--pack` networks trained together (ours: the core's networks
+dimension; PyTorch: stacked weights and batched matmuls, the way PyTorch users batch networks).
+The images are crops of the two sample photos. Each contestant fits `--images` images pack after
+pack; the two alternate over `--rounds` rounds and the ratio of the median times is printed, with
+the mean PSNR each reached (same initial parameters, same schedule) and, on a GPU, the device
+memory per image.
+
+    PYTHONPATH=. python benchmarks/fit_many_speed.py --size 32 --pack 64 --images 128          # CPU
+    PYTHONPATH=. python benchmarks/fit_many_speed.py --device gpu --size 64 --pack 2048 --images 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import inr_cli  # noqa: E402,F401  (first: it sets OpenBLAS's thread timeout before NumPy loads OpenBLAS)
+import numpy as np  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from benchmarks.common import PHOTOS, ROOT, configure, environment, make_trainer, save_json  # noqa: E402
+from inr_cli.backends import get_backend  # noqa: E402
+from inr_cli.coords import pixel_grid  # noqa: E402
+from inr_cli.images import PixelImage  # noqa: E402
+from inr_cli.metrics import psnr_from_mse  # noqa: E402
+from inr_cli.network import NetworkSpec, init_networks  # noqa: E402
+
+
+def crops(count: int, size: int) -> list[PixelImage]:
+    """`count` size x size RGB crops of the sample photos at random places and scales (seeded)."""
+    rng = np.random.default_rng(0)
+    photos = [Image.open(path).convert("RGB") for path in PHOTOS.values()]
+    images = []
+    for i in range(count):
+        photo = photos[i % len(photos)]
+        side = int(rng.integers(size, min(photo.size) // 2))
+        x, y = int(rng.integers(0, photo.size[0] - side)), int(rng.integers(0, photo.size[1] - side))
+        crop = photo.crop((x, y, x + side, y + side)).resize((size, size), Image.LANCZOS)
+        images.append(PixelImage(np.asarray(crop, dtype=np.float32) / 255.0, ("r", "g", "b")))
+    return images
+
+
+def run_ours(backend, config, images, pack):
+    losses, peak = [], 0
+    start = time.perf_counter()
+    for first in range(0, len(images), pack):
+        trainer = make_trainer(backend, config, images[first:first + pack], seeds=range(first, first + pack))
+        for _ in range(config.training.steps):
+            trainer.step()
+        losses.append(trainer.read_loss())  # a host read: the pack is finished
+        peak = max(peak, _pool_bytes(backend))
+        del trainer
+    return time.perf_counter() - start, np.concatenate(losses), peak
+
+
+def run_torch(torch, config, images, pack, device):
+    from benchmarks.torch_reference import BatchedTorchTrainer
+
+    spec = NetworkSpec.from_config(config, 3)
+    opt, steps = config.optimizer, config.training.steps
+    coords = pixel_grid(images[0].width, images[0].height)
+    losses, peak = [], 0
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    for first in range(0, len(images), pack):
+        chunk = images[first:first + pack]
+        trainer = BatchedTorchTrainer(torch, spec, init_networks(spec, range(first, first + len(chunk))), coords,
+                                      np.stack([im.targets() for im in chunk]), opt.lr, opt.lr_min, steps, device)
+        for _ in range(steps):
+            trainer.step()
+        losses.append(trainer.read_loss())
+    seconds = time.perf_counter() - start
+    if device == "cuda":
+        peak = torch.cuda.max_memory_allocated()
+    return seconds, np.concatenate(losses), peak
+
+
+def _pool_bytes(backend) -> int:
+    if backend.name != "gpu":
+        return 0
+    import cupy
+
+    backend.synchronize()
+    return cupy.get_default_memory_pool().used_bytes()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", type=int, default=32)
+    parser.add_argument("--images", type=int, default=128)
+    parser.add_argument("--pack", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "gpu"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    import torch
+
+    config = configure("siren", hidden=args.hidden, layers=args.layers, omega0=30.0, lr=args.lr,
+                       lr_min=min(1e-5, args.lr), steps=args.steps, device=args.device)
+    backend = get_backend(args.device)
+    torch_device = "cuda" if args.device == "gpu" else "cpu"
+    images = crops(args.images, args.size)
+    ours_s, torch_s = [], []
+    for round_index in range(args.rounds):
+        order = ("torch", "ours") if round_index % 2 else ("ours", "torch")
+        for who in order:
+            if who == "ours":
+                seconds, loss, ours_peak = run_ours(backend, config, images, args.pack)
+                ours_s.append(seconds)
+                ours_psnr = float(np.mean([psnr_from_mse(v) for v in loss]))
+            else:
+                seconds, loss_t, torch_peak = run_torch(torch, config, images, args.pack, torch_device)
+                torch_s.append(seconds)
+                torch_psnr = float(np.mean([psnr_from_mse(v) for v in loss_t]))
+        print(f"round {round_index + 1}: ours {ours_s[-1]:.2f} s ({args.images / ours_s[-1]:.1f} images/s, mean PSNR "
+              f"{ours_psnr:.2f} dB), PyTorch {torch_s[-1]:.2f} s ({args.images / torch_s[-1]:.1f} images/s, "
+              f"{torch_psnr:.2f} dB)", flush=True)
+    ratio = statistics.median(torch_s) / statistics.median(ours_s)
+    report = {"environment": environment(), "setting": {k: v for k, v in vars(args).items() if k != "out"},
+              "ours_s": ours_s, "torch_s": torch_s, "ours_images_per_s": round(args.images / statistics.median(ours_s), 2),
+              "torch_images_per_s": round(args.images / statistics.median(torch_s), 2),
+              "speedup_ours_over_torch": round(ratio, 3), "ours_mean_psnr": round(ours_psnr, 3),
+              "torch_mean_psnr": round(torch_psnr, 3)}
+    if args.device == "gpu":
+        report["ours_gpu_bytes_per_image"] = ours_peak // args.pack
+        report["torch_gpu_bytes_per_image"] = torch_peak // args.pack
+    print(f"median: ours {report['ours_images_per_s']} images/s, PyTorch {report['torch_images_per_s']} images/s: "
+          f"ours {ratio:.2f}x as fast")
+    out = args.out or ROOT / "bench-results" / f"fit-many-{args.device}-{args.size}.json"
+    save_json(report, out)
+    print(f"saved {out}")
+
+
+if __name__ == "__main__":
+    main()
