@@ -41,6 +41,19 @@ class TrainingDiverged(InrError):
     pass
 
 
+# The loss is a mean squared error of colours in [0, 1]: a network whose loss grows this many times
+# above its first reading (and above BLOWUP_FLOOR) has blown up; a learning rate too high for it.
+BLOWUP_FACTOR = 100.0
+BLOWUP_FLOOR = 1.0
+
+
+def blew_up(loss: float, first: float) -> bool:
+    if not math.isfinite(loss):
+        return True
+    reference = first if math.isfinite(first) else loss
+    return loss > max(BLOWUP_FLOOR, BLOWUP_FACTOR * reference)
+
+
 @dataclass
 class TrainingResult:
     run_dir: Path
@@ -92,9 +105,10 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
         if resume_from is None:
             save(trainer)
         metrics = MetricsLog(run_dir / "metrics.csv", trainer.step_done)
-        previous = _install_signal_handlers()
+        signals = Signals()
+        previous = signals.install()
         try:
-            _loop(trainer, config, metrics, save, run_dir, quiet)
+            _loop(trainer, config, metrics, save, run_dir, quiet, signals)
         except Interrupted as exc:
             _ignore_signals()
             save(trainer)
@@ -111,15 +125,29 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
     return TrainingResult(run_dir, trainer.step_done, loss, psnr_from_mse(loss), trainer.seconds)
 
 
-def _loop(trainer: Trainer, config: Config, metrics: MetricsLog, save, run_dir: Path, quiet: bool) -> None:
+def _loop(trainer: Trainer, config: Config, metrics: MetricsLog, save, run_dir: Path, quiet: bool,
+          signals: "Signals") -> None:
     train, opt = config.training, config.optimizer
     total = trainer.total_steps
     last_saved = trainer.step_done
+    first_loss = float(trainer.loss[0])  # NaN on a fresh run until the first reading
+
+    def check(loss: float, step: int) -> None:
+        if blew_up(loss, first_loss):
+            what = f"became {loss}" if not math.isfinite(loss) else f"blew up to {loss:.3g}"
+            raise TrainingDiverged(
+                f"loss {what} at step {step}; stopped, the last good checkpoint (step {last_saved}) is kept in "
+                f"{run_dir}. Try a smaller learning rate, e.g. --lr {opt.lr / 10:g}")
+
     # Overflow on the way to a NaN loss is caught below, with a better message than NumPy's warning.
     with TrainingProgress(trainer.step_done, total, quiet) as progress, np.errstate(all="ignore"):
         window_start, window_steps = time.perf_counter(), 0
         while trainer.step_done < total:
+            signals.in_step = True
             trainer.step()
+            signals.in_step = False
+            if signals.pending is not None:
+                raise Interrupted(signals.pending)
             window_steps += 1
             step = trainer.step_done
             if step % train.log_every == 0 or step == total:
@@ -127,16 +155,15 @@ def _loop(trainer: Trainer, config: Config, metrics: MetricsLog, save, run_dir: 
                 now = time.perf_counter()
                 elapsed = now - window_start
                 trainer.seconds += elapsed
-                if not math.isfinite(loss):
-                    raise TrainingDiverged(
-                        f"loss became {loss} at step {step}; stopped, the last good checkpoint (step "
-                        f"{last_saved}) is kept in {run_dir}. Try a smaller learning rate, e.g. --lr {opt.lr / 10:g}"
-                    )
+                if not math.isfinite(first_loss):
+                    first_loss = loss
+                check(loss, step)
                 lr = cosine_lr(step - 1, total, opt.lr, opt.lr_min)
                 metrics.append(step, loss, psnr_from_mse(loss), lr, trainer.seconds)
                 progress.update(step, loss, psnr_from_mse(loss), lr, window_steps / max(elapsed, 1e-9))
                 window_start, window_steps = now, 0
             if step % train.checkpoint_every == 0 and step < total:
+                check(float(trainer.read_loss()[0]), step)  # a checkpoint is only written while the run is sane
                 save(trainer)
                 last_saved = step
             if train.preview_every and step % train.preview_every == 0 and step < total:
@@ -158,17 +185,28 @@ def _save_quietly(image: PixelImage, path: Path) -> None:
         notice(f"could not write {path}: {exc}")
 
 
-def _install_signal_handlers():
-    def handler(signum, frame):
-        raise Interrupted(signum)
+class Signals:
+    """Ctrl-C and SIGTERM: raised at once, or, inside a step, once the step is whole (an update half
+    done would leave the moments ahead of the parameters, and the checkpoint would not resume exactly)."""
 
-    previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            previous[sig] = signal.signal(sig, handler)
-        except ValueError:  # not the main thread (e.g. some test runners)
-            pass
-    return previous
+    def __init__(self):
+        self.in_step = False
+        self.pending: int | None = None
+
+    def handler(self, signum, frame):
+        if self.in_step:
+            self.pending = signum
+        else:
+            raise Interrupted(signum)
+
+    def install(self) -> dict:
+        previous = {}
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                previous[sig] = signal.signal(sig, self.handler)
+            except ValueError:  # not the main thread (e.g. some test runners)
+                pass
+        return previous
 
 
 def _ignore_signals() -> None:

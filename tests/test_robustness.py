@@ -96,7 +96,8 @@ def test_interrupt_saves_and_says_how_to_resume(tmp_path, image, sig):
     assert code != 0
     assert f"inr train --resume {run}" in stderr
     assert "Traceback" not in stderr
-    assert ckpt.load(run).step > 0
+    saved = ckpt.load(run)
+    assert saved.step > 0 and np.isfinite(saved.last_loss)  # the loss the loop last read, for inr info
 
 
 def test_disk_full_keeps_previous_checkpoint(tmp_path, image, monkeypatch):

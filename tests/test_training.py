@@ -101,6 +101,18 @@ def test_divergence_stops_and_keeps_last_good_checkpoint(tmp_path, rgb_png):
     assert np.isfinite(saved.params).all()
 
 
+def test_a_blow_up_is_not_called_a_success(tmp_path, rgb_png):
+    """A learning rate far too high sends the loss to huge finite values (Adam keeps them finite):
+    stopped, exit 1 with a hint, and the checkpoint on disk is one from before the blow-up."""
+    run = tmp_path / "run"
+    result = train([str(rgb_png), "--steps", "200", "--lr", "1e3", "--lr-min", "1e3", "--run-dir", str(run),
+                    "--checkpoint-every", "1", *SMALL, "--log-every", "1"])
+    assert result.exit_code == 1, result.output
+    assert "blew up" in result.output and "smaller learning rate" in result.output
+    saved = ckpt.load(run)
+    assert saved.step < 200 and saved.last_loss < 1.0
+
+
 def test_run_directory_contents(tmp_path, rgb_png):
     run = tmp_path / "run"
     result = train([str(rgb_png), "--steps", "6", "--preview-every", "3", "--run-dir", str(run), *SMALL])
