@@ -3,18 +3,46 @@
 from __future__ import annotations
 
 import functools
+import sys
 
 import typer
+from typer.core import TyperGroup
 
 from inr_cli import __version__
 from inr_cli.console import error
 from inr_cli.errors import InrError
 
+class OneLineErrors(TyperGroup):
+    """Usage errors (an unknown flag, a value not among the choices) as one line on stderr and exit
+    code 2, like every other error, instead of a framed box. Typer raises Click's exceptions, from
+    Click or from its own copy of it: they are known by their exit_code and format_message."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except Exception as exc:  # noqa: BLE001 - re-raised below unless it is a usage error
+            name = type(exc).__name__
+            if name == "NoArgsIsHelpError" or not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
+                if name == "NoArgsIsHelpError":
+                    typer.echo(exc.ctx.get_help())
+                    sys.exit(0)
+                raise
+            context = getattr(exc, "ctx", None)
+            where = f" (see: {context.command_path} --help)" if context is not None else ""
+            error(exc.format_message().replace("Value error, ", "") + where)
+            sys.exit(exc.exit_code)
+        if not standalone_mode:
+            return result
+        sys.exit(result if isinstance(result, int) else 0)
+
+
 app = typer.Typer(
     name="inr",
+    cls=OneLineErrors,
     help="Learn an image as a function: train a small network on pixel coordinates, render it at any size.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
 _debug = {"on": False}

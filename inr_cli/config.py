@@ -12,15 +12,19 @@ import json
 import tomllib
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import Literal, get_args
 
 from inr_cli.errors import UsageError
 from inr_cli.resources import configs_dir
 
-MODELS = ("siren", "sigmoid", "relu")
-ENCODINGS = ("none", "fourier")
-OPTIMIZERS = ("adam", "sgd")
-DEVICES = ("auto", "cpu", "gpu")
-MATMULS = ("kernel", "cublas")
+# The choices, as types: the command line lists them in --help and completes them.
+Model = Literal["siren", "sigmoid", "relu"]
+Encoding = Literal["none", "fourier"]
+Optimizer = Literal["adam", "sgd"]
+Device = Literal["auto", "cpu", "gpu"]
+Matmul = Literal["kernel", "cublas"]
+MODELS, ENCODINGS, OPTIMIZERS = get_args(Model), get_args(Encoding), get_args(Optimizer)
+DEVICES, MATMULS = get_args(Device), get_args(Matmul)
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,8 @@ def load_image(path: Path, size: int | None = None, gray: bool = False, notices:
     except (OSError, SyntaxError, ValueError) as exc:
         raise InrError(f"{path}: broken or truncated image ({exc})") from None
     if size is not None:
+        if size > max(pixels.width, pixels.height) and notices is not None:
+            notices.append(f"{path.name} is {pixels.width}x{pixels.height}: --size {size} enlarges it (Lanczos)")
         pixels = resize(pixels, size)
     return pixels
 

@@ -82,8 +82,10 @@ def test_encode_size_gray_and_default_output(tmp_path, coffee):
     (["train", "{rgb}", "--lr", "-1"], 2, "lr must be positive"),
     (["train", "{rgb}", "--hidden", "0"], 2, "hidden must be positive"),
     (["train", "{rgb}", "--batch-size", "-5"], 2, "batch_size must not be negative"),
-    (["train", "{rgb}", "--model", "resnet"], 2, "model 'resnet' is not one of"),
-    (["train", "{rgb}", "--device", "tpu"], 2, "device 'tpu' is not one of"),
+    (["train", "{rgb}", "--model", "resnet"], 2, "'resnet' is not one of 'siren', 'sigmoid', 'relu'"),
+    (["train", "{rgb}", "--device", "tpu"], 2, "'tpu' is not one of"),
+    (["train", "{rgb}", "--no-such-flag"], 2, "No such option: --no-such-flag"),
+    (["render", "--size", "5"], 2, "Missing argument"),
     (["train", "{rgb}", "--config", "{tmp}/bad.toml"], 2, "unknown key 'network.widht'"),
     (["train", "{rgb}", "--config", "{tmp}/broken.toml"], 2, "line 2"),
     (["train", "{rgb}", "--config", "{tmp}/type.toml"], 2, "must be an integer"),
@@ -261,3 +263,28 @@ def test_a_runs_config_file_reproduces_the_run(tmp_path, rgb_png):
     a, b = ckpt.load(tmp_path / "a"), ckpt.load(tmp_path / "b")
     assert b.data_fingerprint == a.data_fingerprint and b.config.data.source == str(rgb_png.resolve())
     assert np.array_equal(a.params, b.params)
+
+
+def test_readme_path_decode_after_encode_and_honest_notices(tmp_path):
+    """README claims tried literally: decode right after encode works; relu and enlarging say so."""
+    src = make_image(tmp_path / "photo.png", "RGB", size=(20, 10))
+    assert run("encode", src).exit_code == 0
+    result = run("decode", tmp_path / "photo.csv")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == str(tmp_path / "photo-decoded.png")
+    assert (np.asarray(Image.open(tmp_path / "photo-decoded.png")) == np.asarray(Image.open(src))).all()
+    result = run("decode", tmp_path / "photo.csv")  # both names taken now: refused, nothing overwritten
+    assert result.exit_code == 1 and "already exists" in result.output
+    result = run("encode", src, "--size", "40", "-o", tmp_path / "big.csv")
+    assert result.exit_code == 0 and "enlarges it" in result.output
+    result = run("train", src, "--model", "relu", "--steps", "1", "--hidden", "8", "--fourier-features", "4",
+                 "--device", "cpu", "--run-dir", tmp_path / "r")
+    assert result.exit_code == 0 and "Fourier features" in result.output and "--encoding none" in result.output
+
+
+def test_short_help_completion_and_listed_choices():
+    result = run("train", "-h")
+    assert result.exit_code == 0 and "--model" in result.output
+    for choice in ("siren|sigmoid|relu", "auto|cpu|gpu", "adam|sgd", "none|fourier", "kernel|cublas"):
+        assert choice in result.output, choice
+    assert "--install-completion" in run("-h").output

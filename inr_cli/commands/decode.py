@@ -16,10 +16,11 @@ NEEDS_ARGS = True
 
 def command(
     csv: Path = typer.Argument(..., help="Pixel CSV written by `inr encode` (or by hand)."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Image to write (default: CSV with .png)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Image to write (default: CSV with .png, "
+                                          "or NAME-decoded.png when that exists)."),
 ) -> None:
     pixels = read_csv(csv)
-    target = output or default_output(csv, ".png")
+    target = output or default_output(csv, ".png", fallback="decoded")
     check_parent(target)
     save_image(pixels, target)
     typer.echo(str(target))

@@ -9,7 +9,7 @@ from PIL import Image
 
 from inr_cli import checkpoint as ckpt
 from inr_cli.backends import get_backend
-from inr_cli.config import build_config, flags_to_values
+from inr_cli.config import Device, build_config, flags_to_values
 from inr_cli.console import info, notice
 from inr_cli.data import load_training_data
 from inr_cli.errors import InrError, UsageError
@@ -28,7 +28,7 @@ def command(
     run: Path = typer.Argument(..., help="Run directory or checkpoint.npz (with --train-size: created if absent)."),
     reference: Path = typer.Argument(..., help="Reference image or pixel CSV; rendered at its size."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    device: str = typer.Option("auto", "--device", help="auto | cpu | gpu."),
+    device: Device = typer.Option("auto", "--device", help="auto | cpu | gpu."),
     train_size: Optional[int] = typer.Option(None, "--train-size",
                                              help="Train on the reference shrunk so its longer side is N."),
     preset: Optional[str] = typer.Option(None, "--preset", help="Preset for the training run (default: siren)."),

@@ -7,7 +7,7 @@ import typer
 
 from inr_cli import fit_many
 from inr_cli.backends import get_backend
-from inr_cli.config import build_config, flags_to_values
+from inr_cli.config import Device, Encoding, Model, build_config, flags_to_values
 from inr_cli.console import info, notice
 from inr_cli.errors import UsageError
 
@@ -22,16 +22,16 @@ def command(
     out: Path = typer.Option(..., "-o", "--output", help="Folder for the set of networks (created; rerun: resumed)."),
     config_file: Optional[Path] = typer.Option(None, "--config", help="TOML config (see configs/)."),
     preset: Optional[str] = typer.Option(None, "--preset", help="Start from configs/NAME.toml (default: the model's)."),
-    model: Optional[str] = typer.Option(None, "--model", help="siren | sigmoid | relu (default: siren)."),
+    model: Optional[Model] = typer.Option(None, "--model", help="siren | sigmoid | relu (default: siren)."),
     hidden: Optional[int] = typer.Option(None, "--hidden", help="Neurons per hidden layer."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Number of hidden layers."),
     omega0: Optional[float] = typer.Option(None, "--omega0", help="SIREN frequency omega_0."),
-    encoding: Optional[str] = typer.Option(None, "--encoding", help="none | fourier."),
+    encoding: Optional[Encoding] = typer.Option(None, "--encoding", help="none | fourier."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Steps per network."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate."),
     lr_min: Optional[float] = typer.Option(None, "--lr-min", help="Final learning rate of the cosine schedule."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Run seed; each image's seed comes from it and its name."),
-    device: Optional[str] = typer.Option(None, "--device", help="auto | cpu | gpu (default: auto)."),
+    device: Optional[Device] = typer.Option(None, "--device", help="auto | cpu | gpu (default: auto)."),
     size: Optional[int] = typer.Option(None, "--size", help="Fit every image inside N x N (aspect kept)."),
     gray: Optional[bool] = typer.Option(None, "--gray", help="Fit one grey channel."),
     pack: Optional[int] = typer.Option(None, "--pack", help="Networks per step (default: as many as fill the device)."),

@@ -7,8 +7,12 @@ from pathlib import Path
 from inr_cli.errors import InrError
 
 
-def default_output(source: Path, suffix: str, flag: str = "-o") -> Path:
+def default_output(source: Path, suffix: str, flag: str = "-o", fallback: str | None = None) -> Path:
+    """SOURCE with `suffix`; if that exists, SOURCE-`fallback` with it (decode after encode finds the
+    original image there); never a file that exists."""
     target = Path(source).with_suffix(suffix)
+    if target.exists() and fallback:
+        target = Path(source).with_name(f"{Path(source).stem}-{fallback}{suffix}")
     if target.exists():
         raise InrError(f"{target} already exists; pass {flag} to choose the output ({flag} {target} replaces it)")
     return target

@@ -9,6 +9,7 @@ import typer
 
 from inr_cli import checkpoint as ckpt
 from inr_cli import fit_many
+from inr_cli.config import Device
 from inr_cli.backends import get_backend
 from inr_cli.canvas import canvas_size
 from inr_cli.commands.paths import check_parent
@@ -30,7 +31,7 @@ def command(
     width: Optional[int] = typer.Option(None, "--width", help="Canvas width (with --height: exact size)."),
     height: Optional[int] = typer.Option(None, "--height", help="Canvas height."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Image to write (default: RUN/render-WxH.png)."),
-    device: str = typer.Option("auto", "--device", help="auto | cpu | gpu."),
+    device: Device = typer.Option("auto", "--device", help="auto | cpu | gpu."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress messages."),
 ) -> None:
     if fit_many.is_network_set(run):

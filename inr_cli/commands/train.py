@@ -6,7 +6,7 @@ from typing import Optional
 import typer
 
 from inr_cli import checkpoint as ckpt
-from inr_cli.config import build_config, flags_to_values, with_values
+from inr_cli.config import Device, Encoding, Matmul, Model, Optimizer, build_config, flags_to_values, with_values
 from inr_cli.console import info, notice
 from inr_cli.data import SAMPLE, fingerprint, load_training_data
 from inr_cli.errors import InrError, UsageError
@@ -27,21 +27,21 @@ def command(
     config_file: Optional[Path] = typer.Option(None, "--config", help="TOML config (see configs/)."),
     preset: Optional[str] = typer.Option(None, "--preset", help="Start from configs/NAME.toml: siren, sigmoid, "
                                          "fourier (default: the model's)."),
-    model: Optional[str] = typer.Option(None, "--model", help="siren | sigmoid | relu (default: siren)."),
+    model: Optional[Model] = typer.Option(None, "--model", help="siren | sigmoid | relu (default: siren)."),
     hidden: Optional[int] = typer.Option(None, "--hidden", help="Neurons per hidden layer."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Number of hidden layers."),
     omega0: Optional[float] = typer.Option(None, "--omega0", help="SIREN frequency omega_0."),
-    encoding: Optional[str] = typer.Option(None, "--encoding", help="none | fourier (Gaussian Fourier features)."),
+    encoding: Optional[Encoding] = typer.Option(None, "--encoding", help="none | fourier (Gaussian Fourier features)."),
     fourier_features: Optional[int] = typer.Option(None, "--fourier-features", help="Fourier mapping size m."),
     fourier_sigma: Optional[float] = typer.Option(None, "--fourier-sigma", help="Spread of the Fourier frequencies."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Total step budget (with --resume: extends it)."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate."),
     lr_min: Optional[float] = typer.Option(None, "--lr-min", help="Final learning rate of the cosine schedule."),
-    optimizer: Optional[str] = typer.Option(None, "--optimizer", help="adam | sgd."),
+    optimizer: Optional[Optimizer] = typer.Option(None, "--optimizer", help="adam | sgd."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Random pixels per step; 0 = full batch."),
     seed: Optional[int] = typer.Option(None, "--seed", help="Seed for initialisation and mini-batches."),
-    device: Optional[str] = typer.Option(None, "--device", help="auto | cpu | gpu (default: auto)."),
-    matmul: Optional[str] = typer.Option(None, "--matmul", help="GPU matmul: kernel (ours) | cublas."),
+    device: Optional[Device] = typer.Option(None, "--device", help="auto | cpu | gpu (default: auto)."),
+    matmul: Optional[Matmul] = typer.Option(None, "--matmul", help="GPU matmul: kernel (ours) | cublas."),
     cuda_graph: Optional[bool] = typer.Option(None, "--cuda-graph/--no-cuda-graph",
                                               help="Replay the GPU step as a CUDA graph (default: on)."),
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where to write the run (default: runs/<name>)."),
@@ -74,6 +74,9 @@ def _start(data, flags, config_file, run_dir, quiet, preset=None) -> None:
     if data is not None:  # else the --config file's [data] source, or the preset's (the sample)
         values["data.source"] = "" if data == SAMPLE else str(Path(data).resolve())
     config = build_config(config_file, values, preset)
+    if preset is None and flags.get("model") == "relu" and "encoding" not in flags and config.encoding.name == "fourier":
+        notice("--model relu starts from the fourier preset: Fourier features (sigma "
+               f"{config.encoding.sigma:g}) in front of the ReLU MLP; --encoding none for a plain one")
     source = config.data.source
     notices: list[str] = []
     image = load_training_data(source, config.data.size, config.data.gray, notices)
