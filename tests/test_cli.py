@@ -283,7 +283,7 @@ def test_readme_path_decode_after_encode_and_honest_notices(tmp_path):
 
 
 def test_short_help_completion_and_listed_choices():
-    result = run("train", "-h")
+    result = CliRunner().invoke(app, ["train", "-h"], env={"COLUMNS": "250"})
     assert result.exit_code == 0 and "--model" in result.output
     for choice in ("siren|sigmoid|relu", "auto|cpu|gpu", "adam|sgd", "none|fourier", "kernel|cublas"):
         assert choice in result.output, choice
