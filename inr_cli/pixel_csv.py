@@ -7,6 +7,7 @@ column 0..W-1, y the row 0..H-1, and channels are `l`, `r,g,b` or `r,g,b,a`.
 from __future__ import annotations
 
 import io
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,9 @@ CHANNEL_SETS = {("l",): "grey", ("r", "g", "b"): "RGB", ("r", "g", "b", "a"): "R
 KNOWN_CHANNELS = {"l", "r", "g", "b", "a"}
 
 
+STDIO = "-"  # the Unix way: standard output for write_csv, standard input for read_csv
+
+
 def write_csv(image: PixelImage, path: Path) -> None:
     h, w, c = image.values.shape
     ys, xs = np.mgrid[0:h, 0:w]
@@ -28,19 +32,28 @@ def write_csv(image: PixelImage, path: Path) -> None:
     buffer = io.StringIO()
     buffer.write(",".join(("x", "y") + image.channels) + "\n")
     np.savetxt(buffer, table, fmt=fmt, delimiter=",")
+    if str(path) == STDIO:
+        sys.stdout.write(buffer.getvalue())
+        sys.stdout.flush()
+        return
     with atomic_path(Path(path)) as tmp:
         tmp.write_text(buffer.getvalue(), encoding="utf-8")
 
 
 def read_csv(path: Path) -> PixelImage:
+    """A pixel CSV from a file, or from standard input when path is "-"."""
     path = Path(path)
-    name = path.name
-    if not path.exists():
+    name = "standard input" if str(path) == STDIO else path.name
+    if str(path) != STDIO and not path.exists():
         raise InrError(f"{path}: no such file")
     if path.is_dir():
         raise InrError(f"{path}: is a directory, expected a pixel CSV")
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        if str(path) == STDIO:
+            data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+            text = data.decode("utf-8-sig")
+        else:
+            text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise InrError(f"{name}: not a text file (expected a pixel CSV)") from None
     lines = text.splitlines()

@@ -288,3 +288,46 @@ def test_short_help_completion_and_listed_choices():
     for choice in ("siren|sigmoid|relu", "auto|cpu|gpu", "adam|sgd", "none|fourier", "kernel|cublas"):
         assert choice in result.output, choice
     assert "--install-completion" in run("-h").output
+
+
+def test_outputs_respect_the_umask_links_and_devices(tmp_path, rgb_png):
+    """Files come out with the mode a plain write gives them; a symlink stays a link; a pipe (like
+    /dev/stdout) is written through, not replaced by a regular file."""
+    import os
+    import stat
+    import threading
+
+    old = os.umask(0o022)
+    try:
+        import inr_cli.atomic as atomic
+
+        saved_umask = atomic.UMASK
+        atomic.UMASK = 0o022
+        assert run("encode", rgb_png, "-o", tmp_path / "a.csv").exit_code == 0
+        assert stat.S_IMODE(os.stat(tmp_path / "a.csv").st_mode) == 0o644
+        assert run("train", rgb_png, "--steps", "2", "--run-dir", tmp_path / "r", *SMALL).exit_code == 0
+        for name in ("checkpoint.npz", "render.png", "metrics.csv", "config.toml"):
+            assert stat.S_IMODE(os.stat(tmp_path / "r" / name).st_mode) == 0o644, name
+    finally:
+        os.umask(old)
+        atomic.UMASK = saved_umask
+    (tmp_path / "link.csv").symlink_to(tmp_path / "a.csv")
+    assert run("encode", rgb_png, "-o", tmp_path / "link.csv", "--gray").exit_code == 0
+    assert (tmp_path / "link.csv").is_symlink() and (tmp_path / "a.csv").read_text().startswith("x,y,l")
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(open(fifo).read()))
+    reader.start()
+    assert run("encode", rgb_png, "-o", fifo).exit_code == 0
+    reader.join()
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and received[0].startswith("x,y,r,g,b")
+
+
+def test_dash_is_standard_output_and_input(tmp_path, rgb_png):
+    result = run("encode", rgb_png, "-o", "-")
+    assert result.exit_code == 0 and result.stdout.startswith("x,y,r,g,b\n")
+    result = CliRunner().invoke(app, ["decode", "-", "-o", str(tmp_path / "back.png")], input=result.stdout)
+    assert result.exit_code == 0, result.output
+    assert (np.asarray(Image.open(tmp_path / "back.png")) == np.asarray(Image.open(rgb_png))).all()
+    assert run("decode", "-").exit_code == 2

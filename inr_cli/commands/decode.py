@@ -6,6 +6,7 @@ from typing import Optional
 import typer
 
 from inr_cli.commands.paths import check_parent, default_output
+from inr_cli.errors import UsageError
 from inr_cli.images import save_image
 from inr_cli.pixel_csv import read_csv
 
@@ -15,10 +16,12 @@ NEEDS_ARGS = True
 
 
 def command(
-    csv: Path = typer.Argument(..., help="Pixel CSV written by `inr encode` (or by hand)."),
+    csv: Path = typer.Argument(..., help="Pixel CSV written by `inr encode` (or by hand); - reads standard input."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Image to write (default: CSV with .png, "
                                           "or NAME-decoded.png when that exists)."),
 ) -> None:
+    if str(csv) == "-" and output is None:
+        raise UsageError("decode - reads the CSV from standard input: name the image to write with -o")
     pixels = read_csv(csv)
     target = output or default_output(csv, ".png", fallback="decoded")
     check_parent(target)

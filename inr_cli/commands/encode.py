@@ -18,7 +18,8 @@ NEEDS_ARGS = True
 
 def command(
     image: Path = typer.Argument(..., help="Image file (PNG, JPEG, GIF, ...)."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="CSV to write (default: IMAGE with .csv)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="CSV to write (default: IMAGE with .csv; "
+                                          "- for standard output)."),
     size: Optional[int] = typer.Option(None, "--size", help="Resize so the longer side is N pixels (Lanczos)."),
     gray: bool = typer.Option(False, "--gray", help="Convert to one grey channel."),
 ) -> None:
@@ -29,6 +30,9 @@ def command(
     for message in notices:
         notice(message)
     target = output or default_output(image, ".csv")
+    if str(target) == "-":
+        write_csv(pixels, target)  # the CSV is the result on standard output: no path after it
+        return
     check_parent(target)
     write_csv(pixels, target)
     typer.echo(str(target))
