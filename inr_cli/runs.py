@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import fcntl
-import os
 from pathlib import Path
+
+from filelock import FileLock, Timeout
 
 from inr_cli.checkpoint import FILENAME
 from inr_cli.errors import InrError
@@ -30,31 +30,26 @@ def latest_run(root: Path = RUNS_ROOT) -> Path:
 
 
 class RunLock:
-    """An exclusive lock on a run directory, so two trainers never write the same checkpoint."""
+    """An exclusive lock on a run directory, so two trainers never write the same checkpoint.
+
+    filelock: flock on Unix, LockFileEx on Windows (where CuPy runs too), released by the operating
+    system when a process dies, so a killed run never leaves its directory locked."""
 
     def __init__(self, run_dir: Path):
         self.path = Path(run_dir) / ".lock"
-        self.handle = None
+        self.lock = FileLock(self.path, timeout=0)
 
     def __enter__(self):
         try:
-            self.handle = open(self.path, "a+")
+            self.lock.acquire()
+        except Timeout:
+            raise InrError(f"{self.path.parent}: another inr train is using this run directory") from None
         except OSError as exc:
             raise InrError(f"{self.path.parent}: cannot write to the run directory ({exc.strerror})") from None
-        try:
-            fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self.handle.close()
-            raise InrError(f"{self.path.parent}: another inr train is using this run directory") from None
-        self.handle.seek(0)
-        self.handle.truncate()
-        self.handle.write(f"{os.getpid()}\n")
-        self.handle.flush()
         return self
 
     def __exit__(self, *exc):
-        fcntl.flock(self.handle, fcntl.LOCK_UN)
-        self.handle.close()
+        self.lock.release()
 
 
 class MetricsLog:

@@ -44,3 +44,18 @@ def test_installed_wheel_finds_its_files(wheel, tmp_path):
     kernels, configs, sample, listing = result.stdout.splitlines()
     assert kernels.startswith(str(site)) and configs.startswith(str(site))
     assert sample == "True" and "matmul.cu" in listing
+
+
+def test_wheel_metadata_license_version_and_headers(wheel):
+    import inr_cli
+
+    archive = zipfile.ZipFile(wheel)
+    names = set(archive.namelist())
+    metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    text = archive.read(metadata).decode()
+    assert "License-Expression: MIT" in text
+    assert f"Version: {inr_cli.__version__}" in text  # the version lives in one place
+    assert any(n.endswith("licenses/LICENSE") for n in names)
+    assert {"inr_cli/kernels/constants.cuh", "inr_cli/kernels/activation_math.cuh"} <= names
+    for extra in ("cuda12", "cuda13", "cluster"):
+        assert f"Provides-Extra: {extra}" in text
