@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -331,3 +332,22 @@ def test_dash_is_standard_output_and_input(tmp_path, rgb_png):
     assert result.exit_code == 0, result.output
     assert (np.asarray(Image.open(tmp_path / "back.png")) == np.asarray(Image.open(rgb_png))).all()
     assert run("decode", "-").exit_code == 2
+
+
+def test_progress_shows_time_left_at_80_columns_and_plain_lines_off_a_terminal(tmp_path, rgb_png):
+    import io
+
+    from rich.console import Console
+
+    from inr_cli.progress import TrainingProgress
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=80, force_terminal=True, color_system=None)
+    with TrainingProgress(0, 3000, quiet=False, console=console) as progress:
+        progress.update(1500, 1.234e-3, 29.09, 1e-4, 123.4)
+    line = buffer.getvalue().split("\x1b[2K")[-1]  # the last redraw of the line
+    assert re.search(r"step 1500/3000 +\d+:\d\d:\d\d +left +\d+:\d\d:\d\d", line), line
+    result = run("train", rgb_png, "--steps", "4", "--log-every", "2", "--run-dir", tmp_path / "r", "--hidden", "8",
+                 "--layers", "1", "--device", "cpu")
+    assert result.exit_code == 0
+    assert re.search(r"step 4/4  elapsed \d+:\d\d:\d\d  left \d+:\d\d:\d\d", result.output), result.output
