@@ -193,7 +193,9 @@ def test_config_file_and_flag_precedence(tmp_path, rgb_png):
 def test_doctor_runs_without_gpu():
     result = run("doctor")
     assert result.exit_code == 0
-    assert "kernels" in result.stdout and "gpu" in result.stdout
+    assert "kernels" in result.stdout and "gpu" in result.stdout and "numpy" in result.stdout
+    report = json.loads(run("doctor", "--json").stdout)
+    assert report["python"] and report["numpy"] == np.__version__ and "gpu" in report
 
 
 def test_device_gpu_without_gpu_is_a_clear_error(rgb_png, tmp_path):
@@ -351,3 +353,10 @@ def test_progress_shows_time_left_at_80_columns_and_plain_lines_off_a_terminal(t
                  "--layers", "1", "--device", "cpu")
     assert result.exit_code == 0
     assert re.search(r"step 4/4  elapsed \d+:\d\d:\d\d  left \d+:\d\d:\d\d", result.output), result.output
+
+
+def test_train_json_summary(tmp_path, rgb_png):
+    result = run("train", rgb_png, "--steps", "3", "--run-dir", tmp_path / "r", "--json", *SMALL)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["step"] == 3 and summary["run_dir"] == str(tmp_path / "r") and summary["psnr"] > 0

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Optional
 
@@ -54,6 +55,7 @@ def command(
     allow_data_change: bool = typer.Option(False, "--allow-data-change",
                                            help="With --resume: go on even if the data differ from the run's."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+    as_json: bool = typer.Option(False, "--json", help="Print the final summary as one JSON object (stdout)."),
 ) -> None:
     flags = dict(model=model, hidden=hidden, layers=layers, omega0=omega0, encoding=encoding,
                  fourier_features=fourier_features, fourier_sigma=fourier_sigma, steps=steps, lr=lr, lr_min=lr_min,
@@ -64,12 +66,12 @@ def command(
     if resume:
         if preset is not None:
             raise UsageError("--preset cannot be used with --resume: the run keeps its saved configuration")
-        _resume(data, flags, config_file, run_dir, allow_data_change, quiet)
+        _resume(data, flags, config_file, run_dir, allow_data_change, quiet, as_json)
     else:
-        _start(data, flags, config_file, run_dir, quiet, preset)
+        _start(data, flags, config_file, run_dir, quiet, preset, as_json)
 
 
-def _start(data, flags, config_file, run_dir, quiet, preset=None) -> None:
+def _start(data, flags, config_file, run_dir, quiet, preset=None, as_json=False) -> None:
     values = flags_to_values(flags)
     if data is not None:  # else the --config file's [data] source, or the preset's (the sample)
         values["data.source"] = "" if data == SAMPLE else str(Path(data).resolve())
@@ -90,10 +92,10 @@ def _start(data, flags, config_file, run_dir, quiet, preset=None) -> None:
         net = config.network
         info(f"training {net.model} ({net.layers}x{net.hidden}) on {source or 'the built-in sample'} "
              f"({image.width}x{image.height}, {','.join(image.channels)}) -> {run_dir}")
-    _finish(run_training(config, image, run_dir, None, quiet), quiet)
+    _finish(run_training(config, image, run_dir, None, quiet), quiet, as_json)
 
 
-def _resume(data, flags, config_file, run_dir, allow_data_change, quiet) -> None:
+def _resume(data, flags, config_file, run_dir, allow_data_change, quiet, as_json=False) -> None:
     if config_file is not None:
         raise UsageError("--config cannot be used with --resume: the run keeps its saved configuration")
     if run_dir is not None:
@@ -122,10 +124,14 @@ def _resume(data, flags, config_file, run_dir, allow_data_change, quiet) -> None
         notice(f"{where} has changed since this run started; continuing on the new data as asked")
     if not quiet:
         info(f"resuming {run_dir} at step {saved.step} of {steps}")
-    _finish(run_training(config, image, run_dir, saved, quiet), quiet)
+    _finish(run_training(config, image, run_dir, saved, quiet), quiet, as_json)
 
 
-def _finish(result, quiet: bool) -> None:
+def _finish(result, quiet: bool, as_json: bool = False) -> None:
+    if as_json:
+        typer.echo(json.dumps({"run_dir": str(result.run_dir), "step": result.step, "loss": result.loss,
+                               "psnr": round(result.psnr, 4), "seconds": round(result.seconds, 3)}))
+        return
     if not quiet:
         info(f"done: step {result.step}, loss {result.loss:.4e}, PSNR {result.psnr:.2f} dB, "
              f"{result.seconds:.1f} s of training. Render larger with: inr render {result.run_dir} --size 1024")
