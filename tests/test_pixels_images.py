@@ -153,3 +153,30 @@ def test_missing_and_directory(tmp_path):
         load_image(tmp_path / "nope.png")
     with pytest.raises(InrError, match="directory"):
         load_image(tmp_path)
+
+
+def test_fast_and_careful_csv_parsers_agree(tmp_path):
+    """A well-formed CSV is parsed in one C pass; anything else line by line. Same image either way,
+    and a file whose lines carry one value too many and one too few is still refused, by line."""
+    import numpy as np
+
+    from inr_cli.images import PixelImage
+    from inr_cli.pixel_csv import csv_text
+
+    rng = np.random.default_rng(3)
+    image = PixelImage((rng.integers(0, 65536, (7, 9, 3)) / 65535).astype(np.float32), ("r", "g", "b"), 16)
+    text = csv_text(image)
+    (tmp_path / "fast.csv").write_text(text)
+    header, *rows = text.splitlines()
+    shuffled = [rows[i] for i in rng.permutation(len(rows))]
+    (tmp_path / "careful.csv").write_text("\r\n".join([header, "", *shuffled]) + "\r\n")
+    fast, careful = read_csv(tmp_path / "fast.csv"), read_csv(tmp_path / "careful.csv")
+    assert np.array_equal(fast.values, careful.values) and fast.bit_depth == careful.bit_depth == 16
+    assert np.array_equal(fast.values, np.round(image.values * 65535) / 65535) or np.allclose(
+        fast.values, image.values, atol=1e-7)
+    bad = rows[:]
+    bad[2] = bad[2] + ",0.5"
+    bad[3] = bad[3].rsplit(",", 1)[0]
+    (tmp_path / "bad.csv").write_text("\n".join([header, *bad]) + "\n")
+    with pytest.raises(InrError, match="line 4: 6 values, expected 5"):
+        read_csv(tmp_path / "bad.csv")
