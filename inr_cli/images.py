@@ -152,6 +152,15 @@ def save_uint8(array: np.ndarray, path: Path) -> None:
     _save_pil(_pil_from_uint8(array), Path(path))
 
 
+# Above this many pixels a PNG is written with zlib level 1: 3x faster than Pillow's default 6 at
+# 8192x8192 (benchmarks/png_writer.py), for a file about a third larger. Small images keep level 6.
+FAST_PNG_PIXELS = 1 << 22
+
+
+def png_options(pil: Image.Image) -> dict:
+    return {"compress_level": 1} if pil.width * pil.height > FAST_PNG_PIXELS else {}
+
+
 def _save_pil(pil: Image.Image, path: Path) -> None:
     fmt = Image.registered_extensions().get(path.suffix.lower())
     if fmt is None:
@@ -160,6 +169,6 @@ def _save_pil(pil: Image.Image, path: Path) -> None:
         pil = pil.convert("RGB")
     with atomic_path(path, suffix=path.suffix) as tmp:
         try:
-            pil.save(tmp, format=fmt)
+            pil.save(tmp, format=fmt, **(png_options(pil) if fmt == "PNG" else {}))
         except (OSError, ValueError) as exc:
             raise InrError(f"{path}: cannot write this image as {fmt} ({exc})") from None
