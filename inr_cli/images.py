@@ -161,10 +161,17 @@ def png_options(pil: Image.Image) -> dict:
     return {"compress_level": 1} if pil.width * pil.height > FAST_PNG_PIXELS else {}
 
 
-def _save_pil(pil: Image.Image, path: Path) -> None:
-    fmt = Image.registered_extensions().get(path.suffix.lower())
+def image_format(path: Path) -> str:
+    """Pillow's format for the file name's extension, or one line saying it has none: checked
+    before a render, not after it."""
+    fmt = Image.registered_extensions().get(Path(path).suffix.lower())
     if fmt is None:
-        raise InrError(f"{path}: unknown image extension '{path.suffix}' (use .png)")
+        raise InrError(f"{path}: unknown image extension '{Path(path).suffix}' (use .png)")
+    return fmt
+
+
+def _save_pil(pil: Image.Image, path: Path) -> None:
+    fmt = image_format(path)
     if fmt == "JPEG" and pil.mode == "RGBA":
         pil = pil.convert("RGB")
     with atomic_path(path, suffix=path.suffix) as tmp:

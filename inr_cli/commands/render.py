@@ -15,7 +15,7 @@ from inr_cli.canvas import canvas_size
 from inr_cli.commands.paths import check_parent
 from inr_cli.console import info, notice
 from inr_cli.errors import UsageError
-from inr_cli.images import save_uint8
+from inr_cli.images import image_format, save_uint8
 from inr_cli.render import render_uint8
 
 NAME = "render"
@@ -53,6 +53,7 @@ def command(
     run_dir = run if run.is_dir() else run.parent
     target = output or run_dir / f"{default_name}-{w}x{h}.png"
     check_parent(target)
+    image_format(target)
     notices: list[str] = []
     backend = get_backend(device, "kernel", notices)
     for message in notices:

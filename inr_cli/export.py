@@ -1,0 +1,110 @@
+"""A trained network in formats other tools read: safetensors (the weights, named per layer) and
+ONNX (the whole function, coordinates in, colours out, for onnxruntime and the runtimes after it).
+
+Both keep the coordinate convention of the design notes: a pixel (x, y) of a W x H canvas is fed as
+u = (x + 0.5) / W * 2 - 1, v = (y + 0.5) / H * 2 - 1, the input columns in that order (u, v).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from inr_cli.atomic import atomic_path
+from inr_cli.errors import InrError
+from inr_cli.network import NetworkSpec, frequency_view, layer_views
+
+FORMATS = {".safetensors": "safetensors", ".onnx": "onnx"}
+CONVENTION = "input (u, v) = ((x + 0.5) / W * 2 - 1, (y + 0.5) / H * 2 - 1); output channels in [0, 1]"
+
+
+def _need(module: str):
+    try:
+        return __import__(module)
+    except ImportError:
+        raise InrError(f"writing {module} files needs the '{module}' package: pip install 'inr[export]'") from None
+
+
+def named_tensors(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarray]:
+    """layers.I.weight [out, in], layers.I.bias [out], and encoding.frequencies [m, 2] with Fourier features."""
+    flat = np.asarray(params, dtype=np.float32).reshape(1, -1)
+    tensors = {}
+    frequencies = frequency_view(spec, flat)
+    if frequencies is not None:
+        tensors["encoding.frequencies"] = np.ascontiguousarray(frequencies[0])
+    for i, (weight, bias) in enumerate(layer_views(spec, flat)):
+        tensors[f"layers.{i}.weight"] = np.ascontiguousarray(weight[0])
+        tensors[f"layers.{i}.bias"] = np.ascontiguousarray(bias[0])
+    return tensors
+
+
+def write_safetensors(spec: NetworkSpec, params: np.ndarray, channels, path: Path) -> None:
+    _need("safetensors")
+    from safetensors.numpy import save_file
+    metadata = {"spec": spec.to_json(), "activations": json.dumps(spec.activations()),
+                "channels": ",".join(channels), "convention": CONVENTION}
+    with atomic_path(path, suffix=".safetensors") as tmp:
+        save_file(named_tensors(spec, params), str(tmp), metadata=metadata)
+
+
+def onnx_model(spec: NetworkSpec, params: np.ndarray, channels):
+    """The forward pass as an ONNX graph: coords [rows, 2] -> colours [rows, C], clipped to [0, 1]."""
+    onnx = _need("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    tensors = named_tensors(spec, params)
+    nodes, initializers = [], []
+
+    def constant(name: str, value: np.ndarray) -> str:
+        initializers.append(numpy_helper.from_array(np.asarray(value, dtype=np.float32), name))
+        return name
+
+    def node(op: str, inputs: list[str], name: str, **attrs) -> str:
+        nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
+        return name
+
+    h = "coords"
+    if spec.encoding == "fourier":
+        b_t = constant("encoding.frequencies_t", tensors["encoding.frequencies"].T)
+        angle = node("Mul", [node("MatMul", [h, b_t], "projection"), constant("two_pi", np.array(2 * math.pi))],
+                     "angle")
+        h = node("Concat", [node("Cos", [angle], "cos"), node("Sin", [angle], "sin")], "encoded", axis=1)
+    omega = constant("omega0", np.array(spec.omega0))
+    for i, activation in enumerate(spec.activations()):
+        weight_t = constant(f"layers.{i}.weight_t", tensors[f"layers.{i}.weight"].T)
+        z = node("Add", [node("MatMul", [h, weight_t], f"layers.{i}.product"),
+                         constant(f"layers.{i}.bias", tensors[f"layers.{i}.bias"])], f"layers.{i}.z")
+        if activation == "sine":
+            h = node("Sin", [node("Mul", [z, omega], f"layers.{i}.phase")], f"layers.{i}.a")
+        elif activation == "sigmoid":
+            h = node("Sigmoid", [z], f"layers.{i}.a")
+        elif activation == "relu":
+            h = node("Relu", [z], f"layers.{i}.a")
+        else:
+            h = z
+    node("Clip", [h, constant("zero", np.array(0.0)), constant("one", np.array(1.0))], "colours")
+    graph = helper.make_graph(
+        nodes, "inr", [helper.make_tensor_value_info("coords", TensorProto.FLOAT, ["rows", 2])],
+        [helper.make_tensor_value_info("colours", TensorProto.FLOAT, ["rows", spec.out_features])], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="inr")
+    model.ir_version = min(model.ir_version, 9)  # readable by onnxruntime releases of the last years
+    helper.set_model_props(model, {"spec": spec.to_json(), "channels": ",".join(channels), "convention": CONVENTION})
+    onnx.checker.check_model(model)
+    return model
+
+
+def write_onnx(spec: NetworkSpec, params: np.ndarray, channels, path: Path) -> None:
+    onnx = _need("onnx")
+    model = onnx_model(spec, params, channels)
+    with atomic_path(path, suffix=".onnx") as tmp:
+        onnx.save(model, str(tmp))
+
+
+def export(spec: NetworkSpec, params: np.ndarray, channels, path: Path) -> None:
+    kind = FORMATS.get(Path(path).suffix.lower())
+    if kind is None:
+        raise InrError(f"{path}: unknown export format '{Path(path).suffix}' (use .safetensors or .onnx)")
+    (write_safetensors if kind == "safetensors" else write_onnx)(spec, params, channels, Path(path))

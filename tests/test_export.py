@@ -1,0 +1,77 @@
+"""inr export: the files load with the libraries users would use, and onnxruntime draws the very
+pixels inr render draws."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from inr_cli import checkpoint as ckpt
+from inr_cli.cli import app
+from inr_cli.coords import pixel_grid
+from inr_cli.network import layer_views
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module", params=["siren", "fourier", "sigmoid"])
+def run_dir(request, tmp_path_factory):
+    from tests.conftest import make_image
+
+    base = tmp_path_factory.mktemp(request.param)
+    image = make_image(base / "img.png", "RGB", size=(12, 8))
+    flags = {"siren": ["--preset", "siren", "--omega0", "30"], "fourier": ["--preset", "fourier", "--fourier-features", "6"],
+             "sigmoid": ["--preset", "sigmoid"]}[request.param]
+    result = runner.invoke(app, ["train", str(image), "--steps", "20", "--hidden", "16", "--layers", "2", "-q",
+                                 "--device", "cpu", "--run-dir", str(base / "run"), *flags])
+    assert result.exit_code == 0, result.output
+    return base / "run"
+
+
+def test_onnx_draws_the_pixels_inr_render_draws(run_dir, tmp_path):
+    onnxruntime = pytest.importorskip("onnxruntime")
+    result = runner.invoke(app, ["export", str(run_dir), "-o", str(tmp_path / "model.onnx")])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["render", str(run_dir), "--width", "40", "--height", "30", "--device", "cpu",
+                                 "-o", str(tmp_path / "render.png"), "-q"])
+    assert result.exit_code == 0, result.output
+    rendered = np.asarray(Image.open(tmp_path / "render.png")).astype(int)
+    session = onnxruntime.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    colours = session.run(None, {"coords": pixel_grid(40, 30)})[0]
+    drawn = np.round(colours.reshape(30, 40, 3) * 255).astype(int)
+    assert np.abs(drawn - rendered).max() <= 1  # float rounding of sin/exp between runtimes: at most one level
+    assert (drawn == rendered).mean() > 0.99
+
+
+def test_safetensors_hold_the_weights_by_layer(run_dir, tmp_path):
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    from safetensors import safe_open
+
+    result = runner.invoke(app, ["export", str(run_dir), "-o", str(tmp_path / "model.safetensors")])
+    assert result.exit_code == 0, result.output
+    tensors = safetensors_numpy.load_file(str(tmp_path / "model.safetensors"))
+    saved = ckpt.load(run_dir)
+    for i, (weight, bias) in enumerate(layer_views(saved.spec, saved.state.params)):
+        assert np.array_equal(tensors[f"layers.{i}.weight"], weight[0])
+        assert np.array_equal(tensors[f"layers.{i}.bias"], bias[0])
+    assert ("encoding.frequencies" in tensors) == (saved.spec.encoding == "fourier")
+    with safe_open(str(tmp_path / "model.safetensors"), framework="numpy") as handle:
+        assert '"model"' in handle.metadata()["spec"]
+
+
+def test_export_refuses_unknown_formats_before_work(tmp_path):
+    result = runner.invoke(app, ["export", str(tmp_path / "nowhere"), "-o", str(tmp_path / "model.pt")])
+    assert result.exit_code == 2 and "unknown export format '.pt'" in result.output
+
+
+def test_render_checks_the_image_extension_before_rendering(run_dir, tmp_path, monkeypatch):
+    import inr_cli.commands.render as render_command
+
+    def never(*args, **kwargs):
+        raise AssertionError("rendered before checking the output name")
+
+    monkeypatch.setattr(render_command, "render_uint8", never)
+    result = runner.invoke(app, ["render", str(run_dir), "--size", "9999", "-o", str(tmp_path / "big.xyz")])
+    assert result.exit_code == 1 and "unknown image extension '.xyz'" in result.output
