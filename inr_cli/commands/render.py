@@ -4,17 +4,14 @@ import time
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import typer
 
-from inr_cli import checkpoint as ckpt
 from inr_cli import fit_many
 from inr_cli.config import Device
 from inr_cli.backends import get_backend
 from inr_cli.canvas import canvas_size
 from inr_cli.commands.paths import check_parent
 from inr_cli.console import info, notice
-from inr_cli.errors import UsageError
 from inr_cli.images import image_format, save_uint8
 from inr_cli.render import render_uint8
 
@@ -34,24 +31,10 @@ def command(
     device: Device = typer.Option("auto", "--device", help="auto | cpu | gpu."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress messages."),
 ) -> None:
-    if fit_many.is_network_set(run):
-        if image is None:
-            raise UsageError(f"{run} is a set of networks: name one with --image NAME")
-        networks = fit_many.load_network_set(run)
-        row = networks.row(image)
-        spec, params = networks.spec, np.array(networks.weights[row])
-        train_w, train_h = int(networks.index[row]["width"]), int(networks.index[row]["height"])
-        default_name = f"render-{Path(image).stem}"
-    else:
-        if image is not None:
-            raise UsageError(f"--image names an image of an inr fit-many folder; {run} is a single run")
-        saved = ckpt.load(run)
-        spec, params = saved.spec, saved.params
-        train_h, train_w, _ = saved.data_shape
-        default_name = "render"
-    w, h = canvas_size(train_w, train_h, size, width, height)
+    network = fit_many.one_network(run, image)
+    w, h = canvas_size(network.width, network.height, size, width, height)
     run_dir = run if run.is_dir() else run.parent
-    target = output or run_dir / f"{default_name}-{w}x{h}.png"
+    target = output or run_dir / f"{network.label}-{w}x{h}.png"
     check_parent(target)
     image_format(target)
     notices: list[str] = []
@@ -59,7 +42,7 @@ def command(
     for message in notices:
         notice(message)
     start = time.perf_counter()
-    values = render_uint8(backend, spec, params, w, h)
+    values = render_uint8(backend, network.spec, network.params, w, h)
     seconds = time.perf_counter() - start
     save_uint8(values, target)
     if not quiet:
