@@ -4,7 +4,8 @@ a CPU render of that size takes.
     PYTHONPATH=. python benchmarks/png_writer.py --size 8192
 
 The picture is the coffee photo enlarged (smooth, like a network's render). Prints seconds for
-Pillow's default (zlib level 6) and for inr's writer (images.save_uint8), their ratio and the file
+Pillow's default (zlib level 6) and for inr's writer (images.save_uint8: inr_cli/png.py at this size),
+their ratio and the file
 sizes; then renders a small SIREN (2x32) at the same size on the CPU and reports the peak of the
 memory NumPy allocated for it (tracemalloc), against the uint8 image's own size.
 """
