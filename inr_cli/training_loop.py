@@ -14,17 +14,17 @@ from inr_cli import checkpoint as ckpt
 from inr_cli.atomic import atomic_write_text
 from inr_cli.backends import get_backend
 from inr_cli.checkpoint import TrainingState
-from inr_cli.comparison import side_by_side
+from inr_cli.comparison import side_by_side, write_previews_animation, write_psnr_svg
 from inr_cli.config import Config, to_toml
 from inr_cli.console import info, notice
 from inr_cli.data import fingerprint
 from inr_cli.errors import InrError
 from inr_cli.images import PixelImage, save_image
-from inr_cli.metrics import psnr_from_mse
+from inr_cli.metrics import psnr, psnr_from_mse
 from inr_cli.network import NetworkSpec
 from inr_cli.progress import TrainingProgress
 from inr_cli.render import render_float
-from inr_cli.runs import MetricsLog, RunLock
+from inr_cli.runs import MetricsLog, RunLock, read_metrics
 from inr_cli.schedule import cosine_lr
 from inr_cli.trainer import Trainer
 
@@ -120,7 +120,9 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
             metrics.close()
         save(trainer)
         rendered = _write_preview(trainer, run_dir / "render.png")
-        _save_quietly(side_by_side(rendered, image.values), run_dir / "comparison.png")
+        _save_quietly(side_by_side(rendered, image.values, psnr=psnr(rendered, image.values)),
+                      run_dir / "comparison.png")
+        _write_run_pictures(run_dir, rendered)
     loss = float(trainer.loss[0])
     return TrainingResult(run_dir, trainer.step_done, loss, psnr_from_mse(loss), trainer.seconds)
 
@@ -176,6 +178,16 @@ def _write_preview(trainer: Trainer, path: Path) -> np.ndarray:
     values = render_float(trainer.backend, trainer.spec, trainer.params[:1], trainer.width, trainer.height)
     _save_quietly(PixelImage(values, trainer.channels), path)
     return values
+
+
+def _write_run_pictures(run_dir: Path, rendered: np.ndarray) -> None:
+    """psnr.svg from metrics.csv and previews.png (the previews and the final render, animated)."""
+    try:
+        write_psnr_svg(read_metrics(run_dir), run_dir / "psnr.svg")
+        frames = sorted((run_dir / "previews").glob("step-*.png")) + [run_dir / "render.png"]
+        write_previews_animation(frames, run_dir / "previews.png")
+    except (OSError, ValueError) as exc:  # pictures are a convenience: a failure only warns
+        notice(f"could not write the run's pictures in {run_dir}: {exc}")
 
 
 def _save_quietly(image: PixelImage, path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from PIL import Image
 from typer.testing import CliRunner
 
 from inr_cli import checkpoint as ckpt
@@ -113,17 +114,30 @@ def test_a_blow_up_is_not_called_a_success(tmp_path, rgb_png):
     assert saved.step < 200 and saved.last_loss < 1.0
 
 
+def test_comparison_captions_on_wide_panels():
+    from inr_cli.comparison import LABEL_HEIGHT, side_by_side
+
+    reference = np.random.default_rng(0).random((20, 80, 3)).astype(np.float32)
+    picture = side_by_side(reference, reference, psnr=99.0)
+    assert picture.values.shape == (20 + LABEL_HEIGHT, 3 * 80 + 8, 3)
+    assert (picture.values[20:] < 0.5).any()  # dark text on the white strip
+
+
 def test_run_directory_contents(tmp_path, rgb_png):
     run = tmp_path / "run"
     result = train([str(rgb_png), "--steps", "6", "--preview-every", "3", "--run-dir", str(run), *SMALL])
     assert result.exit_code == 0
     assert result.stdout.strip().endswith(str(run))
     for name in ("checkpoint.npz", "config.toml", "metrics.csv", "render.png", "comparison.png",
-                 "previews/step-000003.png"):
+                 "previews/step-000003.png", "psnr.svg", "previews.png"):
         assert (run / name).is_file(), name
-    from PIL import Image
+    import xml.etree.ElementTree as ElementTree
 
-    assert Image.open(run / "comparison.png").size == (3 * 13 + 8, 9)
+    svg = ElementTree.parse(run / "psnr.svg").getroot()
+    assert svg.tag.endswith("svg") and any(e.tag.endswith("polyline") for e in svg.iter())
+    animation = Image.open(run / "previews.png")
+    assert getattr(animation, "n_frames", 1) == 2  # the preview at step 3 and the final render
+    assert Image.open(run / "comparison.png").size == (3 * 13 + 8, 9)  # panels too narrow for captions
     header, *rows = (run / "metrics.csv").read_text().splitlines()
     assert header == "step,loss,psnr,lr,seconds"
     assert [int(r.split(",")[0]) for r in rows] == [3, 6]
