@@ -85,7 +85,7 @@ def test_encode_size_gray_and_default_output(tmp_path, coffee):
     (["train", "{rgb}", "--batch-size", "-5"], 2, "batch_size must not be negative"),
     (["train", "{rgb}", "--model", "resnet"], 2, "'resnet' is not one of 'siren', 'sigmoid', 'relu'"),
     (["train", "{rgb}", "--device", "tpu"], 2, "'tpu' is not one of"),
-    (["train", "{rgb}", "--no-such-flag"], 2, "No such option: --no-such-flag"),
+    (["train", "{rgb}", "--no-such-flag"], 2, "No such option"),
     (["render", "--size", "5"], 2, "Missing argument"),
     (["train", "{rgb}", "--config", "{tmp}/bad.toml"], 2, "unknown key 'network.widht'"),
     (["train", "{rgb}", "--config", "{tmp}/broken.toml"], 2, "line 2"),
