@@ -38,6 +38,7 @@ from inr_cli.errors import InrError, UsageError
 from inr_cli.images import PixelImage
 from inr_cli.metrics import psnr_from_mse
 from inr_cli.network import NetworkSpec
+from inr_cli.progress import clock
 from inr_cli.render import render_networks
 from inr_cli.trainer import Trainer
 
@@ -380,12 +381,20 @@ class ImageProgress:
         self.console = err
         self.bar = None
         if not quiet and err.is_terminal:
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+            from rich.progress import BarColumn, Progress, TextColumn
+            from rich.table import Column
 
-            self.bar = Progress(TextColumn("images {task.completed}/{task.total}"), BarColumn(),
-                                TextColumn("{task.fields[rate]} images/s  mean PSNR {task.fields[psnr]}"),
-                                TimeElapsedColumn(), TimeRemainingColumn(), console=err)
-            self.task = self.bar.add_task("fit", total=total, completed=done, rate="-", psnr="-")
+            counter = f"images {total}/{total}"
+            self.bar = Progress(  # counts and times first and never squeezed, as in training's progress
+                TextColumn("images {task.completed}/{task.total}", table_column=Column(no_wrap=True,
+                                                                                      min_width=len(counter))),
+                TextColumn("{task.fields[elapsed]} left {task.fields[left]}", table_column=Column(no_wrap=True,
+                                                                                                min_width=20)),
+                TextColumn("{task.fields[rate]} images/s  mean PSNR {task.fields[psnr]}",
+                           table_column=Column(no_wrap=True, overflow="ellipsis", ratio=2)),
+                BarColumn(bar_width=None, table_column=Column(ratio=1)), console=err)
+            self.task = self.bar.add_task("fit", total=total, completed=done, rate="-", psnr="-",
+                                          elapsed=clock(0), left="-:--:--")
 
     def __enter__(self):
         if self.bar is not None:
@@ -402,10 +411,11 @@ class ImageProgress:
         elapsed = time.perf_counter() - self.start
         rate = (self.done - self.start_done) / max(elapsed, 1e-9)
         mean = float(np.mean(self.psnrs))
+        left = (self.total - self.done) / rate if rate > 0 else float("inf")
         if self.bar is not None:
-            self.bar.update(self.task, completed=self.done, rate=f"{rate:.1f}", psnr=f"{mean:.2f} dB")
+            self.bar.update(self.task, completed=self.done, rate=f"{rate:.1f}", psnr=f"{mean:.2f} dB",
+                            elapsed=clock(elapsed), left=clock(left))
         elif not self.quiet and (time.perf_counter() - self.last_line >= self.every or self.done == self.total):
-            left = (self.total - self.done) / rate if rate > 0 else float("inf")
             self.console.print(f"images {self.done}/{self.total}  {rate:.1f} images/s  mean PSNR {mean:.2f} dB  "
-                               f"elapsed {elapsed:.0f} s  left {left:.0f} s", soft_wrap=True, highlight=False)
+                               f"elapsed {clock(elapsed)}  left {clock(left)}", soft_wrap=True, highlight=False)
             self.last_line = time.perf_counter()
