@@ -52,6 +52,9 @@ def load_image(path: Path, size: int | None = None, gray: bool = False, notices:
     if path.stat().st_size == 0:
         raise InrError(f"{path}: the file is empty")
     Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
+    if not gray and _is_png16_colour(path):
+        pixels = _read_png16(path)
+        return resize(pixels, size) if size is not None else pixels
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -73,6 +76,30 @@ def load_image(path: Path, size: int | None = None, gray: bool = False, notices:
             notices.append(f"{path.name} is {pixels.width}x{pixels.height}: --size {size} enlarges it (Lanczos)")
         pixels = resize(pixels, size)
     return pixels
+
+
+def _is_png16_colour(path: Path) -> bool:
+    from inr_cli.png import png_depth
+
+    header = png_depth(path)
+    return header is not None and header[0] == 16 and header[1] in (2, 4, 6)
+
+
+def _read_png16(path: Path) -> PixelImage:
+    """16-bit colour (and grey+alpha) PNGs keep their 16 bits: Pillow would cut them to 8."""
+    from inr_cli.png import read_png16
+
+    try:
+        array = read_png16(path, MAX_IMAGE_PIXELS)
+    except ImportError:
+        raise InrError(f"{path}: a 16-bit colour PNG; reading it needs pypng (pip install pypng)") from None
+    except Exception as exc:  # pypng's own error types
+        raise InrError(f"{path}: broken or truncated 16-bit PNG ({exc})") from None
+    channels = {2: ("l", "a"), 3: ("r", "g", "b"), 4: ("r", "g", "b", "a")}[array.shape[2]]
+    if channels == ("l", "a"):  # grey with alpha: as RGBA, like Pillow's path
+        array = np.concatenate([np.repeat(array[..., :1], 3, axis=2), array[..., 1:]], axis=2)
+        channels = ("r", "g", "b", "a")
+    return PixelImage(array.astype(np.float32) / 65535.0, channels, bit_depth=16)
 
 
 def _to_pixels(im: Image.Image, gray: bool) -> PixelImage:
@@ -144,7 +171,26 @@ def _pil_from_uint8(array: np.ndarray) -> Image.Image:
 
 
 def save_image(image: PixelImage, path: Path) -> None:
-    _save_pil(to_pil(image), Path(path))
+    """An image file; a 16-bit image written as PNG keeps its 16 bits (inr_cli/png.py)."""
+    path = Path(path)
+    if image.bit_depth == 16 and image_format(path) == "PNG":
+        save_uint16(np.round(np.clip(image.values, 0, 1) * 65535).astype(np.uint16), path)
+        return
+    _save_pil(to_pil(image), path)
+
+
+def save_uint16(array: np.ndarray, path: Path) -> None:
+    """An (H, W, C) uint16 array as a 16-bit PNG."""
+    from inr_cli.png import write_png
+
+    path = Path(path)
+    if image_format(path) != "PNG":
+        raise InrError(f"{path}: 16-bit images are written as PNG (use .png)")
+    with atomic_path(path, suffix=path.suffix) as tmp:
+        try:
+            write_png(array, tmp)
+        except OSError as exc:
+            raise InrError(f"{path}: cannot write this image ({exc.strerror or exc})") from None
 
 
 # Above this many pixels a PNG is written by inr_cli/png.py, on every core: 8192x8192 in 1.4 s

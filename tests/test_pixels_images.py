@@ -214,3 +214,35 @@ def test_large_renders_use_the_parallel_writer(tmp_path, monkeypatch):
     pixels = np.random.default_rng(0).integers(0, 256, (20, 30, 3), dtype=np.uint8)
     images.save_uint8(pixels, tmp_path / "big.png")
     assert calls and np.array_equal(np.asarray(Image.open(tmp_path / "big.png")), pixels)
+
+
+def test_16_bit_colour_is_kept_from_file_to_csv_to_file_and_rendered(tmp_path):
+    """A 16-bit RGB PNG keeps its 16 bits through encode and decode (Pillow alone would cut them to 8),
+    and inr render --depth 16 writes 16-bit PNGs."""
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from inr_cli.cli import app
+    from inr_cli.png import read_png16, write_png
+
+    rng = np.random.default_rng(16)
+    pixels = rng.integers(0, 65536, (9, 11, 3), dtype=np.uint16)
+    write_png(pixels, tmp_path / "deep.png")
+    image = load_image(tmp_path / "deep.png")
+    assert image.bit_depth == 16 and image.channels == ("r", "g", "b")
+    assert np.array_equal(np.round(image.values * 65535).astype(np.uint16), pixels)
+    runner = CliRunner()
+    assert runner.invoke(app, ["encode", str(tmp_path / "deep.png")]).exit_code == 0
+    result = runner.invoke(app, ["decode", str(tmp_path / "deep.csv"), "-o", str(tmp_path / "back.png")])
+    assert result.exit_code == 0, result.output
+    assert np.array_equal(read_png16(tmp_path / "back.png", 1 << 20), pixels)
+    result = runner.invoke(app, ["train", str(tmp_path / "deep.png"), "--steps", "2", "--hidden", "8", "--layers", "1",
+                                 "--device", "cpu", "-q", "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["render", str(tmp_path / "run"), "--size", "22", "--depth", "16", "--device", "cpu",
+                                 "-q", "-o", str(tmp_path / "r16.png")])
+    assert result.exit_code == 0, result.output
+    drawn = read_png16(tmp_path / "r16.png", 1 << 20)
+    assert drawn.shape == (18, 22, 3) and drawn.dtype == np.uint16 and len(np.unique(drawn)) > 256
+    result = runner.invoke(app, ["render", str(tmp_path / "run"), "--depth", "16", "-o", str(tmp_path / "r.jpg")])
+    assert result.exit_code == 2 and "16-bit renders are written as PNG" in result.output

@@ -4,6 +4,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import typer
 
 from inr_cli import fit_many
@@ -12,8 +13,9 @@ from inr_cli.backends import get_backend
 from inr_cli.canvas import canvas_size
 from inr_cli.commands.paths import check_parent
 from inr_cli.console import info, notice
-from inr_cli.images import image_format, save_uint8
-from inr_cli.render import render_uint8
+from inr_cli.errors import UsageError
+from inr_cli.images import image_format, save_uint16, save_uint8
+from inr_cli.render import render_float, render_uint8
 
 NAME = "render"
 HELP = "Draw a trained network on a canvas of any size."
@@ -28,23 +30,32 @@ def command(
     width: Optional[int] = typer.Option(None, "--width", help="Canvas width (with --height: exact size)."),
     height: Optional[int] = typer.Option(None, "--height", help="Canvas height."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Image to write (default: RUN/render-WxH.png)."),
+    depth: int = typer.Option(8, "--depth", help="Bits per channel: 8, or 16 (PNG)."),
     device: Device = typer.Option("auto", "--device", help="auto | cpu | gpu."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress messages."),
 ) -> None:
+    if depth not in (8, 16):
+        raise UsageError(f"--depth is 8 or 16 bits per channel, got {depth}")
     network = fit_many.one_network(run, image)
     w, h = canvas_size(network.width, network.height, size, width, height)
     run_dir = run if run.is_dir() else run.parent
     target = output or run_dir / f"{network.label}-{w}x{h}.png"
     check_parent(target)
-    image_format(target)
+    if image_format(target) != "PNG" and depth == 16:
+        raise UsageError(f"{target}: 16-bit renders are written as PNG (use .png)")
     notices: list[str] = []
     backend = get_backend(device, "kernel", notices)
     for message in notices:
         notice(message)
     start = time.perf_counter()
-    values = render_uint8(backend, network.spec, network.params, w, h)
-    seconds = time.perf_counter() - start
-    save_uint8(values, target)
+    if depth == 16:
+        values = render_float(backend, network.spec, network.params, w, h)
+        seconds = time.perf_counter() - start
+        save_uint16(np.round(values * 65535).astype(np.uint16), target)
+    else:
+        values = render_uint8(backend, network.spec, network.params, w, h)
+        seconds = time.perf_counter() - start
+        save_uint8(values, target)
     if not quiet:
         info(f"rendered {w}x{h} in {seconds:.2f} s on {backend.name}")
     typer.echo(str(target))
