@@ -179,6 +179,22 @@ def save_image(image: PixelImage, path: Path) -> None:
     _save_pil(to_pil(image), path)
 
 
+def save_tiff(array: np.ndarray, path: Path) -> None:
+    """(H, W, C) uint16 or float32 as a TIFF, through tifffile (Pillow writes neither in colour)."""
+    try:
+        import tifffile
+    except ImportError:
+        raise InrError(f"{path}: 16-bit and float TIFFs need tifffile: pip install tifffile") from None
+    path = Path(path)
+    photometric = "minisblack" if array.shape[2] == 1 else "rgb"
+    with atomic_path(path, suffix=path.suffix) as tmp:
+        try:
+            tifffile.imwrite(tmp, array[..., 0] if array.shape[2] == 1 else array, photometric=photometric,
+                             extrasamples=("unassalpha",) if array.shape[2] == 4 else None)
+        except OSError as exc:
+            raise InrError(f"{path}: cannot write this image ({exc.strerror or exc})") from None
+
+
 def save_uint16(array: np.ndarray, path: Path) -> None:
     """An (H, W, C) uint16 array as a 16-bit PNG."""
     from inr_cli.png import write_png

@@ -245,4 +245,21 @@ def test_16_bit_colour_is_kept_from_file_to_csv_to_file_and_rendered(tmp_path):
     drawn = read_png16(tmp_path / "r16.png", 1 << 20)
     assert drawn.shape == (18, 22, 3) and drawn.dtype == np.uint16 and len(np.unique(drawn)) > 256
     result = runner.invoke(app, ["render", str(tmp_path / "run"), "--depth", "16", "-o", str(tmp_path / "r.jpg")])
-    assert result.exit_code == 2 and "16-bit renders are written as PNG" in result.output
+    assert result.exit_code == 2 and "16-bit renders are written as PNG or TIFF" in result.output
+    import tifffile
+
+    from inr_cli import checkpoint as ckpt
+    from inr_cli.backends.numpy_backend import NumpyBackend
+    from inr_cli.render import render_float
+
+    saved = ckpt.load(tmp_path / "run")
+    for depth, dtype in (("16", np.uint16), ("32", np.float32)):
+        result = runner.invoke(app, ["render", str(tmp_path / "run"), "--size", "22", "--depth", depth, "--device",
+                                     "cpu", "-q", "-o", str(tmp_path / f"r{depth}.tif")])
+        assert result.exit_code == 0, result.output
+        tiff = tifffile.imread(tmp_path / f"r{depth}.tif")
+        assert tiff.shape == (18, 22, 3) and tiff.dtype == dtype
+    raw = render_float(NumpyBackend(), saved.spec, saved.params, 22, 18, clip=False)
+    assert np.array_equal(tifffile.imread(tmp_path / "r32.tif"), raw)  # float: the network's own values
+    result = runner.invoke(app, ["render", str(tmp_path / "run"), "--depth", "32", "-o", str(tmp_path / "r.png")])
+    assert result.exit_code == 2 and "float renders are written as TIFF" in result.output
