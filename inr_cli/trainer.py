@@ -32,6 +32,16 @@ from inr_cli.network import Network, NetworkSpec, layer_views
 from inr_cli.workspace import Workspace
 
 
+class BatchBuffers:
+    """A step in blocks keeps, for the whole batch, only the drawn mini-batch and each network's loss."""
+
+    def __init__(self, spec: NetworkSpec, networks: int, batch: int, backend, sampled: bool):
+        self.loss = backend.empty((networks,))
+        if sampled:
+            self.x = backend.empty((networks, batch, spec.in_features))
+            self.t = backend.empty((networks, batch, spec.out_features))
+
+
 class Trainer:
     def __init__(self, backend, spec: NetworkSpec, config: Config, images: list[PixelImage], state: TrainingState,
                  seeds):
@@ -68,11 +78,14 @@ class Trainer:
         self.grads = layer_views(spec, self.flat_grads)
         self.moment1 = self._moment(state.moment1)
         self.moment2 = self._moment(state.moment2)
-        self.workspace = Workspace(spec, self.networks, self.batch, backend, training=True, sampled=not self.full_batch)
         widest = max(max(out_f, in_f) for out_f, in_f in spec.layer_shapes())
         self.groups, self.row_blocks = backend.step_blocks(self.networks, self.batch, widest)
         self.blocks = [(g, r) for r in range(len(self.row_blocks)) for g in range(len(self.groups))]
-        if len(self.blocks) > 1:
+        if len(self.blocks) == 1:
+            self.workspace = Workspace(spec, self.networks, self.batch, backend, training=True,
+                                       sampled=not self.full_batch)
+        else:  # the blocks hold the activations; the whole batch keeps only its inputs and losses
+            self.workspace = BatchBuffers(spec, self.networks, self.batch, backend, sampled=not self.full_batch)
             self.block_workspaces = [Workspace(spec, self.groups[g][1] - self.groups[g][0],
                                                self.row_blocks[r][1] - self.row_blocks[r][0], backend, training=True)
                                      for g, r in self.blocks]
