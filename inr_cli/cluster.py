@@ -60,8 +60,9 @@ def worker_options(ray, plan: Plan, workers: int | None) -> tuple[int, dict]:
         if gpus == 0:
             raise InrError("--device gpu: the Ray cluster has no GPU")
         return workers or gpus, {"num_gpus": 1, "num_cpus": 1}
-    per_worker = max(1, min(cpus, os.cpu_count() or 1))  # a worker's NumPy uses the cores of its machine
-    return workers or max(1, cpus // per_worker), {"num_cpus": per_worker if workers is None else max(1, cpus // workers)}
+    # A CPU worker's NumPy uses the cores of its machine: by default one worker per machine's worth.
+    per_worker = max(1, cpus // workers) if workers else max(1, min(cpus, os.cpu_count() or 1))
+    return workers or max(1, cpus // per_worker), {"num_cpus": per_worker}
 
 
 def run_on_ray(address: str, plan: Plan, out: Path, pending: list[int], on_shard, workers: int | None) -> None:

@@ -18,6 +18,7 @@ the machine that fitted it: `inr train IMAGE --seed SEED` with the same settings
 from __future__ import annotations
 
 import csv
+import functools
 import hashlib
 import io
 import json
@@ -116,12 +117,11 @@ class Plan:
                    NetworkSpec.from_json(json.dumps(data["spec"])), images, data["shards"], data["pack"])
 
     def entry(self, name: str) -> ImageEntry:
-        return self._by_name()[name]
+        return self.by_name[name]
 
-    def _by_name(self) -> dict:
-        if not hasattr(self, "_names"):
-            self._names = {e.name: e for e in self.images}
-        return self._names
+    @functools.cached_property
+    def by_name(self) -> dict[str, ImageEntry]:
+        return {e.name: e for e in self.images}
 
 
 def load_folder_image(folder: Path, name: str, config: Config) -> PixelImage:
@@ -195,7 +195,7 @@ def fit_shard(backend, plan: Plan, images: list[PixelImage], names: list[str]) -
     first = images[0]
     rendered = render_networks(backend, plan.spec, trainer.params, first.width, first.height)
     errors = [float(np.mean((rendered[i] - images[i].values) ** 2, dtype=np.float64)) for i in range(len(images))]
-    return {"names": np.array(names), "params": trainer.state().params, "loss": loss,
+    return {"names": np.array(names), "params": np.array(backend.to_host(trainer.params)), "loss": loss,
             "psnr": np.array([psnr_from_mse(e) for e in errors])}
 
 
