@@ -6,6 +6,7 @@ column 0..W-1, y the row 0..H-1, and channels are `l`, `r,g,b` or `r,g,b,a`.
 
 from __future__ import annotations
 
+import io
 import sys
 import warnings
 from pathlib import Path
@@ -63,28 +64,32 @@ def _value_codes(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def read_csv(path: Path) -> PixelImage:
     """A pixel CSV from a file, or from standard input when path is "-"."""
     path = Path(path)
-    name = "standard input" if str(path) == STDIO else path.name
-    if str(path) != STDIO and not path.exists():
+    stdin = str(path) == STDIO
+    name = "standard input" if stdin else path.name
+    if not stdin and not path.exists():
         raise InrError(f"{path}: no such file")
     if path.is_dir():
         raise InrError(f"{path}: is a directory, expected a pixel CSV")
+    if stdin:
+        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+    else:
+        data = path.read_bytes()
+    end = data.find(b"\n")
+    first_line = data if end < 0 else data[:end]  # (split() would copy the whole file)
     try:
-        if str(path) == STDIO:
-            data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
-            text = data.decode("utf-8-sig")
-        else:
-            text = path.read_text(encoding="utf-8-sig")
+        header = first_line.decode("utf-8-sig").rstrip("\r")
     except UnicodeDecodeError:
         raise InrError(f"{name}: not a text file (expected a pixel CSV)") from None
-    if not text.strip():
+    if not data or data.isspace():
         raise InrError(f"{name}: the file is empty (expected a header 'x,y,r,g,b' and pixel rows)")
-    if "\r" in text:
-        text = text.replace("\r\n", "\n")
-    header, _, rest = text.partition("\n")
     channels = _parse_header(name, header)
-    fast = _parse_fast(rest, 2 + len(channels))
+    fast = _parse_fast(data, path, 2 + len(channels))
     if fast is not None:
         return _table_to_image(name, fast, np.arange(2, fast.shape[0] + 2), channels)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InrError(f"{name}: not a text file (expected a pixel CSV)") from None
     lines = text.splitlines()
     body = [(i + 1, line) for i, line in enumerate(lines) if i > 0 and line.strip()]
     if not body:
@@ -94,27 +99,23 @@ def read_csv(path: Path) -> PixelImage:
     return _table_to_image(name, table, line_numbers, channels)
 
 
-def _parse_fast(body: str, n_columns: int) -> np.ndarray | None:
-    """The table of a well-formed body (no blank lines, n_columns numbers on every line) parsed in C,
-    or None: then the line-by-line parser finds the problem and names its line."""
-    body = body.rstrip("\n")
-    if not body.strip() or "\n\n" in body or body[0] == "\n":
+def _parse_fast(data: bytes, path: Path, n_columns: int) -> np.ndarray | None:
+    """The table of a well-formed file (n_columns numbers on every line after the header, no blank
+    line) through NumPy's C reader, or None: then the line-by-line parser finds the problem and names
+    its line. Row k of the table is line k + 2 only when no line was skipped, hence the count."""
+    lines = data.count(b"\n") + (not data.endswith(b"\n")) - 1
+    if lines < 1:
         return None
-    raw = np.frombuffer(body.encode("utf-8"), dtype=np.uint8)
-    commas = np.flatnonzero(raw == ord(","))
-    ends = np.append(np.flatnonzero(raw == ord("\n")), raw.size)
-    per_line = np.diff(np.searchsorted(commas, ends), prepend=0)
-    if (per_line != n_columns - 1).any():
-        return None
+    source = io.BytesIO(data) if str(path) == STDIO else path  # a path streams: less memory, faster
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # older NumPy warns where newer raises: both mean "not all numbers"
-            values = np.fromstring(body.replace("\n", ","), sep=",")
-    except ValueError:
+            warnings.simplefilter("ignore")  # an empty body warns; it is refused below
+            table = np.loadtxt(source, delimiter=",", skiprows=1, comments=None, ndmin=2, encoding="utf-8-sig")
+    except (ValueError, UnicodeDecodeError):
         return None
-    if values.size != per_line.size * n_columns:
+    if table.shape != (lines, n_columns):
         return None
-    return values.reshape(per_line.size, n_columns)
+    return table
 
 
 def _parse_header(name: str, header: str) -> tuple[str, ...]:
@@ -155,32 +156,20 @@ def _parse_rows(name: str, body: list[tuple[int, str]], n_columns: int) -> np.nd
 
 
 def _table_to_image(name: str, table: np.ndarray, line_numbers: np.ndarray, channels) -> PixelImage:
-    finite = np.isfinite(table)
-    if not finite.all():
-        row, col = np.argwhere(~finite)[0]
-        raise InrError(f"{name} line {line_numbers[row]}: value '{table[row, col]}' is not finite")
     coords, values = table[:, :2], table[:, 2:]
-    bad = (coords < 0) | (coords != np.floor(coords))
-    if bad.any():
-        row, col = np.argwhere(bad)[0]
-        axis = "xy"[col]
-        raise InrError(f"{name} line {line_numbers[row]}: {axis}={table[row, col]:g} is not a non-negative integer")
-    outside = (values < 0) | (values > 1)
-    if outside.any():
-        row, col = np.argwhere(outside)[0]
-        raise InrError(
-            f"{name} line {line_numbers[row]}: value {values[row, col]:g} in column "
-            f"'{channels[col]}' is outside [0, 1]"
-        )
-    xs = coords[:, 0].astype(np.int64)
-    ys = coords[:, 1].astype(np.int64)
+    with np.errstate(invalid="ignore"):
+        whole = coords.astype(np.int64)  # NaN and inf become negative: refused below
+    # One quick pass for the common case; NaN fails min/max comparisons too.
+    if not (whole.min() >= 0 and (whole == coords).all() and values.min() >= 0 and values.max() <= 1):
+        _refuse_first_bad_row(name, table, line_numbers, channels)
+    xs, ys = whole[:, 0], whole[:, 1]
     width, height = int(xs.max()) + 1, int(ys.max()) + 1
     if width * height > 1 << 28:
         raise InrError(f"{name}: coordinates imply a {width}x{height} image, larger than the limit of 2^28 pixels")
     flat = ys * width + xs
     if flat.size == width * height and (flat == np.arange(flat.size)).all():  # row-major, as encode writes it
         grid = values.astype(np.float32).reshape(height, width, len(channels))
-        return PixelImage(grid, tuple(channels), bit_depth=_bit_depth(values))
+        return PixelImage(grid, tuple(channels), bit_depth=_bit_depth(grid))
     order = np.argsort(flat, kind="stable")
     sorted_flat = flat[order]
     repeated = np.nonzero(sorted_flat[1:] == sorted_flat[:-1])[0]
@@ -198,9 +187,41 @@ def _table_to_image(name: str, table: np.ndarray, line_numbers: np.ndarray, chan
     grid = np.empty((width * height, len(channels)), dtype=np.float32)
     grid[flat] = values
     grid = grid.reshape(height, width, len(channels))
-    return PixelImage(grid, tuple(channels), bit_depth=_bit_depth(values))
+    return PixelImage(grid, tuple(channels), bit_depth=_bit_depth(grid))
 
 
-def _bit_depth(values: np.ndarray) -> int:
-    """8 when every value is a multiple of 1/255 (to the CSV's precision), else 16."""
-    return 8 if np.allclose(np.round(values * 255) / 255, values, atol=1e-6) else 16
+def _refuse_first_bad_row(name: str, table: np.ndarray, line_numbers: np.ndarray, channels) -> None:
+    """The first row that breaks a rule, named with its line: a value that is not finite, a coordinate
+    that is not a non-negative integer, a channel value outside [0, 1]."""
+    finite = np.isfinite(table)
+    if not finite.all():
+        row, col = np.argwhere(~finite)[0]
+        raise InrError(f"{name} line {line_numbers[row]}: value '{table[row, col]}' is not finite")
+    coords, values = table[:, :2], table[:, 2:]
+    bad = (coords < 0) | (coords != np.floor(coords))
+    if bad.any():
+        row, col = np.argwhere(bad)[0]
+        axis = "xy"[col]
+        raise InrError(f"{name} line {line_numbers[row]}: {axis}={table[row, col]:g} is not a non-negative integer")
+    huge = coords >= 1 << 28
+    if huge.any():
+        row, col = np.argwhere(huge)[0]
+        axis = "xy"[col]
+        raise InrError(f"{name} line {line_numbers[row]}: {axis}={table[row, col]:g} is beyond the limit of 2^28 pixels")
+    outside = (values < 0) | (values > 1)
+    if outside.any():
+        row, col = np.argwhere(outside)[0]
+        raise InrError(
+            f"{name} line {line_numbers[row]}: value {values[row, col]:g} in column "
+            f"'{channels[col]}' is outside [0, 1]"
+        )
+    raise InrError(f"{name}: could not read the table")
+
+
+def _bit_depth(grid: np.ndarray) -> int:
+    """8 when every value is a multiple of 1/255 to the CSV's precision, else 16. In units of 1/255,
+    a 16-bit level that is not an 8-bit one lies at least 255/65535 = 0.0039 from the nearest 8-bit
+    level; %.8g text and float32 put an 8-bit value within 1e-4 of its level."""
+    scaled = grid * np.float32(255)
+    np.subtract(scaled, np.rint(scaled), out=scaled)
+    return 8 if np.abs(scaled, out=scaled).max(initial=0) <= 1e-3 else 16

@@ -263,3 +263,16 @@ def test_16_bit_colour_is_kept_from_file_to_csv_to_file_and_rendered(tmp_path):
     assert np.array_equal(tifffile.imread(tmp_path / "r32.tif"), raw)  # float: the network's own values
     result = runner.invoke(app, ["render", str(tmp_path / "run"), "--depth", "32", "-o", str(tmp_path / "r.png")])
     assert result.exit_code == 2 and "float renders are written as TIFF" in result.output
+
+
+def test_bad_value_after_blank_line_names_its_own_line(tmp_path):
+    """NumPy's reader skips blank lines, so its row k is not line k + 2 there: the line named must
+    still be the file's own (a BOM and CRLF endings change nothing)."""
+    rows = ["x,y,l", "0,0,0.5", "", "1,0,1.5", "0,1,0", "1,1,0"]
+    (tmp_path / "gap.csv").write_bytes(b"\xef\xbb\xbf" + "\r\n".join(rows).encode() + b"\r\n")
+    with pytest.raises(InrError, match=r"gap.csv line 4: value 1.5 in column 'l' is outside \[0, 1\]"):
+        read_csv(tmp_path / "gap.csv")
+    del rows[2]
+    (tmp_path / "ok.csv").write_bytes(b"\xef\xbb\xbf" + "\r\n".join(rows).encode())
+    with pytest.raises(InrError, match=r"ok.csv line 3: value 1.5"):
+        read_csv(tmp_path / "ok.csv")
