@@ -29,7 +29,7 @@ from inr_cli.images import load_image  # noqa: E402
 def curve_job(kind: str, preset: str, photo: str, size: int, steps: int, overrides: dict) -> dict:
     from benchmarks.fidelity import train_ours, train_torch
 
-    config = configure(preset, **{**overrides, "steps": steps, "preview_every": 0})
+    config = configure(preset, size, **{**overrides, "steps": steps, "preview_every": 0})
     image = load_image(PHOTOS[photo], size=size)
     every_step = set(range(1, steps + 1))
     if kind == "torch":

@@ -18,7 +18,8 @@ from PIL import Image
 from inr_cli.checkpoint import TrainingState
 from inr_cli.config import Config, build_config, flags_to_values
 from inr_cli.images import PixelImage
-from inr_cli.network import NetworkSpec
+from inr_cli.network import NetworkSpec, output_means
+from inr_cli.sizing import fit_to_image
 from inr_cli.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,16 +35,17 @@ def photo(name: str, width: int, height: int, gray: bool = False) -> PixelImage:
     return PixelImage(values, ("l",) if gray else ("r", "g", "b"))
 
 
-def configure(preset: str | None = None, **flags) -> Config:
-    """A configuration built as the command line builds one: the preset (or the model's), then flags."""
-    return build_config(None, flags_to_values(flags), preset)
+def configure(preset: str | None = None, image_size: int = 256, **flags) -> Config:
+    """A configuration built as `inr train` builds one: the preset (or the model's), then flags, then
+    the settings that follow the size decided for an image whose longer side is image_size."""
+    return fit_to_image(build_config(None, flags_to_values(flags), preset), image_size, image_size)[0]
 
 
 def make_trainer(backend, config: Config, images: list[PixelImage], seeds=None) -> Trainer:
     """A trainer at step 0 for one network per image (seeds: the config's seed for each by default)."""
     seeds = list(seeds) if seeds is not None else [config.training.seed] * len(images)
     spec = NetworkSpec.from_config(config, images[0].n_channels)
-    return Trainer(backend, spec, config, images, TrainingState.fresh(spec, seeds), seeds)
+    return Trainer(backend, spec, config, images, TrainingState.fresh(spec, seeds, output_means(config, images)), seeds)
 
 
 def timed(run_step, steps: int, synchronize) -> float:

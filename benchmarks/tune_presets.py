@@ -60,7 +60,7 @@ def _number(text: str):
 def run_one(device: str, preset: str, overrides: dict, photo: str, size: int) -> dict:
     from benchmarks.fidelity import train_ours
 
-    config = configure(preset, **{**overrides, "preview_every": 0})
+    config = configure(preset, size, **{**overrides, "preview_every": 0})
     steps = config.training.steps
     image = load_image(PHOTOS[photo], size=size)
     larger = load_image(PHOTOS[photo], size=2 * size)

@@ -32,14 +32,15 @@ class NetworkConfig:
     model: str  # siren (sine hidden, linear output) | sigmoid (sigmoid everywhere) | relu (sigmoid output)
     hidden: int  # neurons per hidden layer
     layers: int  # hidden layers
-    omega0: float  # SIREN frequency
+    omega0: float  # SIREN frequency; 0 = chosen from the image's size (sizing.py)
+    init_output_at_mean: bool  # output biases start at the image's mean colour (logit for a sigmoid output)
 
 
 @dataclass(frozen=True)
 class EncodingConfig:
     name: str  # none | fourier (Gaussian Fourier features, Tancik et al. 2020)
     features: int  # mapping size m: the network sees 2m inputs
-    sigma: float  # standard deviation of the random frequencies B
+    sigma: float  # standard deviation of the random frequencies B; 0 = chosen from the image's size
 
 
 @dataclass(frozen=True)
@@ -102,10 +103,10 @@ FLAGS = {
 }
 CHOICES = {"network.model": MODELS, "encoding.name": ENCODINGS, "optimizer.name": OPTIMIZERS,
            "training.device": DEVICES, "training.matmul": MATMULS}
-POSITIVE = ("network.hidden", "network.layers", "network.omega0", "encoding.features", "encoding.sigma",
-            "optimizer.lr", "optimizer.beta1", "optimizer.beta2", "optimizer.eps", "training.steps",
-            "training.checkpoint_every", "training.log_every")
-NON_NEGATIVE = ("optimizer.lr_min", "optimizer.momentum", "training.batch_size", "training.seed",
+POSITIVE = ("network.hidden", "network.layers", "encoding.features", "optimizer.lr", "optimizer.beta1",
+            "optimizer.beta2", "optimizer.eps", "training.steps", "training.checkpoint_every", "training.log_every")
+NON_NEGATIVE = ("network.omega0", "encoding.sigma",  # 0: chosen from the image's size (sizing.py)
+                "optimizer.lr_min", "optimizer.momentum", "training.batch_size", "training.seed",
                 "training.preview_every", "data.size")
 
 # The preset a model starts from when no --preset is named.
@@ -244,14 +245,19 @@ def to_json(config: Config) -> str:
     return json.dumps(asdict(config), sort_keys=True)
 
 
+# Keys added after checkpoints were first written, with the value that does what those runs did.
+ADDED_KEYS = {"network.init_output_at_mean": False}
+
+
 def from_json(text: str) -> Config:
     document = json.loads(text)
-    return from_values(_flatten("checkpoint", document), "checkpoint")
+    return from_values({**ADDED_KEYS, **_flatten("checkpoint", document)}, "checkpoint")
 
 
 def from_flat_v1(values: dict) -> Config:
     """Checkpoint format 1 kept the configuration as one flat table of the flags' names."""
-    return from_values({FLAGS[k]: v for k, v in values.items() if k in FLAGS}, "checkpoint (format 1)")
+    return from_values({**ADDED_KEYS, **{FLAGS[k]: v for k, v in values.items() if k in FLAGS}},
+                       "checkpoint (format 1)")
 
 
 def _toml_value(value) -> str:

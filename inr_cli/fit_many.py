@@ -38,7 +38,8 @@ from inr_cli.data import load_training_data
 from inr_cli.errors import InrError, UsageError
 from inr_cli.images import PixelImage
 from inr_cli.metrics import psnr_from_mse
-from inr_cli.network import NetworkSpec
+from inr_cli.network import NetworkSpec, output_means
+from inr_cli.sizing import fit_to_image
 from inr_cli.progress import clock
 from inr_cli.render import render_networks
 from inr_cli.trainer import Trainer
@@ -188,7 +189,8 @@ def shard_path(out: Path, index: int) -> Path:
 def fit_shard(backend, plan: Plan, images: list[PixelImage], names: list[str]) -> dict:
     """Fit one shard: its networks trained together for the full budget, then scored on their images."""
     seeds = [plan.entry(name).seed for name in names]
-    trainer = Trainer(backend, plan.spec, plan.config, images, TrainingState.fresh(plan.spec, seeds), seeds)
+    state = TrainingState.fresh(plan.spec, seeds, output_means(plan.config, images))
+    trainer = Trainer(backend, plan.spec, plan.config, images, state, seeds)
     for _ in range(plan.config.training.steps):
         trainer.step()
     loss = trainer.read_loss()
@@ -216,6 +218,8 @@ def prepare(folder: Path, out: Path, config: Config, pack: int | None, backend, 
     entries, skipped = scan_folder(folder, config, skip_unreadable)
     for line in skipped:
         notices.append(f"skipped {line}")
+    config, reasons = fit_to_image(config, max(e.width for e in entries), max(e.height for e in entries))
+    notices += reasons
     existing = out / PLAN
     if existing.is_file():
         try:

@@ -40,6 +40,8 @@ class NetworkSpec:
     def from_config(cls, config: Config, out_features: int) -> "NetworkSpec":
         fourier = config.encoding.name == "fourier"
         net = config.network
+        if net.omega0 == 0 or (fourier and config.encoding.sigma == 0):
+            raise ValueError("omega0 / sigma still 0: decide them for the image first (sizing.fit_to_image)")
         return cls(model=net.model, out_features=out_features, hidden=net.hidden, layers=net.layers,
                    omega0=net.omega0, encoding=config.encoding.name,
                    fourier_features=config.encoding.features if fourier else 0,
@@ -98,11 +100,12 @@ def frequency_view(spec: NetworkSpec, flat):
     return flat[:, : spec.encoding_size()].reshape(flat.shape[0], spec.fourier_features, spec.in_features)
 
 
-def init_parameters(spec: NetworkSpec, seed: int) -> np.ndarray:
+def init_parameters(spec: NetworkSpec, seed: int, output_mean=None) -> np.ndarray:
     """One network's [P] parameters. SIREN: the paper's init (first layer U(±1/in), later
     U(±sqrt(6/in)/omega0)), biases U(±1/sqrt(in)) as PyTorch's nn.Linear and the paper's code;
     sigmoid and ReLU: Glorot uniform, zero biases. Fourier frequencies B ~ N(0, sigma^2), as
-    Tancik et al. draw them."""
+    Tancik et al. draw them. With output_mean (the image's mean per channel), the output biases
+    start the network at that colour: its logit for a sigmoid output, itself for a linear one."""
     rng = np.random.default_rng(seed)
     flat = np.empty((1, spec.parameter_count()), dtype=np.float32)
     frequencies = frequency_view(spec, flat)
@@ -120,12 +123,33 @@ def init_parameters(spec: NetworkSpec, seed: int) -> np.ndarray:
             bound = math.sqrt(6.0 / (in_f + out_f))
             weight[...] = rng.uniform(-bound, bound, weight.shape)
             bias[...] = 0.0
+    if output_mean is not None:
+        layer_views(spec, flat)[-1][1][0] = _output_bias(spec, np.asarray(output_mean, dtype=np.float64))
     return flat[0]
 
 
-def init_networks(spec: NetworkSpec, seeds) -> np.ndarray:
-    """[N, P] parameters, network i initialised from seeds[i] exactly as it would be alone."""
-    return np.stack([init_parameters(spec, int(seed)) for seed in seeds])
+def _output_bias(spec: NetworkSpec, mean: np.ndarray) -> np.ndarray:
+    if spec.activations()[-1] == "linear":
+        return mean
+    # A mostly white drawing otherwise starts at 0.5 and drives every output, and with it the
+    # hidden layers, into saturation before any stroke is learnt (issue 16: a blank page).
+    mean = np.clip(mean, 0.01, 0.99)
+    return np.log(mean / (1.0 - mean))
+
+
+def init_networks(spec: NetworkSpec, seeds, output_means=None) -> np.ndarray:
+    """[N, P] parameters, network i initialised from seeds[i] (and output_means[i]) exactly as it
+    would be alone."""
+    means = [None] * len(seeds) if output_means is None else output_means
+    return np.stack([init_parameters(spec, int(seed), mean) for seed, mean in zip(seeds, means, strict=True)])
+
+
+def output_means(config, images) -> list[np.ndarray] | None:
+    """Each image's mean colour, where the configuration starts the outputs there
+    (network.init_output_at_mean), else None."""
+    if not config.network.init_output_at_mean:
+        return None
+    return [image.values.reshape(-1, image.n_channels).mean(axis=0, dtype=np.float64) for image in images]
 
 
 class Network:

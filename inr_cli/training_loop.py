@@ -21,7 +21,8 @@ from inr_cli.data import fingerprint
 from inr_cli.errors import InrError
 from inr_cli.images import PixelImage, save_image
 from inr_cli.metrics import psnr, psnr_from_mse
-from inr_cli.network import NetworkSpec
+from inr_cli.network import NetworkSpec, output_means
+from inr_cli.sizing import fit_to_image
 from inr_cli.progress import TrainingProgress
 from inr_cli.render import render_float
 from inr_cli.runs import MetricsLog, RunLock, read_metrics
@@ -73,8 +74,11 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
     if resume_from is not None:
         spec, state = resume_from.spec, resume_from.state
     else:
+        config, reasons = fit_to_image(config, image.width, image.height)
+        for reason in reasons if not quiet else ():
+            info(reason)
         spec = NetworkSpec.from_config(config, image.n_channels)
-        state = TrainingState.fresh(spec, [seed])
+        state = TrainingState.fresh(spec, [seed], output_means(config, [image]))
     data_id = fingerprint(image)
     total = config.training.steps
 

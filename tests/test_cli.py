@@ -183,7 +183,7 @@ def test_config_file_and_flag_precedence(tmp_path, rgb_png):
     assert result.exit_code == 0, result.output
     saved = (tmp_path / "r" / "config.toml").read_text()
     assert 'model = "sigmoid"' in saved and "hidden = 12" in saved and "steps = 3" in saved
-    assert "lr = 0.01" in saved  # from the sigmoid preset
+    assert "lr = 0.003" in saved  # from the sigmoid preset
     # the saved effective config is itself a valid config file
     result = run("train", rgb_png, "--config", tmp_path / "r" / "config.toml", "--run-dir", tmp_path / "r2",
                  "--device", "cpu", "-q")

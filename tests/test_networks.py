@@ -18,6 +18,7 @@ from inr_cli.config import build_config, flags_to_values
 from inr_cli.images import PixelImage
 from inr_cli.network import NetworkSpec
 from inr_cli.render import render_float
+from inr_cli.sizing import fit_to_image
 from inr_cli.trainer import Trainer
 
 V1 = Path(__file__).parent / "fixtures" / "v1"
@@ -28,6 +29,11 @@ V1_RUNS = {
     "sigmoid": "--preset sigmoid --hidden 12 --layers 2 --batch-size 100 --optimizer sgd --lr 0.05 --seed 3",
     "fourier": "--preset fourier --hidden 16 --layers 2 --fourier-features 8 --batch-size 200 --seed 5",
 }
+# What a preset said then and says no longer, given to the same command as a --config file.
+V1_PRESET_THEN = {
+    "siren": "[network]\nomega0 = 60.0\n",
+    "sigmoid": '[network]\ninit_output_at_mean = false\n[encoding]\nname = "none"\n',
+}
 
 
 @pytest.mark.parametrize("name", sorted(V1_RUNS))
@@ -36,6 +42,9 @@ def test_format_1_checkpoint_is_reproduced_bit_for_bit(tmp_path, name):
     assert old.state.params.shape == (1, old.spec.parameter_count()) and old.step == 30
     args = ["train", str(V1 / "tiny.png"), "-q", "--run-dir", str(tmp_path / name),
             *shlex.split(V1_COMMON), *shlex.split(V1_RUNS[name])]
+    if name in V1_PRESET_THEN:
+        (tmp_path / "then.toml").write_text(V1_PRESET_THEN[name])
+        args += ["--config", str(tmp_path / "then.toml")]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     new = ckpt.load(tmp_path / name)
@@ -64,9 +73,9 @@ def images(count: int, height: int = 7, width: int = 9, channels: int = 3) -> li
     return [PixelImage(rng.random((height, width, channels), dtype=np.float32), names) for _ in range(count)]
 
 
-def config_for(preset: str, **flags):
-    """A configuration built as the command line builds one."""
-    return build_config(None, flags_to_values({"device": "cpu", **flags}), preset)
+def config_for(preset: str, width: int = 9, height: int = 7, **flags):
+    """A configuration built as the command line builds one, for a width x height image."""
+    return fit_to_image(build_config(None, flags_to_values({"device": "cpu", **flags}), preset), width, height)[0]
 
 
 def train_together(backend, config, pictures, seeds, steps):

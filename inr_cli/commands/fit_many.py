@@ -25,7 +25,7 @@ def command(
     model: Optional[Model] = typer.Option(None, "--model", help="siren | sigmoid | relu (default: siren)."),
     hidden: Optional[int] = typer.Option(None, "--hidden", help="Neurons per hidden layer."),
     layers: Optional[int] = typer.Option(None, "--layers", help="Number of hidden layers."),
-    omega0: Optional[float] = typer.Option(None, "--omega0", help="SIREN frequency omega_0."),
+    omega0: Optional[float] = typer.Option(None, "--omega0", help="SIREN frequency omega_0 (default: from the images' size)."),
     encoding: Optional[Encoding] = typer.Option(None, "--encoding", help="none | fourier."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Steps per network."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate."),
