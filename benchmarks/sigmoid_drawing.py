@@ -1,0 +1,67 @@
+"""The sigmoid MLP on a line drawing (issue 16): PSNR of the training image along the way, for the
+variants that were tried, each on the cub drawing at 200x164 px, grey, on the CPU.
+
+    PYTHONPATH=. python benchmarks/sigmoid_drawing.py '[{"name": "preset"},
+        {"name": "before", "encoding": "none", "lr": 1e-2, "output_at_mean": false},
+        {"name": "ridges30", "encoding": "none", "ridge": 30, "output_at_mean": false}]'
+
+Each variant is a JSON object: the preset's flags to change (as benchmarks.common.configure takes
+them), "output_at_mean" (network.init_output_at_mean), "ridge": scale the first layer's weights by
+this and spread its biases so that each unit is a steep ridge somewhere in the image (a sigmoid MLP's
+other way to reach sharp edges), and "steps" (default: the preset's 3000). Writes NAME.png beside the
+results for a look.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from benchmarks.common import ROOT, configure, make_trainer  # noqa: E402
+from inr_cli.backends import get_backend  # noqa: E402
+from inr_cli.images import load_image  # noqa: E402
+from inr_cli.metrics import psnr, psnr_from_mse  # noqa: E402
+from inr_cli.network import layer_views  # noqa: E402
+from inr_cli.render import render_float  # noqa: E402
+
+DRAWING = ROOT / "tests" / "fixtures" / "drawing-cub.png"
+REPORT_AT = (100, 300, 1000, 3000)
+
+
+def run(variant: dict, out: Path) -> str:
+    variant = dict(variant)
+    name, ridge = variant.pop("name"), variant.pop("ridge", 0)
+    output_at_mean = variant.pop("output_at_mean", True)
+    image = load_image(DRAWING, size=200, gray=True)
+    config = configure("sigmoid", 200, preview_every=0, **variant)
+    config = replace(config, network=replace(config.network, init_output_at_mean=output_at_mean))
+    backend = get_backend("cpu")
+    trainer = make_trainer(backend, config, [image])
+    if ridge:
+        weight, bias = layer_views(trainer.spec, trainer.params)[0]
+        centres = np.random.default_rng(1).uniform(-1, 1, (weight.shape[1], 2)).astype(np.float32)
+        weight[0] *= ridge
+        bias[0, :] = -(weight[0] * centres).sum(axis=1)
+    start, curve = time.perf_counter(), {}
+    for step in range(1, config.training.steps + 1):
+        trainer.step()
+        if step in REPORT_AT:
+            curve[step] = round(psnr_from_mse(float(trainer.read_loss()[0])), 2)
+    rendered = render_float(backend, trainer.spec, trainer.params[:1], image.width, image.height)
+    Image.fromarray((rendered[..., 0].clip(0, 1) * 255).round().astype(np.uint8)).save(out / f"{name}.png")
+    return f"{name}: PSNR {psnr(rendered, image.values):.2f} dB, along the way {curve}, {time.perf_counter() - start:.0f} s"
+
+
+if __name__ == "__main__":
+    out = ROOT / "bench-results" / "sigmoid-drawing"
+    out.mkdir(parents=True, exist_ok=True)
+    for variant in json.loads(sys.argv[1] if len(sys.argv) > 1 else '[{"name": "preset"}]'):
+        print(run(variant, out), flush=True)
