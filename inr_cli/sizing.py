@@ -6,7 +6,7 @@ frequency, half the pixel count across). Fixed values tuned at 256 px draw noise
 a 48-px image and render it at 2x worse than Lanczos. So where the configuration leaves them at 0
 (the presets do), they grow with the training image's longer side, within a range; a positive value
 (--omega0, --fourier-sigma, a config file) is kept as given. The rates and ranges come from
-benchmarks/upscaling.py (BENCHMARKS.md, "Settings that follow the size").
+benchmarks/upscaling.py (BENCHMARKS.md, "Draw well at every size").
 """
 
 from __future__ import annotations
