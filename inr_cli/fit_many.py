@@ -33,13 +33,13 @@ import numpy as np
 from inr_cli import config as configuration
 from inr_cli.atomic import atomic_path, atomic_write_text
 from inr_cli.checkpoint import TrainingState
-from inr_cli.config import Config
+from inr_cli.config import Config, with_values
 from inr_cli.data import load_training_data
 from inr_cli.errors import InrError, UsageError
 from inr_cli.images import PixelImage
 from inr_cli.metrics import psnr_from_mse
 from inr_cli.network import NetworkSpec, output_means
-from inr_cli.sizing import fit_to_image
+from inr_cli.sizing import AUTO, SIZED_KEYS, fit_to_image
 from inr_cli.progress import clock
 from inr_cli.render import render_networks
 from inr_cli.trainer import Trainer
@@ -218,19 +218,22 @@ def prepare(folder: Path, out: Path, config: Config, pack: int | None, backend, 
     entries, skipped = scan_folder(folder, config, skip_unreadable)
     for line in skipped:
         notices.append(f"skipped {line}")
-    config, reasons = fit_to_image(config, max(e.width for e in entries), max(e.height for e in entries))
-    notices += reasons
     existing = out / PLAN
     if existing.is_file():
         try:
             saved = Plan.from_json(existing.read_text())
         except (ValueError, KeyError, TypeError, UsageError) as exc:
             raise InrError(f"{existing}: not a plan this inr can read ({exc})") from None
+        # A setting left to the size is the one this data set already got (an older inr may have
+        # chosen it differently); one given by hand is checked against it below.
+        config = with_values(config, {key: saved.config.get(key) for key in SIZED_KEYS if config.get(key) == AUTO})
         plan = make_plan(folder, config, entries, pack or saved.pack)
         _refuse_changes(out, saved, plan)
         plan = saved
         plan.config = config  # the free keys (device, ...) may differ; the rest was just checked
     else:
+        config, reasons = fit_to_image(config, max(e.width for e in entries), max(e.height for e in entries))
+        notices += reasons
         if pack is None:
             first = entries[0]
             spec = NetworkSpec.from_config(config, len(first.channels))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from inr_cli.config import Config, with_values
 
 AUTO = 0.0  # the value that asks for a setting chosen from the size
+SIZED_KEYS = ("network.omega0", "encoding.sigma")
 
 OMEGA0_PER_PIXEL, OMEGA0_RANGE = 0.3, (15.0, 60.0)
 SIGMA_PER_PIXEL, SIGMA_RANGE = 0.04, (2.0, 10.0)  # opt-in (no preset asks yet): sigma 6 at 128 px
