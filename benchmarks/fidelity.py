@@ -38,7 +38,7 @@ from inr_cli.backends import get_backend  # noqa: E402
 from inr_cli.coords import pixel_grid  # noqa: E402
 from inr_cli.images import load_image, resample  # noqa: E402
 from inr_cli.metrics import psnr, psnr_from_mse, ssim  # noqa: E402
-from inr_cli.network import NetworkSpec, init_parameters, output_means  # noqa: E402
+from inr_cli.network import NetworkSpec, init_networks, output_means  # noqa: E402
 from inr_cli.render import render_float  # noqa: E402
 
 PRESETS = ("siren", "sigmoid", "fourier")
@@ -59,7 +59,8 @@ def train_torch(torch, config, image, checkpoints, device, stop_after):
 
     spec = NetworkSpec.from_config(config, image.n_channels)
     opt, steps, seed = config.optimizer, config.training.steps, config.training.seed
-    trainer = TorchTrainer(torch, spec, init_parameters(spec, seed, (output_means(config, [image]) or [None])[0]), pixel_grid(image.width, image.height),
+    trainer = TorchTrainer(torch, spec, init_networks(spec, [seed], output_means(config, [image]))[0],
+                           pixel_grid(image.width, image.height),
                            image.targets(), opt.lr, opt.lr_min, steps, 0, seed, device)
     curve = {}
     for step in range(1, min(stop_after, steps) + 1):
