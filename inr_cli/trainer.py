@@ -86,9 +86,16 @@ class Trainer:
                                        sampled=not self.full_batch)
         else:  # the blocks hold the activations; the whole batch keeps only its inputs and losses
             self.workspace = BatchBuffers(spec, self.networks, self.batch, backend, sampled=not self.full_batch)
-            self.block_workspaces = [Workspace(spec, self.groups[g][1] - self.groups[g][0],
-                                               self.row_blocks[r][1] - self.row_blocks[r][0], backend, training=True)
-                                     for g, r in self.blocks]
+            # One workspace per thread and block shape, not per block: a thread's blocks then reuse
+            # memory that is still in its core's cache.
+            shared = {}
+            for (g, r), slot in zip(self.blocks, backend.block_slots(len(self.blocks)), strict=True):
+                key = (slot, self.groups[g][1] - self.groups[g][0], self.row_blocks[r][1] - self.row_blocks[r][0])
+                if key not in shared:
+                    shared[key] = Workspace(spec, key[1], key[2], backend, training=True)
+            self.block_workspaces = [shared[(slot, self.groups[g][1] - self.groups[g][0],
+                                             self.row_blocks[r][1] - self.row_blocks[r][0])]
+                                     for (g, r), slot in zip(self.blocks, backend.block_slots(len(self.blocks)))]
             self.block_networks = [Network(spec, self.params[start:stop]) for start, stop in self.groups]
             self.block_grads = backend.empty((len(self.row_blocks), *self.params.shape))
             backend.fill(self.block_grads, 0.0)  # the frozen frequencies' part is never written

@@ -44,6 +44,20 @@ def test_fill_and_column_reduce(rng):
         np.testing.assert_allclose(sums[n], [sum(x[n, i, j] for i in range(9)) for j in range(4)], rtol=1e-5)
 
 
+@pytest.mark.parametrize("rows,cols", [(2048, 64), (4097, 3), (7, 2), (300, 256)])
+def test_column_reduce_adds_rows_in_order(rng, rows, cols):
+    """The bits of every bias gradient (and of format-1 checkpoints reproduced today) rest on the
+    order of the column sums: row after row, as np.sum did when they were written."""
+    full = rng.standard_normal((3, rows + 5, cols)).astype(np.float32)
+    x = full[:, :rows]  # a workspace's first rows: a view, as in a step
+    sums = np.empty((3, cols), np.float32)
+    cpu.column_reduce(x, sums)
+    in_order = x[:, 0].copy()
+    for r in range(1, rows):
+        in_order += x[:, r]
+    assert np.array_equal(sums, in_order)
+
+
 @pytest.mark.parametrize("activation,forward,derivative", [
     ("sigmoid", lambda z: 1 / (1 + np.exp(-z)), lambda z: np.exp(-z) / (1 + np.exp(-z)) ** 2),
     ("sine", lambda z: np.sin(30 * z), lambda z: 30 * np.cos(30 * z)),
