@@ -7,9 +7,10 @@ never synchronises, so on the GPU the whole step can be captured once as a CUDA 
 N = 1 is `inr train`; each network's result is the bits it would get trained alone.
 
 On the CPU the forward and backward passes run on blocks (backend.step_blocks): groups of networks
-and, for big images, blocks of rows, each block with its own workspace, several blocks at once so
-that a block's activations stay in cache. A network's gradients from its row blocks are added in
-order before the update; grouping networks changes no bit. On the GPU there is one block.
+and, for big images, blocks of rows, one block per thread at a time, the blocks of one thread
+sharing one workspace, so that a block's activations stay in its core's cache. A network's
+gradients from its row blocks are added in order before the update; grouping networks changes no
+bit. On the GPU there is one block.
 
 The step, in order:
     sample_batch (mini-batches only)    each network draws its pixels from its own seed
@@ -88,14 +89,12 @@ class Trainer:
             self.workspace = BatchBuffers(spec, self.networks, self.batch, backend, sampled=not self.full_batch)
             # One workspace per thread and block shape, not per block: a thread's blocks then reuse
             # memory that is still in its core's cache.
-            shared = {}
+            shared, self.block_workspaces = {}, []
             for (g, r), slot in zip(self.blocks, backend.block_slots(len(self.blocks)), strict=True):
                 key = (slot, self.groups[g][1] - self.groups[g][0], self.row_blocks[r][1] - self.row_blocks[r][0])
                 if key not in shared:
                     shared[key] = Workspace(spec, key[1], key[2], backend, training=True)
-            self.block_workspaces = [shared[(slot, self.groups[g][1] - self.groups[g][0],
-                                             self.row_blocks[r][1] - self.row_blocks[r][0])]
-                                     for (g, r), slot in zip(self.blocks, backend.block_slots(len(self.blocks)))]
+                self.block_workspaces.append(shared[key])
             self.block_networks = [Network(spec, self.params[start:stop]) for start, stop in self.groups]
             self.block_grads = backend.empty((len(self.row_blocks), *self.params.shape))
             backend.fill(self.block_grads, 0.0)  # the frozen frequencies' part is never written

@@ -186,3 +186,15 @@ def test_cpu_network_groups_change_no_bit(monkeypatch):
     assert len(whole.blocks) == 1
     assert np.array_equal(grouped.state().params, whole.state().params)
     assert np.array_equal(grouped_losses, whole_losses)
+
+
+def test_cpu_threads_change_no_bit():
+    """The blocks of a step share one workspace per thread (block_slots): one, two or four threads,
+    blocks of two shapes, the very same bits."""
+    config = config_for("siren", hidden=128, layers=2, lr=1e-3, steps=2, batch_size=0)
+    pictures, seeds = images(3, 64, 80), [7, 8, 9]  # 5120 rows: row blocks of 2048, 2048 and 1024
+    runs = [train_together(NumpyBackend(threads), config, pictures, seeds, 2) for threads in (1, 2, 4)]
+    assert len(runs[0][0].blocks) == 9 and len(set(map(id, runs[2][0].block_workspaces))) > 2
+    for trainer, losses in runs[1:]:
+        assert np.array_equal(trainer.state().params, runs[0][0].state().params)
+        assert np.array_equal(losses, runs[0][1])
