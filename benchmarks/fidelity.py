@@ -28,16 +28,15 @@ import argparse  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-import numpy as np  # noqa: E402
-from PIL import Image  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import PHOTOS, ROOT, configure, environment, make_trainer, save_json, worker_pool  # noqa: E402
+from benchmarks.upscaling import upscale_scores  # noqa: E402
 from inr_cli.backends import get_backend  # noqa: E402
 from inr_cli.coords import pixel_grid  # noqa: E402
-from inr_cli.images import load_image, resample  # noqa: E402
-from inr_cli.metrics import psnr, psnr_from_mse, ssim  # noqa: E402
+from inr_cli.images import load_image  # noqa: E402
+from inr_cli.metrics import psnr_from_mse  # noqa: E402
 from inr_cli.network import NetworkSpec, init_networks, output_means  # noqa: E402
 from inr_cli.render import render_float  # noqa: E402
 
@@ -68,15 +67,6 @@ def train_torch(torch, config, image, checkpoints, device, stop_after):
         if step in checkpoints:
             curve[step] = round(psnr_from_mse(trainer.read_loss()), 3)
     return curve
-
-
-def upscale_scores(rendered: np.ndarray, small, original) -> dict:
-    """The network's render and the classic resamplers of the same small image, each against the original."""
-    scores = {"inr": rendered}
-    for name, method in (("lanczos", Image.LANCZOS), ("bicubic", Image.BICUBIC)):
-        scores[name] = resample(small.values, original.width, original.height, method)
-    return {name: {"psnr": round(psnr(values, original.values), 3), "ssim": round(ssim(values, original.values), 4)}
-            for name, values in scores.items()}
 
 
 def ours_job(device, preset, photo, train_size, steps, budgets, targets):

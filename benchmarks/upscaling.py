@@ -72,6 +72,17 @@ def band_errors(rendered: np.ndarray, original: np.ndarray, scale: int) -> dict:
             "flat_half_mse": float(squared[flat].mean()), "busy_half_mse": float(squared[~flat].mean())}
 
 
+def upscale_scores(rendered: np.ndarray, small, original, scale: int | None = None) -> dict:
+    """The network's render and the classic resamplers of the same small image, each against the
+    original: PSNR and SSIM, and with `scale` where the error lies (band_errors)."""
+    scores = {"inr": rendered}
+    for name, method in (("lanczos", Image.LANCZOS), ("bicubic", Image.BICUBIC)):
+        scores[name] = resample(small.values, original.width, original.height, method)
+    return {name: {"psnr": round(psnr(values, original.values), 3), "ssim": round(ssim(values, original.values), 4),
+                   **(band_errors(values, original.values, scale) if scale else {})}
+            for name, values in scores.items()}
+
+
 def job(device: str, preset: str, name: str, size: int, scale: int, settings: dict) -> dict:
     path, grey = IMAGES[name]
     small = load_image(path, size=size, gray=grey)
@@ -85,11 +96,8 @@ def job(device: str, preset: str, name: str, size: int, scale: int, settings: di
     seconds = time.perf_counter() - start
     params = trainer.params[:1]
     fit = psnr(render_float(backend, trainer.spec, params, small.width, small.height), small.values)
-    scores = {"inr": render_float(backend, trainer.spec, params, original.width, original.height)}
-    for method_name, method in (("lanczos", Image.LANCZOS), ("bicubic", Image.BICUBIC)):
-        scores[method_name] = resample(small.values, original.width, original.height, method)
-    result = {name_: {"psnr": round(psnr(v, original.values), 3), "ssim": round(ssim(v, original.values), 4),
-                      **band_errors(v, original.values, scale)} for name_, v in scores.items()}
+    rendered = render_float(backend, trainer.spec, params, original.width, original.height)
+    result = upscale_scores(rendered, small, original, scale)
     net = config.network
     return {"preset": preset, "image": name, "size": size, "target": size * scale, "fit_psnr": round(fit, 3),
             "seconds": round(seconds, 1), "settings": {"omega0": net.omega0, "lr": config.optimizer.lr,
