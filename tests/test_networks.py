@@ -198,3 +198,14 @@ def test_cpu_threads_change_no_bit():
     for trainer, losses in runs[1:]:
         assert np.array_equal(trainer.state().params, runs[0][0].state().params)
         assert np.array_equal(losses, runs[0][1])
+
+
+def test_cpu_workspaces_do_not_grow_with_the_image():
+    """A 1024 x 1024 image is 512 row blocks; a workspace each was 9 GiB for SIREN 3x256. Blocks
+    share one per thread and block shape, so the step's memory no longer grows with the image."""
+    config = config_for("siren", width=1024, height=512, hidden=256, layers=3, batch_size=0)
+    spec = NetworkSpec.from_config(config, 3)
+    picture = PixelImage(np.zeros((512, 1024, 3), np.float32), ("r", "g", "b"))
+    trainer = Trainer(NumpyBackend(2), spec, config, [picture], TrainingState.fresh(spec, [0]), [0])
+    assert len(trainer.blocks) == 256
+    assert len({id(ws) for ws in trainer.block_workspaces}) <= 2 * 2  # threads x (full and last block shapes)
