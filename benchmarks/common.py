@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from inr_cli.backends import get_backend
 from inr_cli.checkpoint import TrainingState
 from inr_cli.config import Config, build_config, flags_to_values
 from inr_cli.images import PixelImage
@@ -91,3 +92,17 @@ def save_json(data: dict, path: Path) -> None:
 def worker_pool(workers: int) -> ProcessPoolExecutor:
     """Worker processes started fresh (spawn): a forked child cannot use a CUDA context its parent opened."""
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+
+def default_workers(device: str) -> int:
+    """Jobs at once: one on a GPU (it is filled by one), one per core on the CPU."""
+    return 1 if get_backend(device).name == "gpu" else os.cpu_count() or 1
+
+
+def job_backend(device: str, workers: int):
+    """A worker's backend: on the CPU its share of the cores (one thread per worker when there are as
+    many workers as cores: separate processes scale perfectly, threads of one process nearly)."""
+    backend = get_backend(device)
+    if backend.name == "cpu":
+        backend.threads = max(1, (os.cpu_count() or 1) // workers)
+    return backend

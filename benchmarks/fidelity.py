@@ -4,7 +4,7 @@ the upscaling question (is the network a better image scaler than Lanczos or bic
     PYTHONPATH=. python benchmarks/fidelity.py [--out bench-results/fidelity.json] [--quick]
 
 Runs on the GPU when one is usable, else on the CPU (slowly: hours at full size; there the jobs run
-in --workers processes with one BLAS thread each). PyTorch is optional (`pip install torch` in the
+in --workers processes, one per core by default, each on its share of the cores). PyTorch is optional (`pip install torch` in the
 benchmark's own environment); without it that column is empty.
 
 1. For each preset and sample photo at --size px (longer side): PSNR of the training image after
@@ -31,7 +31,8 @@ from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import PHOTOS, ROOT, configure, environment, make_trainer, save_json, worker_pool  # noqa: E402
+from benchmarks.common import (PHOTOS, ROOT, configure, default_workers, environment, job_backend,  # noqa: E402
+                               make_trainer, save_json, worker_pool)
 from benchmarks.upscaling import upscale_scores  # noqa: E402
 from inr_cli.backends import get_backend  # noqa: E402
 from inr_cli.coords import pixel_grid  # noqa: E402
@@ -69,11 +70,11 @@ def train_torch(torch, config, image, checkpoints, device, stop_after):
     return curve
 
 
-def ours_job(device, preset, photo, train_size, steps, budgets, targets):
+def ours_job(device, workers, preset, photo, train_size, steps, budgets, targets):
     """One of our runs: its PSNR curve and its renders at each target size."""
     config = configure(preset, train_size, steps=steps, preview_every=0)
     small = load_image(PHOTOS[photo], size=train_size)
-    backend = get_backend(device)
+    backend = job_backend(device, workers)
     curve, trainer = train_ours(backend, config, small, set(budgets))
     upscales = {}
     for target in targets:
@@ -122,12 +123,12 @@ def main() -> None:
         size, budgets, up_sizes, targets = 32, [5, 10, 20], [16, 32], [64]
     steps = budgets[-1]
     backend_name = get_backend(args.device).name
-    workers = args.workers or (1 if backend_name != "numpy" else os.cpu_count() or 1)
+    workers = args.workers or default_workers(args.device)
     jobs = []
     for photo in PHOTOS:
         for preset in args.presets:
             for train_size in sorted(set(up_sizes) | {size}):
-                jobs.append((ours_job, (args.device, preset, photo, train_size, steps,
+                jobs.append((ours_job, (args.device, workers, preset, photo, train_size, steps,
                                         budgets if train_size == size else [],
                                         targets if train_size in up_sizes else [])))
             if torch_available():

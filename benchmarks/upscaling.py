@@ -9,7 +9,7 @@ Lanczos and bicubic upscales of the very image the network was trained on. A siz
 larger than the original is skipped (the photos are 600 and 640 px wide: up to 300 and 320 px at 2x;
 the drawings are 1024 px: up to 512). Settings follow the image's size as `inr train` chooses them;
 `--set omega0=30 lr=1e-3` overrides them (for tuning). Runs on the GPU when one is usable, else on the
-CPU, one job per core.
+CPU, one job per core (each on one thread).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from PIL import Image  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import ROOT, configure, environment, make_trainer, save_json, worker_pool  # noqa: E402
+from benchmarks.common import (ROOT, configure, default_workers, environment, job_backend, make_trainer,  # noqa: E402
+                               save_json, worker_pool)
 from inr_cli.backends import get_backend  # noqa: E402
 from inr_cli.images import load_image, resample  # noqa: E402
 from inr_cli.metrics import psnr, ssim  # noqa: E402
@@ -83,12 +84,12 @@ def upscale_scores(rendered: np.ndarray, small, original, scale: int | None = No
             for name, values in scores.items()}
 
 
-def job(device: str, preset: str, name: str, size: int, scale: int, settings: dict) -> dict:
+def job(device: str, workers: int, preset: str, name: str, size: int, scale: int, settings: dict) -> dict:
     path, grey = IMAGES[name]
     small = load_image(path, size=size, gray=grey)
     original = load_image(path, size=size * scale, gray=grey)
     config = configure(preset, max(small.width, small.height), preview_every=0, **settings)
-    backend = get_backend(device)
+    backend = job_backend(device, workers)
     trainer = make_trainer(backend, config, [small])
     start = time.perf_counter()
     for _ in range(config.training.steps):
@@ -130,7 +131,7 @@ def main() -> None:
     args = parser.parse_args()
     settings = parse_settings(args.set)
     backend_name = get_backend(args.device).name
-    workers = args.workers or (1 if backend_name != "numpy" else os.cpu_count() or 1)
+    workers = args.workers or default_workers(args.device)
     jobs = []
     for size in args.sizes:
         for name in args.images:
@@ -138,7 +139,7 @@ def main() -> None:
                 if size * args.scale > max(im.size):
                     continue
             for preset in args.presets:
-                jobs.append((args.device, preset, name, size, args.scale, settings))
+                jobs.append((args.device, workers, preset, name, size, args.scale, settings))
     results = []
     with worker_pool(workers) as pool:
         for future in [pool.submit(job, *job_args) for job_args in jobs]:
