@@ -25,17 +25,22 @@ def test_omega0_grows_with_the_longer_side_within_its_range(width, height):
     assert len(reasons) == 1 and f"{max(width, height)}-px image" in reasons[0] and "--omega0" in reasons[0]
 
 
-def test_sigma_follows_the_size_where_left_at_zero():
-    config, reasons = fit_to_image(preset("fourier", fourier_sigma=0.0), 100, 60)
-    expected = min(max(SIGMA_PER_PIXEL * 100, SIGMA_RANGE[0]), SIGMA_RANGE[1])
-    assert config.encoding.sigma == pytest.approx(expected) and "--fourier-sigma" in reasons[0]
+@pytest.mark.parametrize("longer", [32, 128, 200, 256, 1024])
+def test_sigma_follows_the_size_where_left_at_zero(longer):
+    """The sigmoid preset leaves sigma to the size; the fourier preset does when asked with 0."""
+    expected = min(max(SIGMA_PER_PIXEL * longer, SIGMA_RANGE[0]), SIGMA_RANGE[1])
+    for config in (preset("sigmoid"), preset("fourier", fourier_sigma=0.0)):
+        chosen, reasons = fit_to_image(config, longer, longer * 3 // 4)
+        assert chosen.encoding.sigma == pytest.approx(expected, abs=0.05)
+        assert any(f"Fourier sigma {chosen.encoding.sigma:g} for a {longer}-px image" in r for r in reasons)
 
 
 def test_a_value_given_by_hand_is_kept():
     config, reasons = fit_to_image(preset("siren", omega0=45.0), 32, 32)
     assert config.network.omega0 == 45.0 and reasons == []
-    fixed = preset("sigmoid")  # its sigma is the preset's own, not 0
-    assert fit_to_image(fixed, 32, 32)[0].encoding.sigma == fixed.encoding.sigma
+    fixed = preset("fourier")  # its sigma is the preset's own, not 0
+    assert fit_to_image(fixed, 32, 32)[0].encoding.sigma == fixed.encoding.sigma == 6.0
+    assert fit_to_image(preset("sigmoid", fourier_sigma=10.0), 32, 32)[0].encoding.sigma == 10.0
 
 
 def test_train_says_what_it_chose_and_saves_it(tmp_path):
