@@ -94,9 +94,9 @@ def worker_pool(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
 
 
-def default_workers(device: str) -> int:
+def default_workers(backend_name: str) -> int:
     """Jobs at once: one on a GPU (it is filled by one), one per core on the CPU."""
-    return 1 if get_backend(device).name == "gpu" else os.cpu_count() or 1
+    return 1 if backend_name == "gpu" else os.cpu_count() or 1
 
 
 def job_backend(device: str, workers: int):

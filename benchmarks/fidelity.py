@@ -123,7 +123,7 @@ def main() -> None:
         size, budgets, up_sizes, targets = 32, [5, 10, 20], [16, 32], [64]
     steps = budgets[-1]
     backend_name = get_backend(args.device).name
-    workers = args.workers or default_workers(args.device)
+    workers = args.workers or default_workers(backend_name)
     jobs = []
     for photo in PHOTOS:
         for preset in args.presets:

@@ -131,7 +131,7 @@ def main() -> None:
     args = parser.parse_args()
     settings = parse_settings(args.set)
     backend_name = get_backend(args.device).name
-    workers = args.workers or default_workers(args.device)
+    workers = args.workers or default_workers(backend_name)
     jobs = []
     for size in args.sizes:
         for name in args.images:
