@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from benchmarks.common import ROOT, configure, make_trainer  # noqa: E402
+from benchmarks.common import ROOT, configure, make_trainer, timed  # noqa: E402
 from inr_cli.backends import get_backend  # noqa: E402
 from inr_cli.images import load_image  # noqa: E402
 from inr_cli.metrics import psnr, psnr_from_mse  # noqa: E402
@@ -47,12 +47,7 @@ def steps_in(seconds: float, backend, config, image) -> int:
     trainer = make_trainer(backend, config, [image])
     for _ in range(20):
         trainer.step()
-    trainer.read_loss()  # a host read: waits for the device
-    probe, start = 200, time.perf_counter()
-    for _ in range(probe):
-        trainer.step()
-    trainer.read_loss()
-    return max(1, int(seconds / ((time.perf_counter() - start) / probe)))
+    return max(1, int(seconds / timed(trainer.step, 200, backend.synchronize)))
 
 
 def run(variant: dict, out: Path, device: str) -> str:
