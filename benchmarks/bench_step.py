@@ -1,14 +1,21 @@
 """Milliseconds per training step, render throughput, and our matmul against cuBLAS.
 
     PYTHONPATH=. python benchmarks/bench_step.py [--out bench-results/step.json] [--quick]
+        [--settings sigmoid-200 siren-512 ...] [--peers eager eager-tf32 compile compile-tf32]
 
-Settings (from the CUDA backend issue):
-  sigmoid-200   sigmoid MLP 2x64, 200x200 grey, full batch      (the original system)
-  siren-512     SIREN 3x256, 512x512 RGB, full batch
-  siren-1024    SIREN 3x256, 1024x1024 RGB, random batches of 2^18 pixels
-Backends: numpy (CPU reference), kernel (our CUDA kernels), cublas (our kernels, cuBLAS matmul),
-torch (PyTorch eager, same network and optimizer) when importable. Targets: a step at least as fast
-as PyTorch on the SIREN settings, 3x faster on sigmoid-200; our matmul at >= 80% of cuBLAS.
+Settings (one image, full batch unless said):
+  sigmoid-200        sigmoid MLP 2x64 on x, y as they are, 200x200 grey      (the original system)
+  siren-512          SIREN 3x256, 512x512 RGB
+  siren-1024         SIREN 3x256, 1024x1024 RGB, random batches of 2^18 pixels
+  sigmoid-preset-200 the sigmoid preset as it runs: 4x128 on 256 Fourier features, 200x200 RGB
+  sigmoid-preset-512 the same at 512x512                        (the fused narrow kernel's targets,
+  siren64-200        SIREN 3x64, 200x200 RGB                     issue 14: at least 3x our current
+  siren64-512        SIREN 3x64, 512x512 RGB                     path)
+Ours: numpy (CPU reference), kernel (our CUDA kernels), cublas (our kernels, cuBLAS matmul).
+Peers, PyTorch on the GPU (same network, initial parameters, Adam and schedule; benchmarks/
+torch_reference.py, checked against ours in tests/test_torch_reference.py): eager (FP32), eager-tf32
+(TF32 tensor cores in the matmuls), compile and compile-tf32 (torch.compile of the loss and the
+optimizer step, --compile-mode). A peer that fails is recorded with its error, not fatal.
 """
 
 from __future__ import annotations
@@ -24,21 +31,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import ROOT, configure, environment, make_trainer, photo, save_json, timed  # noqa: E402
 from inr_cli.backends.numpy_backend import NumpyBackend  # noqa: E402
 from inr_cli.coords import pixel_grid  # noqa: E402
-from inr_cli.network import NetworkSpec, init_parameters  # noqa: E402
+from inr_cli.network import NetworkSpec, init_networks, output_means  # noqa: E402
 from inr_cli.render import render_uint8  # noqa: E402
 
+SIREN_PAPER = dict(omega0=30.0, lr=1e-4)  # the SIREN paper's omega0, a learning rate stable at every size
 SETTINGS = {
-    "sigmoid-200": dict(model="sigmoid", hidden=64, layers=2, size=200, gray=True, batch=0, lr=1e-3),
-    "siren-512": dict(model="siren", hidden=256, layers=3, size=512, gray=False, batch=0, lr=1e-4),
-    "siren-1024": dict(model="siren", hidden=256, layers=3, size=1024, gray=False, batch=1 << 18, lr=1e-4),
+    # The encoding is named: the sigmoid preset feeds Fourier features since issue 16, the original x, y.
+    "sigmoid-200": dict(preset="sigmoid", size=200, gray=True, batch=0,
+                        flags=dict(hidden=64, layers=2, encoding="none", lr=1e-3)),
+    "siren-512": dict(preset="siren", size=512, gray=False, batch=0, flags=dict(hidden=256, layers=3, **SIREN_PAPER)),
+    "siren-1024": dict(preset="siren", size=1024, gray=False, batch=1 << 18,
+                       flags=dict(hidden=256, layers=3, **SIREN_PAPER)),
+    "sigmoid-preset-200": dict(preset="sigmoid", size=200, gray=False, batch=0, flags={}),
+    "sigmoid-preset-512": dict(preset="sigmoid", size=512, gray=False, batch=0, flags={}),
+    "siren64-200": dict(preset="siren", size=200, gray=False, batch=0, flags=dict(hidden=64, layers=3, **SIREN_PAPER)),
+    "siren64-512": dict(preset="siren", size=512, gray=False, batch=0, flags=dict(hidden=64, layers=3, **SIREN_PAPER)),
 }
+PEERS = {"eager": (None, False), "eager-tf32": (None, True), "compile": ("compile", False),
+         "compile-tf32": ("compile", True)}
 
 
 def setting_config(setting, **flags):
-    """The setting's network as the command line would build it (omega0 30, the paper's)."""
-    s = setting
-    return configure(None, model=s["model"], hidden=s["hidden"], layers=s["layers"], omega0=30.0, lr=s["lr"],
-                     lr_min=1e-6, batch_size=s["batch"], steps=100000, **flags)
+    """The setting's network as the command line would build it, for an image of the setting's size."""
+    return configure(setting["preset"], setting["size"], batch_size=setting["batch"], steps=100000, lr_min=1e-6,
+                     **setting["flags"], **flags)
 
 
 def gpu_backends():
@@ -61,16 +77,24 @@ def bench_ours(backend, setting, image, steps, cuda_graph=True):
     return seconds, trainer
 
 
-def bench_torch(torch, setting, image, steps):
-    from benchmarks.torch_reference import TorchTrainer
+def bench_torch(torch, setting, image, steps, peer="eager", compile_mode="default", device="cuda"):
+    """Seconds per PyTorch step (on the GPU; device="cpu" for a smoke run), from ours' starting parameters."""
+    from benchmarks.torch_reference import TorchTrainer, use_tf32
 
-    s = setting
-    spec = NetworkSpec.from_config(setting_config(s), image.n_channels)
-    trainer = TorchTrainer(torch, spec, init_parameters(spec, 0), pixel_grid(image.width, image.height),
-                           image.targets(), s["lr"], 1e-6, 100000, s["batch"], 0, "cuda")
-    for _ in range(3):
-        trainer.step()
-    return timed(trainer.step, steps, torch.cuda.synchronize)
+    compiled, tf32 = PEERS[peer]
+    config = setting_config(setting)
+    spec = NetworkSpec.from_config(config, image.n_channels)
+    params = init_networks(spec, [config.training.seed], output_means(config, [image]))[0]  # ours start here too
+    use_tf32(torch, tf32)
+    try:
+        trainer = TorchTrainer(torch, spec, params, pixel_grid(image.width, image.height), image.targets(),
+                               config.optimizer.lr, config.optimizer.lr_min, config.training.steps, setting["batch"],
+                               0, device, compile_mode=compile_mode if compiled else None)
+        for _ in range(3):  # warm-up; a compiled peer compiles here
+            trainer.step()
+        return timed(trainer.step, steps, torch.cuda.synchronize if device == "cuda" else lambda: None)
+    finally:
+        use_tf32(torch, False)
 
 
 def bench_render(backend, trainer, size):
@@ -108,10 +132,10 @@ def bench_matmul_shapes(kernel_backend, cublas_backend, setting, image, repeats)
     rows = s["batch"] or image.width * image.height
     spec = NetworkSpec.from_config(setting_config(s), image.n_channels)
     shapes = set()
-    for out_f, in_f in spec.layer_shapes():
+    for index, (out_f, in_f) in enumerate(spec.layer_shapes()):
         shapes.add((rows, out_f, in_f, "nt"))  # forward
         shapes.add((out_f, in_f, rows, "tn"))  # weight gradient
-        if in_f != spec.in_features:
+        if index > 0:  # the first layer's input (coordinates or their Fourier features) needs no gradient
             shapes.add((rows, in_f, out_f, "nn"))  # input gradient
     results = []
     for m, n, k, trans in sorted(shapes):
@@ -134,7 +158,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
     parser.add_argument("--settings", nargs="*", default=list(SETTINGS))
     parser.add_argument("--no-numpy", action="store_true", help="skip the slow CPU reference")
+    parser.add_argument("--peers", nargs="*", default=list(PEERS), choices=list(PEERS),
+                        help="PyTorch peers to time beside ours (none: --peers with no name)")
+    parser.add_argument("--compile-mode", default="default",
+                        help="torch.compile's mode for the compile peers: default, reduce-overhead, max-autotune")
     args = parser.parse_args()
+    unknown = [name for name in args.settings if name not in SETTINGS]
+    if unknown:
+        parser.error(f"unknown setting {unknown[0]!r}; one of: {', '.join(SETTINGS)}")
 
     steps_gpu = 20 if args.quick else 100
     backends = gpu_backends()
@@ -160,14 +191,19 @@ def main() -> None:
                 trainer = trainer_b
                 eager, _ = bench_ours(backend, setting, image, steps_gpu, cuda_graph=False)
                 row["kernel_no_graph_ms"] = round(eager * 1e3, 4)
-        if torch_ok:
-            row["torch_ms"] = round(bench_torch(torch, setting, image, steps_gpu) * 1e3, 4)
+        for peer in args.peers if torch_ok else []:
+            key = "torch_ms" if peer == "eager" else f"torch_{peer.replace('-', '_')}_ms"
+            try:
+                row[key] = round(bench_torch(torch, setting, image, steps_gpu, peer, args.compile_mode) * 1e3, 4)
+            except Exception as error:  # one peer's failure (a compiler's, say) must not cost the other figures
+                row[key.replace("_ms", "_error")] = f"{type(error).__name__}: {error}"[:300]
         if trainer is not None:
             row["render_mpix_per_s"] = round(bench_render(backends["kernel"], trainer, 2048) / 1e6, 2)
             row["matmul"] = bench_matmul_shapes(backends["kernel"], backends["cublas"], setting, image,
                                                 5 if args.quick else 20)
-        if "torch_ms" in row and "kernel_ms" in row:
-            row["speedup_vs_torch"] = round(row["torch_ms"] / row["kernel_ms"], 2)
+        for key in [k for k in row if k.startswith("torch") and k.endswith("_ms")]:
+            if "kernel_ms" in row:  # speedup_vs_torch (eager FP32), speedup_vs_torch_compile_tf32, ...
+                row["speedup_vs_" + key[:-len("_ms")]] = round(row[key] / row["kernel_ms"], 2)
         report["settings"][name] = row
         summary = {k: v for k, v in row.items() if k not in ("config", "matmul")}
         print(f"{name}: {summary}", flush=True)

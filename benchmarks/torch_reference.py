@@ -45,13 +45,31 @@ def forward(torch, spec, layers, x, encoding=None):
     return x
 
 
+def use_tf32(torch, enabled: bool) -> None:
+    """PyTorch's FP32 matmuls on TF32 tensor cores, or not. set_float32_matmul_precision is the one
+    switch that every PyTorch since 1.12 and its compiler read alike (PyTorch 2.9+ refuses a mix of
+    its older allow_tf32 flag and the newer fp32_precision)."""
+    torch.set_float32_matmul_precision("high" if enabled else "highest")
+
+
 class TorchTrainer:
-    def __init__(self, torch, spec, flat_params, coords, targets, lr, lr_min, total_steps, batch_size, seed, device):
+    """One network, trained the way a PyTorch user would: nn.Linear layers, Adam, cosine schedule.
+    compile_mode (None: eager) compiles the loss (forward, and so its backward) and the optimizer's
+    step with torch.compile in that mode ("default", "reduce-overhead", "max-autotune")."""
+
+    def __init__(self, torch, spec, flat_params, coords, targets, lr, lr_min, total_steps, batch_size, seed, device,
+                 compile_mode: str | None = None):
         self.torch = torch
         self.spec = spec
         self.layers, self.encoding = build(torch, spec, flat_params, device)
         self.params = [p for layer in self.layers for p in layer.parameters()]
-        self.optimizer = torch.optim.Adam(self.params, lr=lr)
+        # A compiled step takes the learning rate as a tensor: a float would be a constant of the
+        # graph, recompiled at each change of the schedule (PyTorch's compiled-optimizer recipe).
+        self.optimizer = torch.optim.Adam(self.params, lr=torch.tensor(lr) if compile_mode else lr)
+        self.loss_of, self.optimizer_step = self._loss_of, self.optimizer.step
+        if compile_mode:
+            self.loss_of = torch.compile(self._loss_of, mode=compile_mode)
+            self.optimizer_step = torch.compile(self._optimizer_step, mode=compile_mode)
         self.lr, self.lr_min, self.total = lr, lr_min, total_steps
         self.coords = torch.from_numpy(coords).to(device)
         self.targets = torch.from_numpy(targets).to(device)
@@ -60,11 +78,21 @@ class TorchTrainer:
         self.step_index = 0
         self.loss = None
 
+    def _loss_of(self, x, t):
+        return self.torch.mean((forward(self.torch, self.spec, self.layers, x, self.encoding) - t) ** 2)
+
+    def _optimizer_step(self):
+        self.optimizer.step()
+
     def step(self):
         torch = self.torch
+        progress = min(self.step_index, self.total) / self.total
+        lr = self.lr_min + 0.5 * (self.lr - self.lr_min) * (1 + math.cos(math.pi * progress))
         for group in self.optimizer.param_groups:
-            progress = min(self.step_index, self.total) / self.total
-            group["lr"] = self.lr_min + 0.5 * (self.lr - self.lr_min) * (1 + math.cos(math.pi * progress))
+            if isinstance(group["lr"], torch.Tensor):
+                group["lr"].fill_(lr)
+            else:
+                group["lr"] = lr
         if self.batch_size:
             idx = torch.randint(0, self.coords.shape[0], (self.batch_size,), device=self.coords.device,
                                 generator=self.generator)
@@ -72,9 +100,9 @@ class TorchTrainer:
         else:
             x, t = self.coords, self.targets
         self.optimizer.zero_grad(set_to_none=True)
-        loss = torch.mean((forward(torch, self.spec, self.layers, x, self.encoding) - t) ** 2)
+        loss = self.loss_of(x, t)
         loss.backward()
-        self.optimizer.step()
+        self.optimizer_step()
         self.loss = loss
         self.step_index += 1
 
