@@ -6,7 +6,7 @@
 #   bash dev/gpu_checks.sh many64     # fit-many: 10,000 64x64 images, ours against PyTorch batched (issues 13, 14.4)
 #   bash dev/gpu_checks.sh many32     # the same at 32x32
 #   bash dev/gpu_checks.sh steps      # step times of the wide settings against PyTorch eager / TF32 / torch.compile,
-#                                     # matmul against cuBLAS, the 8192 render (issue 14's baseline)
+#                                     # matmul against cuBLAS, the 8192 render, the matmul variants (issue 14's baseline)
 #   bash dev/gpu_checks.sh narrow     # the same for the narrow networks (the fused kernel's targets, issue 14.3)
 #
 # Run from the repository root on the GPU machine (its Python has cupy, torch and pytest). The device
@@ -39,6 +39,7 @@ case "${1:-}" in
     python3 benchmarks/bench_step.py --no-numpy --settings sigmoid-200 siren-512 siren-1024 --out "$out/step.json" 2>&1 \
       | tee "$out/step.log"
     python3 benchmarks/render_large.py --out "$out/render.json" 2>&1 | tee "$out/render.log"
+    python3 dev/matmul/harness.py --out "$out/matmul-variants.json" 2>&1 | tee "$out/matmul-variants.log"
     ;;
   narrow)
     python3 benchmarks/bench_step.py --no-numpy --settings sigmoid-preset-200 sigmoid-preset-512 siren64-200 siren64-512 \

@@ -37,7 +37,7 @@
 #define SMEM_PAD 4
 // Blocks per SM the compiler must fit in registers. With 2, two 128x128 blocks share an SM and
 // hide each other's load latency: on an H100 the SIREN 512 step took 7.2 ms against 9.2 ms with 1
-// (dev/matmul_variants.py measures both).
+// (dev/matmul/harness.py, variants 0 and 1, measures both).
 #ifndef MATMUL_MIN_BLOCKS
 #define MATMUL_MIN_BLOCKS 2
 #endif

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -49,12 +50,12 @@ def _parse_params(text: str) -> list[tuple[str, str]]:
     return params
 
 
-def _kernels(sources: list[Path]) -> dict[str, tuple[str, list[tuple[str, str]]]]:
+def _kernels(sources: list[Path], flags: list[str]) -> dict[str, tuple[str, list[tuple[str, str]]]]:
     """{kernel name: (its parameter list as written, [(type, name)])}."""
     found = {}
     for path in sources:
         expanded = subprocess.run(
-            ["g++", "-x", "c++", "-std=c++20", "-E", "-P", "-include", str(HEADER), str(path)],
+            ["g++", "-x", "c++", "-std=c++20", "-E", "-P", *flags, "-include", str(HEADER), str(path)],
             check=True, capture_output=True, text=True,
         ).stdout
         # Only the kernel file's own text: skip what the header and system headers expanded to.
@@ -63,15 +64,18 @@ def _kernels(sources: list[Path]) -> dict[str, tuple[str, list[tuple[str, str]]]
     return found
 
 
-def build_library(cache_dir: Path | None = None):
-    sources = sorted(kernels_dir().glob("*.cu"))
-    digest = hashlib.sha256(HEADER.read_bytes() + Path(__file__).read_bytes())
+def build_library(sources: list[Path] | None = None, defines: dict | None = None, cache_dir: Path | None = None):
+    """(ctypes library, {kernel: signature}) for kernel files (those of kernels/ by default), with
+    -D defines, cached by the hash of everything that goes into it."""
+    sources = sorted(kernels_dir().glob("*.cu")) if sources is None else [Path(p) for p in sources]
+    flags = [f"-D{name}={value}" for name, value in (defines or {}).items()]
+    digest = hashlib.sha256(HEADER.read_bytes() + Path(__file__).read_bytes() + " ".join(flags).encode())
     for path in sources:
-        digest.update(path.read_bytes())
+        digest.update(str(path).encode() + path.read_bytes())
     cache_dir = Path(cache_dir or tempfile.gettempdir()) / "inr-emulation"
     cache_dir.mkdir(parents=True, exist_ok=True)
     library = cache_dir / f"kernels-{digest.hexdigest()[:16]}.so"
-    kernels = _kernels(sources)
+    kernels = _kernels(sources, flags)
     if not library.exists():
         lines = [f'#include "{HEADER}"'] + [f'#include "{path}"' for path in sources]
         for name, (decl, params) in kernels.items():
@@ -82,23 +86,18 @@ def build_library(cache_dir: Path | None = None):
             )
         source = cache_dir / f"{library.stem}.cpp"
         source.write_text("\n".join(lines) + "\n")
-        tmp = library.with_suffix(".tmp.so")
-        subprocess.run(["g++", "-std=c++20", "-O1", "-fno-strict-aliasing", "-shared", "-fPIC", "-pthread", "-w", "-o", str(tmp), str(source)],
-                       check=True, capture_output=True, text=True)
+        tmp = library.with_suffix(f".{os.getpid()}.tmp.so")  # pytest-xdist workers may build it at once
+        subprocess.run(["g++", "-std=c++20", "-O1", "-fno-strict-aliasing", "-shared", "-fPIC", "-pthread", "-w",
+                        *flags, "-o", str(tmp), str(source)], check=True, capture_output=True, text=True)
         tmp.replace(library)
     return ctypes.CDLL(str(library)), kernels
 
 
-class EmulatedBackend(HostMemory, KernelBackend):
-    """KernelBackend over NumPy arrays whose kernels run as C++ on the CPU."""
+class EmulatedModule:
+    """Kernel files compiled for the CPU, their kernels launched by name: the emulation's RawModule."""
 
-    name = "emulated"
-
-    def __init__(self, sm_count: int = 4):
-        super().__init__()
-        self.sm_count = sm_count  # small, so that split-K and two-pass reductions happen on small shapes
-        self.library, self.kernels = build_library()
-        self.launched: list[str] = []
+    def __init__(self, sources: list[Path] | None = None, defines: dict | None = None):
+        self.library, self.kernels = build_library(sources, defines)
         for name, (_, params) in self.kernels.items():
             function = getattr(self.library, f"emu_{name}")
             function.argtypes = [ctypes.c_uint] * 6 + [
@@ -109,9 +108,24 @@ class EmulatedBackend(HostMemory, KernelBackend):
     def launch(self, name: str, grid, block, args) -> None:
         converted = []
         for arg in args:
-            if isinstance(arg, np.ndarray):  # a view's first element: KernelBackend checked its layout
+            if isinstance(arg, np.ndarray):  # a view's first element: the caller checked its layout
                 converted.append(ctypes.c_void_p(arg.ctypes.data))
             else:
                 converted.append(arg.item() if isinstance(arg, np.generic) else arg)
-        self.launched.append(name)
         getattr(self.library, f"emu_{name}")(*grid, *block, *converted)
+
+
+class EmulatedBackend(HostMemory, KernelBackend):
+    """KernelBackend over NumPy arrays whose kernels run as C++ on the CPU."""
+
+    name = "emulated"
+
+    def __init__(self, sm_count: int = 4, defines: dict | None = None):
+        super().__init__()
+        self.sm_count = sm_count  # small, so that split-K and two-pass reductions happen on small shapes
+        self.module = EmulatedModule(defines=defines)
+        self.launched: list[str] = []
+
+    def launch(self, name: str, grid, block, args) -> None:
+        self.launched.append(name)
+        self.module.launch(name, grid, block, args)
