@@ -77,8 +77,8 @@ def bench_ours(backend, setting, image, steps, cuda_graph=True):
     return seconds, trainer
 
 
-def bench_torch(torch, setting, image, steps, peer="eager", compile_mode="default", device="cuda"):
-    """Seconds per PyTorch step (on the GPU; device="cpu" for a smoke run), from ours' starting parameters."""
+def bench_torch(torch, setting, image, steps, peer="eager", compile_mode="default"):
+    """Seconds per PyTorch step on the GPU, from the parameters ours start from."""
     from benchmarks.torch_reference import TorchTrainer, use_tf32
 
     compiled, tf32 = PEERS[peer]
@@ -89,10 +89,10 @@ def bench_torch(torch, setting, image, steps, peer="eager", compile_mode="defaul
     try:
         trainer = TorchTrainer(torch, spec, params, pixel_grid(image.width, image.height), image.targets(),
                                config.optimizer.lr, config.optimizer.lr_min, config.training.steps, setting["batch"],
-                               0, device, compile_mode=compile_mode if compiled else None)
+                               0, "cuda", compile_mode=compile_mode if compiled else None)
         for _ in range(3):  # warm-up; a compiled peer compiles here
             trainer.step()
-        return timed(trainer.step, steps, torch.cuda.synchronize if device == "cuda" else lambda: None)
+        return timed(trainer.step, steps, torch.cuda.synchronize)
     finally:
         use_tf32(torch, False)
 

@@ -31,39 +31,39 @@ log="$out/log.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$log"
 echo "commit ${INR_COMMIT:-unknown}" | tee -a "$log"
 
+# Each command of a part runs even where one before it failed; a failure is said in the log, and
+# the script's exit status says whether any command failed.
+failed=0
+run() {
+  "$@" 2>&1 | tee -a "$log" || { echo "=== FAILED (exit $?): $*" | tee -a "$log"; failed=1; }
+}
 for part in "$@"; do
   echo "=== $part $(date -u +%FT%TZ)" | tee -a "$log"
-  (  # a part that fails stops there, not the parts after it
   case "$part" in
     tests)
-      python3 -m pytest tests/test_gpu.py tests/test_torch_reference.py -q -rs 2>&1 | tee -a "$log" \
-        || true  # the figure below runs either way
-      python3 benchmarks/sigmoid_drawing.py --device gpu '[{"name": "gpu-60s", "seconds": 60}]' 2>&1 \
-        | tee -a "$log"
-      cp bench-results/sigmoid-drawing/gpu-60s.png "$out/"
+      run python3 -m pytest tests/test_gpu.py tests/test_torch_reference.py -q -rs
+      run python3 benchmarks/sigmoid_drawing.py --device gpu '[{"name": "gpu-60s", "seconds": 60}]'
+      run cp bench-results/sigmoid-drawing/gpu-60s.png "$out/"
       ;;
     tf32)  # the preset's settings (chaotic: FP32 against FP32 differs too), then stable ones
-      for settings in "" "omega0=30 lr=1e-4"; do
-        name="tf32-${settings:+stable}"; name="${name%-}"
-        python3 benchmarks/agreement.py --presets siren --size 256 --steps 1000 --budgets 1000 \
-          --kinds cublas torch torch-tf32 ${settings:+--set $settings} --out "$out/$name.json" 2>&1 | tee -a "$log"
-      done
+      run python3 benchmarks/agreement.py --presets siren --size 256 --steps 1000 --budgets 1000 \
+        --kinds cublas torch torch-tf32 --out "$out/tf32.json"
+      run python3 benchmarks/agreement.py --presets siren --size 256 --steps 1000 --budgets 1000 \
+        --kinds cublas torch torch-tf32 --set omega0=30 lr=1e-4 --out "$out/tf32-stable.json"
       ;;
     many64 | many32)
-      size="${part#many}"
-      python3 benchmarks/fit_many_speed.py --device gpu --size "$size" --pack 2048 --images 10000 --steps 500 \
-        --lr 1e-3 --rounds 1 --out "$out/fit-many-gpu-$size.json" 2>&1 | tee -a "$log"
+      run python3 benchmarks/fit_many_speed.py --device gpu --size "${part#many}" --pack 2048 --images 10000 \
+        --steps 500 --lr 1e-3 --rounds 1 --out "$out/fit-many-gpu-${part#many}.json"
       ;;
     steps)  # each torch.compile peer compiles for about a minute: three settings fit one call
-      python3 benchmarks/bench_step.py --no-numpy --settings sigmoid-200 siren-512 siren-1024 --out "$out/step.json" 2>&1 \
-        | tee -a "$log"
-      python3 benchmarks/render_large.py --out "$out/render.json" 2>&1 | tee -a "$log"
-      python3 dev/matmul/harness.py --out "$out/matmul-variants.json" 2>&1 | tee -a "$log"
+      run python3 benchmarks/bench_step.py --no-numpy --settings sigmoid-200 siren-512 siren-1024 --out "$out/step.json"
+      run python3 benchmarks/render_large.py --out "$out/render.json"
+      run python3 dev/matmul/harness.py --out "$out/matmul-variants.json"
       ;;
     narrow)
-      python3 benchmarks/bench_step.py --no-numpy --settings sigmoid-preset-200 sigmoid-preset-512 siren64-200 siren64-512 \
-        --out "$out/step-narrow.json" 2>&1 | tee -a "$log"
+      run python3 benchmarks/bench_step.py --no-numpy --settings sigmoid-preset-200 sigmoid-preset-512 siren64-200 \
+        siren64-512 --out "$out/step-narrow.json"
       ;;
   esac
-  ) || echo "=== $part FAILED (exit $?)" | tee -a "$log"
 done
+exit "$failed"

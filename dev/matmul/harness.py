@@ -94,10 +94,6 @@ class FileVariant:
     def to_host(self, array):
         return array if self.emulate else self.cupy.asnumpy(array, stream=self.stream)
 
-    def synchronize(self) -> None:
-        if not self.emulate:
-            self.stream.synchronize()
-
     def matmul(self, a, b, out, trans_a: bool = False, trans_b: bool = False) -> None:
         op = f"{'t' if trans_a else 'n'}{'t' if trans_b else 'n'}"
         if op not in self.ops:
