@@ -65,7 +65,7 @@ def read_csv(path: Path) -> PixelImage:
     """A pixel CSV from a file, or from standard input when path is "-"."""
     path = Path(path)
     stdin = str(path) == STDIO
-    name = "standard input" if stdin else path.name
+    name = "standard input" if stdin else str(path)  # as given: the folder tells runs/a/x.csv from runs/b/x.csv
     if not stdin and not path.exists():
         raise InrError(f"{path}: no such file")
     if path.is_dir():

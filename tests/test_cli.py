@@ -78,7 +78,7 @@ def test_encode_size_gray_and_default_output(tmp_path, coffee):
     (["encode", "{tmp}/text.png"], 1, "not an image"),
     (["encode", "{tmp}", "--size", "10"], 1, "directory"),
     (["encode", "{rgb}", "--size", "0"], 2, "--size must be a positive"),
-    (["decode", "{tmp}/bad.csv"], 1, "line 2"),
+    (["decode", "{tmp}/bad.csv"], 1, "{tmp}/bad.csv line 2"),  # the folder too: runs/a/x.csv, runs/b/x.csv
     (["train", "{rgb}", "--steps", "0"], 2, "steps must be positive"),
     (["train", "{rgb}", "--lr", "-1"], 2, "lr must be positive"),
     (["train", "{rgb}", "--hidden", "0"], 2, "hidden must be positive"),
@@ -103,7 +103,7 @@ def test_errors_are_one_line_with_exit_code(tmp_path, rgb_png, args, code, messa
     args = [a.format(tmp=tmp_path, rgb=rgb_png) for a in args]
     result = run(*args)
     assert result.exit_code == code, result.output
-    assert message in result.output
+    assert message.format(tmp=tmp_path) in result.output
     assert "Traceback" not in result.output
     assert result.output.strip().count("\n") == 0, result.output
 
