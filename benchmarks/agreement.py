@@ -71,6 +71,7 @@ def main() -> None:
     overrides = {name: values[0] for name, values in parse_grid(args.set).items()}
     kinds = ["kernel"] + [k for k in args.kinds if k != "kernel"]
     others = kinds[1:]
+    gap_key = {k: "kernel_vs_" + k.replace("-", "_") for k in others}  # kernel_vs_cublas, kernel_vs_torch_tf32, ...
     jobs = [(kind, preset, photo, args.size, args.steps, overrides) for preset in args.presets for photo in PHOTOS
             for kind in kinds]
     with worker_pool(args.workers) as pool:
@@ -85,15 +86,14 @@ def main() -> None:
                        if r["preset"] == preset and r["photo"] == photo}
             for b in args.budgets:
                 cells = {k: by_kind[k][b] for k in kinds}
-                gaps = {f"kernel_vs_{k.replace('-', '_')}": round(abs(cells["kernel"]["step"] - cells[k]["step"]), 2)
-                        for k in others}
-                gaps.update({f"kernel_vs_{k.replace('-', '_')}_window":
-                             round(abs(cells["kernel"]["window"] - cells[k]["window"]), 2) for k in others})
+                gaps = {gap_key[k]: round(abs(cells["kernel"]["step"] - cells[k]["step"]), 2) for k in others}
+                gaps.update({gap_key[k] + "_window": round(abs(cells["kernel"]["window"] - cells[k]["window"]), 2)
+                             for k in others})
                 row = {"photo": photo, "preset": preset, "budget": b, **cells, **gaps}
                 report["rows"].append(row)
                 print(f"{photo + '/' + preset:16s} {b:6d}  "
                       + "  ".join(f"{cells[k]['step']:6.2f} / {cells[k]['window']:6.2f}" for k in kinds) + "  "
-                      + "  ".join(f"{gaps['kernel_vs_' + k.replace('-', '_')]:{len(k) + 9}.2f}" for k in others),
+                      + "  ".join(f"{gaps[gap_key[k]]:{len(k) + 9}.2f}" for k in others),
                       flush=True)
     report["curves"] = {f"{r['photo']}/{r['preset']}/{r['kind']}": r["psnr"][::10] for r in runs}  # every 10th step
     save_json(report, args.out)

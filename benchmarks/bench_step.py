@@ -192,18 +192,19 @@ def main() -> None:
                 eager, _ = bench_ours(backend, setting, image, steps_gpu, cuda_graph=False)
                 row["kernel_no_graph_ms"] = round(eager * 1e3, 4)
         for peer in args.peers if torch_ok else []:
-            key = "torch_ms" if peer == "eager" else f"torch_{peer.replace('-', '_')}_ms"
+            key = "torch" if peer == "eager" else f"torch_{peer.replace('-', '_')}"  # torch_compile_tf32, ...
             try:
-                row[key] = round(bench_torch(torch, setting, image, steps_gpu, peer, args.compile_mode) * 1e3, 4)
+                seconds = bench_torch(torch, setting, image, steps_gpu, peer, args.compile_mode)
+                row[f"{key}_ms"] = round(seconds * 1e3, 4)
             except Exception as error:  # one peer's failure (a compiler's, say) must not cost the other figures
-                row[key.replace("_ms", "_error")] = f"{type(error).__name__}: {error}"[:300]
+                row[f"{key}_error"] = f"{type(error).__name__}: {error}"[:300]
+                continue
+            if "kernel_ms" in row:
+                row[f"speedup_vs_{key}"] = round(row[f"{key}_ms"] / row["kernel_ms"], 2)
         if trainer is not None:
             row["render_mpix_per_s"] = round(bench_render(backends["kernel"], trainer, 2048) / 1e6, 2)
             row["matmul"] = bench_matmul_shapes(backends["kernel"], backends["cublas"], setting, image,
                                                 5 if args.quick else 20)
-        for key in [k for k in row if k.startswith("torch") and k.endswith("_ms")]:
-            if "kernel_ms" in row:  # speedup_vs_torch (eager FP32), speedup_vs_torch_compile_tf32, ...
-                row["speedup_vs_" + key[:-len("_ms")]] = round(row[key] / row["kernel_ms"], 2)
         report["settings"][name] = row
         summary = {k: v for k, v in row.items() if k not in ("config", "matmul")}
         print(f"{name}: {summary}", flush=True)
