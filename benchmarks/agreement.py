@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import PHOTOS, ROOT, configure, environment, save_json, worker_pool  # noqa: E402
 from benchmarks.tune_presets import parse_grid  # noqa: E402
-from inr_cli.images import load_image  # noqa: E402
+from inr_cli.formats.images import load_image  # noqa: E402
 
 
 KINDS = ("kernel", "cublas", "torch", "torch-tf32")

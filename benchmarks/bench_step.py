@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import ROOT, configure, environment, make_trainer, photo, save_json, timed  # noqa: E402
 from inr_cli.backends.numpy_backend import NumpyBackend  # noqa: E402
-from inr_cli.coords import pixel_grid  # noqa: E402
-from inr_cli.network import NetworkSpec, init_networks, output_means  # noqa: E402
-from inr_cli.render import render_uint8  # noqa: E402
+from inr_cli.core.coords import pixel_grid  # noqa: E402
+from inr_cli.core.network import NetworkSpec, init_networks, output_means  # noqa: E402
+from inr_cli.core.render import render_uint8  # noqa: E402
 
 SIREN_PAPER = dict(omega0=30.0, lr=1e-4)  # the SIREN paper's omega0, a learning rate stable at every size
 SETTINGS = {

@@ -16,12 +16,12 @@ import numpy as np
 from PIL import Image
 
 from inr_cli.backends import get_backend
-from inr_cli.checkpoint import TrainingState
+from inr_cli.formats.checkpoint import TrainingState
 from inr_cli.config import Config, build_config, flags_to_values
-from inr_cli.images import PixelImage
-from inr_cli.network import NetworkSpec, output_means
-from inr_cli.sizing import fit_to_image
-from inr_cli.trainer import Trainer
+from inr_cli.formats.images import PixelImage
+from inr_cli.core.network import NetworkSpec, output_means
+from inr_cli.core.sizing import fit_to_image
+from inr_cli.core.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parent.parent
 PHOTOS = {"coffee": ROOT / "tests" / "fixtures" / "coffee.png", "rocket": ROOT / "tests" / "fixtures" / "rocket.jpg"}

@@ -28,8 +28,8 @@ import numpy as np  # noqa: E402
 
 from benchmarks.common import ROOT, configure, environment, make_trainer, photo, save_json  # noqa: E402
 from inr_cli.backends.numpy_backend import NumpyBackend  # noqa: E402
-from inr_cli.coords import pixel_grid  # noqa: E402
-from inr_cli.metrics import psnr_from_mse  # noqa: E402
+from inr_cli.core.coords import pixel_grid  # noqa: E402
+from inr_cli.core.metrics import psnr_from_mse  # noqa: E402
 
 
 def run_ours(config, images, steps):
@@ -56,7 +56,7 @@ def run_torch(torch, config, images, params, steps):
 
 
 def configure_spec(config, images):
-    from inr_cli.network import NetworkSpec
+    from inr_cli.core.network import NetworkSpec
 
     return NetworkSpec.from_config(config, images[0].n_channels)
 
@@ -101,7 +101,7 @@ def main() -> None:
 
 
 def params_at_start(config, images):
-    from inr_cli.network import init_networks
+    from inr_cli.core.network import init_networks
 
     return init_networks(configure_spec(config, images), range(len(images)))
 

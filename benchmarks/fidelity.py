@@ -35,11 +35,11 @@ from benchmarks.common import (PHOTOS, ROOT, configure, default_workers, environ
                                make_trainer, save_json, worker_pool)
 from benchmarks.upscaling import upscale_scores  # noqa: E402
 from inr_cli.backends import get_backend  # noqa: E402
-from inr_cli.coords import pixel_grid  # noqa: E402
-from inr_cli.images import load_image  # noqa: E402
-from inr_cli.metrics import psnr_from_mse  # noqa: E402
-from inr_cli.network import NetworkSpec, init_networks, output_means  # noqa: E402
-from inr_cli.render import render_float  # noqa: E402
+from inr_cli.core.coords import pixel_grid  # noqa: E402
+from inr_cli.formats.images import load_image  # noqa: E402
+from inr_cli.core.metrics import psnr_from_mse  # noqa: E402
+from inr_cli.core.network import NetworkSpec, init_networks, output_means  # noqa: E402
+from inr_cli.core.render import render_float  # noqa: E402
 
 PRESETS = ("siren", "sigmoid", "fourier")
 

@@ -4,7 +4,7 @@ a CPU render of that size takes.
     PYTHONPATH=. python benchmarks/png_writer.py --size 8192
 
 The picture is the coffee photo enlarged (smooth, like a network's render). Prints seconds for
-Pillow's default (zlib level 6) and for inr's writer (images.save_uint8: inr_cli/png.py at this size),
+Pillow's default (zlib level 6) and for inr's writer (images.save_uint8: inr_cli/formats/png.py at this size),
 their ratio and the file
 sizes; then renders a small SIREN (2x32) at the same size on the CPU and reports the peak of the
 memory NumPy allocated for it (tracemalloc), against the uint8 image's own size.
@@ -28,9 +28,9 @@ from PIL import Image  # noqa: E402
 
 from benchmarks.common import PHOTOS, ROOT, configure, environment, save_json  # noqa: E402
 from inr_cli.backends.numpy_backend import NumpyBackend  # noqa: E402
-from inr_cli.images import save_uint8  # noqa: E402
-from inr_cli.network import NetworkSpec, init_parameters  # noqa: E402
-from inr_cli.render import render_uint8  # noqa: E402
+from inr_cli.formats.images import save_uint8  # noqa: E402
+from inr_cli.core.network import NetworkSpec, init_parameters  # noqa: E402
+from inr_cli.core.render import render_uint8  # noqa: E402
 
 
 def main() -> None:

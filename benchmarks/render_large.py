@@ -18,8 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import ROOT, configure, environment, make_trainer, photo, save_json  # noqa: E402
-from inr_cli.images import save_uint8  # noqa: E402
-from inr_cli.render import render_uint8  # noqa: E402
+from inr_cli.formats.images import save_uint8  # noqa: E402
+from inr_cli.core.render import render_uint8  # noqa: E402
 
 
 def main() -> None:

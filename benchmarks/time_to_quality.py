@@ -20,9 +20,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import ROOT, configure, environment, make_trainer, photo, save_json  # noqa: E402
-from inr_cli.coords import pixel_grid  # noqa: E402
-from inr_cli.metrics import psnr_from_mse  # noqa: E402
-from inr_cli.network import NetworkSpec, init_parameters  # noqa: E402
+from inr_cli.core.coords import pixel_grid  # noqa: E402
+from inr_cli.core.metrics import psnr_from_mse  # noqa: E402
+from inr_cli.core.network import NetworkSpec, init_parameters  # noqa: E402
 
 TARGETS = (30.0, 40.0)
 

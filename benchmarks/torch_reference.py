@@ -13,7 +13,7 @@ import numpy as np
 
 def build(torch, spec, flat_params: np.ndarray, device: str):
     """nn.Linear layers holding our initial parameters (and the fixed Fourier matrix, if any)."""
-    from inr_cli.network import frequency_view, layer_views
+    from inr_cli.core.network import frequency_view, layer_views
 
     flat_params = np.asarray(flat_params).reshape(1, -1)
     frequencies = frequency_view(spec, flat_params)
@@ -122,7 +122,7 @@ class BatchedTorchTrainer:
     it would get alone. Starts from our [N, P] parameters."""
 
     def __init__(self, torch, spec, params, coords, targets, lr, lr_min, total_steps, device="cpu"):
-        from inr_cli.network import frequency_view, layer_views
+        from inr_cli.core.network import frequency_view, layer_views
 
         self.torch, self.spec = torch, spec
         params = np.asarray(params)

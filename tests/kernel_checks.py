@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from inr_cli.backends.numpy_backend import NumpyBackend
-from inr_cli.schedule import step_hyperparameters
+from inr_cli.core.schedule import step_hyperparameters
 
 cpu = NumpyBackend()
 

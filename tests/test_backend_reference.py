@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from inr_cli.backends.numpy_backend import NumpyBackend, batch_indices
-from inr_cli.schedule import cosine_lr
+from inr_cli.core.schedule import cosine_lr
 
 cpu = NumpyBackend()
 

@@ -8,7 +8,7 @@ import pytest
 
 from benchmarks.bench_step import SETTINGS, setting_config
 from benchmarks.common import configure
-from inr_cli.network import NetworkSpec
+from inr_cli.core.network import NetworkSpec
 
 
 def spec_of(name: str) -> NetworkSpec:

@@ -210,7 +210,7 @@ def test_device_gpu_without_gpu_is_a_clear_error(rgb_png, tmp_path):
 
 
 def test_fourier_preset_trains_renders_and_keeps_frequencies(tmp_path, rgb_png):
-    from inr_cli import checkpoint as ckpt
+    from inr_cli.formats import checkpoint as ckpt
 
     run_dir = tmp_path / "f"
     result = run("train", rgb_png, "--preset", "fourier", "--steps", "4", "--hidden", "16", "--fourier-features",
@@ -261,7 +261,7 @@ def test_a_runs_config_file_reproduces_the_run(tmp_path, rgb_png):
     run("train", rgb_png, "--steps", "2", "--run-dir", tmp_path / "a", *SMALL)
     result = run("train", "--config", tmp_path / "a" / "config.toml", "--run-dir", tmp_path / "b", "-q")
     assert result.exit_code == 0, result.output
-    from inr_cli import checkpoint as ckpt
+    from inr_cli.formats import checkpoint as ckpt
 
     a, b = ckpt.load(tmp_path / "a"), ckpt.load(tmp_path / "b")
     assert b.data_fingerprint == a.data_fingerprint and b.config.data.source == str(rgb_png.resolve())
@@ -302,7 +302,7 @@ def test_outputs_respect_the_umask_links_and_devices(tmp_path, rgb_png):
 
     old = os.umask(0o022)
     try:
-        import inr_cli.atomic as atomic
+        import inr_cli.formats.atomic as atomic
 
         saved_umask = atomic.UMASK
         atomic.UMASK = 0o022

@@ -16,8 +16,8 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from inr_cli import checkpoint as ckpt
-from inr_cli import fit_many
+from inr_cli.formats import checkpoint as ckpt
+from inr_cli.sets import fit_many
 from inr_cli.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,9 +80,9 @@ def test_output_is_a_data_set_of_networks(reference):
     assert weights.dtype == np.float32 and weights.shape == (5, networks.spec.parameter_count())
     assert all(float(r["psnr"]) > 10 and int(r["steps"]) == 40 for r in rows)
     from inr_cli.backends.numpy_backend import NumpyBackend
-    from inr_cli.images import load_image
-    from inr_cli.metrics import psnr
-    from inr_cli.render import render_float
+    from inr_cli.formats.images import load_image
+    from inr_cli.core.metrics import psnr
+    from inr_cli.core.render import render_float
 
     for i, row in enumerate(rows):  # each row's PSNR is its own network's render against its own image
         image = load_image(folder / row["name"])

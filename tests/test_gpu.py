@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inr_cli.network import NetworkSpec, init_parameters
-from inr_cli.render import render_float
+from inr_cli.core.network import NetworkSpec, init_parameters
+from inr_cli.core.render import render_float
 from tests.kernel_checks import (
     check_activations, check_column_reduce, check_fill, check_fourier_features, check_fused_layer, check_matmul,
     check_matmul_into_parameter_views, check_mse_loss, check_sample_batch, check_schedule_and_optimizers, cpu,
@@ -160,7 +160,7 @@ def test_checkpoints_move_between_gpu_and_cpu(tmp_path, rgb_png):
     """Train on the GPU, resume on the CPU, and the reverse: both land near a CPU-only run."""
     from typer.testing import CliRunner
 
-    from inr_cli import checkpoint as ckpt
+    from inr_cli.formats import checkpoint as ckpt
     from inr_cli.cli import app
 
     runner = CliRunner()

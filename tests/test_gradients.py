@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from inr_cli.backends.numpy_backend import NumpyBackend
-from inr_cli.network import Network, NetworkSpec, frequency_view, init_networks, layer_views
-from inr_cli.workspace import Workspace
+from inr_cli.core.network import Network, NetworkSpec, frequency_view, init_networks, layer_views
+from inr_cli.core.workspace import Workspace
 from tests.test_networks import config_for
 
 cpu = NumpyBackend()

@@ -7,8 +7,8 @@ import pytest
 from PIL import Image
 
 from inr_cli.errors import InrError
-from inr_cli.images import load_image, save_image
-from inr_cli.pixel_csv import read_csv, write_csv
+from inr_cli.formats.images import load_image, save_image
+from inr_cli.formats.pixel_csv import read_csv, write_csv
 from tests.conftest import make_image
 
 
@@ -160,8 +160,8 @@ def test_fast_and_careful_csv_parsers_agree(tmp_path):
     and a file whose lines carry one value too many and one too few is still refused, by line."""
     import numpy as np
 
-    from inr_cli.images import PixelImage
-    from inr_cli.pixel_csv import csv_text
+    from inr_cli.formats.images import PixelImage
+    from inr_cli.formats.pixel_csv import csv_text
 
     rng = np.random.default_rng(3)
     image = PixelImage((rng.integers(0, 65536, (7, 9, 3)) / 65535).astype(np.float32), ("r", "g", "b"), 16)
@@ -189,7 +189,7 @@ def test_parallel_png_writer_reads_back_exactly(tmp_path, channels):
     import numpy as np
     from PIL import Image
 
-    from inr_cli.png import write_png
+    from inr_cli.formats.png import write_png
 
     rng = np.random.default_rng(channels)
     smooth = np.cumsum(rng.integers(0, 3, (61, 47, channels)), axis=1).astype(np.uint8)
@@ -203,11 +203,11 @@ def test_large_renders_use_the_parallel_writer(tmp_path, monkeypatch):
     import numpy as np
     from PIL import Image
 
-    from inr_cli import images
+    from inr_cli.formats import images
 
     monkeypatch.setattr(images, "FAST_PNG_PIXELS", 100)
     calls = []
-    import inr_cli.png as png
+    import inr_cli.formats.png as png
 
     real = png.write_png
     monkeypatch.setattr(png, "write_png", lambda *a, **k: (calls.append(1), real(*a, **k)))
@@ -223,7 +223,7 @@ def test_16_bit_colour_is_kept_from_file_to_csv_to_file_and_rendered(tmp_path):
     from typer.testing import CliRunner
 
     from inr_cli.cli import app
-    from inr_cli.png import read_png16, write_png
+    from inr_cli.formats.png import read_png16, write_png
 
     rng = np.random.default_rng(16)
     pixels = rng.integers(0, 65536, (9, 11, 3), dtype=np.uint16)
@@ -248,9 +248,9 @@ def test_16_bit_colour_is_kept_from_file_to_csv_to_file_and_rendered(tmp_path):
     assert result.exit_code == 2 and "16-bit renders are written as PNG or TIFF" in result.output
     import tifffile
 
-    from inr_cli import checkpoint as ckpt
+    from inr_cli.formats import checkpoint as ckpt
     from inr_cli.backends.numpy_backend import NumpyBackend
-    from inr_cli.render import render_float
+    from inr_cli.core.render import render_float
 
     saved = ckpt.load(tmp_path / "run")
     for depth, dtype in (("16", np.uint16), ("32", np.float32)):

@@ -10,8 +10,8 @@ import pytest
 
 from benchmarks.common import configure, make_trainer, photo
 from inr_cli.backends.numpy_backend import NumpyBackend
-from inr_cli.coords import pixel_grid
-from inr_cli.render import render_float
+from inr_cli.core.coords import pixel_grid
+from inr_cli.core.render import render_float
 
 torch = pytest.importorskip("torch", reason="PyTorch is the benchmarks' peer, not a dependency of inr")
 

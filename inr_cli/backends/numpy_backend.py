@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from inr_cli.schedule import step_hyperparameters
+from inr_cli.core.schedule import step_hyperparameters
 
 
 def batch_indices(seed: int, step: int, batch: int, n: int) -> np.ndarray:

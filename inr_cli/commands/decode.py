@@ -7,8 +7,8 @@ import typer
 
 from inr_cli.commands.paths import check_parent, default_output
 from inr_cli.errors import UsageError
-from inr_cli.images import save_image
-from inr_cli.pixel_csv import read_csv
+from inr_cli.formats.images import save_image
+from inr_cli.formats.pixel_csv import read_csv
 
 NAME = "decode"
 HELP = "Pixel CSV -> image: the exact inverse of encode for 8-bit images."

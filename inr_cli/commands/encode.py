@@ -8,8 +8,8 @@ import typer
 from inr_cli.commands.paths import check_parent, default_output
 from inr_cli.console import notice
 from inr_cli.errors import UsageError
-from inr_cli.images import load_image
-from inr_cli.pixel_csv import write_csv
+from inr_cli.formats.images import load_image
+from inr_cli.formats.pixel_csv import write_csv
 
 NAME = "encode"
 HELP = "Image -> pixel CSV (x, y, channels in [0, 1])."

@@ -7,16 +7,16 @@ from typing import Optional
 import typer
 from PIL import Image
 
-from inr_cli import checkpoint as ckpt
+from inr_cli.formats import checkpoint as ckpt
 from inr_cli.backends import get_backend
 from inr_cli.config import Device, build_config, flags_to_values
 from inr_cli.console import info, notice
-from inr_cli.data import load_training_data
+from inr_cli.formats.data import load_training_data
 from inr_cli.errors import InrError, UsageError
-from inr_cli.images import resample, resize
-from inr_cli.metrics import psnr, ssim
-from inr_cli.render import render_float
-from inr_cli.training_loop import run_training
+from inr_cli.formats.images import resample, resize
+from inr_cli.core.metrics import psnr, ssim
+from inr_cli.core.render import render_float
+from inr_cli.core.training_loop import run_training
 
 NAME = "eval"
 HELP = ("PSNR and SSIM of the network's render against a reference image or CSV. With --train-size: "

@@ -5,8 +5,8 @@ from typing import Optional
 
 import typer
 
-from inr_cli import export as exporter
-from inr_cli import fit_many
+from inr_cli.formats import export as exporter
+from inr_cli.sets import fit_many
 from inr_cli.commands.paths import check_parent
 from inr_cli.errors import UsageError
 

@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from inr_cli import fit_many
+from inr_cli.sets import fit_many
 from inr_cli.backends import get_backend
 from inr_cli.config import Device, Encoding, Model, build_config, flags_to_values
 from inr_cli.console import info, notice
@@ -66,7 +66,7 @@ def command(
             progress.add(len(result["names"]), result["psnr"])
 
         if ray_address:
-            from inr_cli.cluster import run_on_ray
+            from inr_cli.sets.cluster import run_on_ray
 
             run_on_ray(ray_address, plan, out, pending, on_shard, workers)
         else:

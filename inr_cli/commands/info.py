@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import typer
 
-from inr_cli import checkpoint as ckpt
-from inr_cli import fit_many
-from inr_cli.metrics import psnr_from_mse
+from inr_cli.formats import checkpoint as ckpt
+from inr_cli.sets import fit_many
+from inr_cli.core.metrics import psnr_from_mse
 
 NAME = "info"
 HELP = "What a run holds: network, parameters, step reached, last loss and PSNR, sizes."

@@ -7,15 +7,15 @@ from typing import Optional
 import numpy as np
 import typer
 
-from inr_cli import fit_many
+from inr_cli.sets import fit_many
 from inr_cli.config import Device
 from inr_cli.backends import get_backend
-from inr_cli.canvas import canvas_size
+from inr_cli.core.canvas import canvas_size
 from inr_cli.commands.paths import check_parent
 from inr_cli.console import info, notice
 from inr_cli.errors import UsageError
-from inr_cli.images import image_format, save_tiff, save_uint16, save_uint8
-from inr_cli.render import render_float, render_uint8
+from inr_cli.formats.images import image_format, save_tiff, save_uint16, save_uint8
+from inr_cli.core.render import render_float, render_uint8
 
 NAME = "render"
 HELP = "Draw a trained network on a canvas of any size."

@@ -6,13 +6,13 @@ from typing import Optional
 
 import typer
 
-from inr_cli import checkpoint as ckpt
+from inr_cli.formats import checkpoint as ckpt
 from inr_cli.config import Device, Encoding, Matmul, Model, Optimizer, build_config, flags_to_values, with_values
 from inr_cli.console import info, notice
-from inr_cli.data import SAMPLE, fingerprint, load_training_data
+from inr_cli.formats.data import SAMPLE, fingerprint, load_training_data
 from inr_cli.errors import InrError, UsageError
-from inr_cli.runs import latest_run, new_run_dir
-from inr_cli.training_loop import run_training
+from inr_cli.core.runs import latest_run, new_run_dir
+from inr_cli.core.training_loop import run_training
 
 NAME = "train"
 HELP = "Train a network on a pixel CSV or an image (no DATA: the built-in sample), or --resume a run."

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from inr_cli import config as configuration
-from inr_cli.atomic import atomic_path
+from inr_cli.formats.atomic import atomic_path
 from inr_cli.config import Config
 from inr_cli.errors import InrError, UsageError
-from inr_cli.network import NetworkSpec, init_networks
+from inr_cli.core.network import NetworkSpec, init_networks
 
 MAGIC = "inr-checkpoint"
 FORMAT_VERSION = 2  # 2: [N, P] parameters, nested configuration, training seconds; 1 still loads

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from inr_cli.errors import UsageError
-from inr_cli.images import fit_longer_side
+from inr_cli.formats.images import fit_longer_side
 
 MAX_SIDE = 65535  # PNG and Pillow both handle this; larger sides are refused up front
 MAX_PIXELS = 1 << 28  # 268 M pixels: about 1 GB for an RGBA image in memory

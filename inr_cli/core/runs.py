@@ -6,7 +6,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from inr_cli.checkpoint import FILENAME
+from inr_cli.formats.checkpoint import FILENAME
 from inr_cli.errors import InrError
 
 RUNS_ROOT = Path("runs")

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from inr_cli.checkpoint import TrainingState
+from inr_cli.formats.checkpoint import TrainingState
 from inr_cli.config import Config
-from inr_cli.coords import pixel_grid
-from inr_cli.images import PixelImage
-from inr_cli.network import Network, NetworkSpec, layer_views
-from inr_cli.workspace import Workspace
+from inr_cli.core.coords import pixel_grid
+from inr_cli.formats.images import PixelImage
+from inr_cli.core.network import Network, NetworkSpec, layer_views
+from inr_cli.core.workspace import Workspace
 
 
 class BatchBuffers:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inr_cli.network import NetworkSpec
+from inr_cli.core.network import NetworkSpec
 
 
 class Workspace:

@@ -31,18 +31,18 @@ from pathlib import Path
 import numpy as np
 
 from inr_cli import config as configuration
-from inr_cli.atomic import atomic_path, atomic_write_text
-from inr_cli.checkpoint import TrainingState
+from inr_cli.formats.atomic import atomic_path, atomic_write_text
+from inr_cli.formats.checkpoint import TrainingState
 from inr_cli.config import Config, with_values
-from inr_cli.data import load_training_data
+from inr_cli.formats.data import load_training_data
 from inr_cli.errors import InrError, UsageError
-from inr_cli.images import PixelImage
-from inr_cli.metrics import psnr_from_mse
-from inr_cli.network import NetworkSpec, output_means
-from inr_cli.sizing import AUTO, SIZED_KEYS, fit_to_image
+from inr_cli.formats.images import PixelImage
+from inr_cli.core.metrics import psnr_from_mse
+from inr_cli.core.network import NetworkSpec, output_means
+from inr_cli.core.sizing import AUTO, SIZED_KEYS, fit_to_image
 from inr_cli.progress import clock
-from inr_cli.render import render_networks
-from inr_cli.trainer import Trainer
+from inr_cli.core.render import render_networks
+from inr_cli.core.trainer import Trainer
 
 PLAN = "fit-many.json"
 SHARDS = "shards"
@@ -335,7 +335,7 @@ class OneNetwork:
 
 
 def one_network(run: Path, image: str | None) -> OneNetwork:
-    from inr_cli import checkpoint as ckpt
+    from inr_cli.formats import checkpoint as ckpt
 
     if is_network_set(run):
         if image is None:

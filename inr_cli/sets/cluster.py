@@ -15,7 +15,7 @@ from pathlib import Path
 
 from inr_cli.console import notice
 from inr_cli.errors import InrError
-from inr_cli.fit_many import SHARDS, Plan, failpoint, fit_shard, shard_images, write_shard
+from inr_cli.sets.fit_many import SHARDS, Plan, failpoint, fit_shard, shard_images, write_shard
 
 
 class ShardWorker:

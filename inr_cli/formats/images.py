@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from inr_cli.atomic import atomic_path
+from inr_cli.formats.atomic import atomic_path
 from inr_cli.errors import InrError
 
 
@@ -79,7 +79,7 @@ def load_image(path: Path, size: int | None = None, gray: bool = False, notices:
 
 
 def _is_png16_colour(path: Path) -> bool:
-    from inr_cli.png import png_depth
+    from inr_cli.formats.png import png_depth
 
     header = png_depth(path)
     return header is not None and header[0] == 16 and header[1] in (2, 4, 6)
@@ -87,7 +87,7 @@ def _is_png16_colour(path: Path) -> bool:
 
 def _read_png16(path: Path) -> PixelImage:
     """16-bit colour (and grey+alpha) PNGs keep their 16 bits: Pillow would cut them to 8."""
-    from inr_cli.png import read_png16
+    from inr_cli.formats.png import read_png16
 
     try:
         array = read_png16(path, MAX_IMAGE_PIXELS)
@@ -171,7 +171,7 @@ def _pil_from_uint8(array: np.ndarray) -> Image.Image:
 
 
 def save_image(image: PixelImage, path: Path) -> None:
-    """An image file; a 16-bit image written as PNG keeps its 16 bits (inr_cli/png.py)."""
+    """An image file; a 16-bit image written as PNG keeps its 16 bits (inr_cli/formats/png.py)."""
     path = Path(path)
     if image.bit_depth == 16 and image_format(path) == "PNG":
         save_uint16(np.round(np.clip(image.values, 0, 1) * 65535).astype(np.uint16), path)
@@ -197,7 +197,7 @@ def save_tiff(array: np.ndarray, path: Path) -> None:
 
 def save_uint16(array: np.ndarray, path: Path) -> None:
     """An (H, W, C) uint16 array as a 16-bit PNG."""
-    from inr_cli.png import write_png
+    from inr_cli.formats.png import write_png
 
     path = Path(path)
     if image_format(path) != "PNG":
@@ -209,7 +209,7 @@ def save_uint16(array: np.ndarray, path: Path) -> None:
             raise InrError(f"{path}: cannot write this image ({exc.strerror or exc})") from None
 
 
-# Above this many pixels a PNG is written by inr_cli/png.py, on every core: 8192x8192 in 1.4 s
+# Above this many pixels a PNG is written by inr_cli/formats/png.py, on every core: 8192x8192 in 1.4 s
 # against Pillow's 9.1 s (benchmarks/png_writer.py). Small images keep Pillow's smaller files.
 FAST_PNG_PIXELS = 1 << 22
 
@@ -218,7 +218,7 @@ def save_uint8(array: np.ndarray, path: Path) -> None:
     """Write an (H, W, C) uint8 array without a float copy: large renders stay a quarter the size."""
     path = Path(path)
     if image_format(path) == "PNG" and array.shape[0] * array.shape[1] > FAST_PNG_PIXELS:
-        from inr_cli.png import write_png
+        from inr_cli.formats.png import write_png
 
         with atomic_path(path, suffix=path.suffix) as tmp:
             try:

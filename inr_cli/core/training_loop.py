@@ -10,24 +10,24 @@ from pathlib import Path
 
 import numpy as np
 
-from inr_cli import checkpoint as ckpt
-from inr_cli.atomic import atomic_write_text
+from inr_cli.formats import checkpoint as ckpt
+from inr_cli.formats.atomic import atomic_write_text
 from inr_cli.backends import get_backend
-from inr_cli.checkpoint import TrainingState
-from inr_cli.comparison import side_by_side, write_previews_animation, write_psnr_svg
+from inr_cli.formats.checkpoint import TrainingState
+from inr_cli.core.comparison import side_by_side, write_previews_animation, write_psnr_svg
 from inr_cli.config import Config, to_toml
 from inr_cli.console import info, notice
-from inr_cli.data import fingerprint
+from inr_cli.formats.data import fingerprint
 from inr_cli.errors import InrError
-from inr_cli.images import PixelImage, save_image
-from inr_cli.metrics import psnr, psnr_from_mse
-from inr_cli.network import NetworkSpec, output_means
-from inr_cli.sizing import fit_to_image
+from inr_cli.formats.images import PixelImage, save_image
+from inr_cli.core.metrics import psnr, psnr_from_mse
+from inr_cli.core.network import NetworkSpec, output_means
+from inr_cli.core.sizing import fit_to_image
 from inr_cli.progress import TrainingProgress
-from inr_cli.render import render_float
-from inr_cli.runs import MetricsLog, RunLock, read_metrics
-from inr_cli.schedule import cosine_lr
-from inr_cli.trainer import Trainer
+from inr_cli.core.render import render_float
+from inr_cli.core.runs import MetricsLog, RunLock, read_metrics
+from inr_cli.core.schedule import cosine_lr
+from inr_cli.core.trainer import Trainer
 
 
 class Interrupted(Exception):

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from inr_cli.images import load_image, resize
-from inr_cli.images import PixelImage
-from inr_cli.pixel_csv import read_csv
+from inr_cli.formats.images import load_image, resize
+from inr_cli.formats.images import PixelImage
+from inr_cli.formats.pixel_csv import read_csv
 from inr_cli.resources import sample_image
 
 SAMPLE = "sample"

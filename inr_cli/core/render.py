@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from inr_cli.coords import pixel_grid
-from inr_cli.network import Network, NetworkSpec
-from inr_cli.workspace import Workspace
+from inr_cli.core.coords import pixel_grid
+from inr_cli.core.network import Network, NetworkSpec
+from inr_cli.core.workspace import Workspace
 
 CHUNK_PIXELS = 1 << 16  # rows of the workspace; ~64 MB of activations at width 256
 

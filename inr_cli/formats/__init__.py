@@ -1,0 +1,1 @@
+"""File formats: pixel CSV, images, checkpoints, exports, atomic writes."""
