@@ -1,4 +1,5 @@
-"""The training progress: step/total, elapsed, time left, loss, PSNR, learning rate, steps/s.
+"""Progress on stderr: a training's (step/total, elapsed, time left, loss, PSNR, learning rate,
+steps/s) and fit-many's (images done, images/s, time left, mean PSNR).
 
 On a terminal a Rich line whose first columns (step, elapsed, time left) fit even 80 columns; the
 bar takes what room is left. Off a terminal (a batch job, a log file) a plain line every
@@ -8,6 +9,8 @@ bar takes what room is left. Off a terminal (a batch job, a log file) a plain li
 from __future__ import annotations
 
 import time
+
+import numpy as np
 
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Column
@@ -55,6 +58,55 @@ class TrainingProgress:
                                f"loss {loss:.3e}  PSNR {psnr:.2f} dB  lr {lr:.2e}  {rate:.1f} steps/s",
                                soft_wrap=True, highlight=False, markup=False)
             self.last_line = now
+
+
+class ImageProgress:
+    """Images done, images/s, time left and mean PSNR so far: a Rich bar on a terminal, else a plain
+    line every `every` seconds (batch jobs, logs)."""
+
+    def __init__(self, total: int, done: int, quiet: bool, every: float = 10.0):
+        self.total, self.done, self.quiet, self.every = total, done, quiet, every
+        self.start_done, self.start = done, time.perf_counter()
+        self.psnrs: list[float] = []
+        self.last_line = self.start
+        self.console = err
+        self.bar = None
+        if not quiet and err.is_terminal:
+            counter = f"images {total}/{total}"
+            self.bar = Progress(  # counts and times first and never squeezed, as in training's progress
+                TextColumn("images {task.completed}/{task.total}", table_column=Column(no_wrap=True,
+                                                                                      min_width=len(counter))),
+                TextColumn("{task.fields[elapsed]} left {task.fields[left]}", table_column=Column(no_wrap=True,
+                                                                                                min_width=20)),
+                TextColumn("{task.fields[rate]} images/s  mean PSNR {task.fields[psnr]}",
+                           table_column=Column(no_wrap=True, overflow="ellipsis", ratio=2)),
+                BarColumn(bar_width=None, table_column=Column(ratio=1)), console=err)
+            self.task = self.bar.add_task("fit", total=total, completed=done, rate="-", psnr="-",
+                                          elapsed=clock(0), left="-:--:--")
+
+    def __enter__(self):
+        if self.bar is not None:
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+    def add(self, count: int, psnrs) -> None:
+        self.done += count
+        self.psnrs.extend(float(p) for p in psnrs)
+        elapsed = time.perf_counter() - self.start
+        rate = (self.done - self.start_done) / max(elapsed, 1e-9)
+        mean = float(np.mean(self.psnrs))
+        left = (self.total - self.done) / rate if rate > 0 else float("inf")
+        if self.bar is not None:
+            self.bar.update(self.task, completed=self.done, rate=f"{rate:.1f}", psnr=f"{mean:.2f} dB",
+                            elapsed=clock(elapsed), left=clock(left))
+        elif not self.quiet and (time.perf_counter() - self.last_line >= self.every or self.done == self.total):
+            self.console.print(f"images {self.done}/{self.total}  {rate:.1f} images/s  mean PSNR {mean:.2f} dB  "
+                               f"elapsed {clock(elapsed)}  left {clock(left)}", soft_wrap=True, highlight=False)
+            self.last_line = time.perf_counter()
 
 
 def clock(seconds: float) -> str:

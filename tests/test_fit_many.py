@@ -18,6 +18,8 @@ from typer.testing import CliRunner
 
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.sets import fit_many
+from inr_cli.formats.network_set import load_network_set
+from tests import failpoints
 from inr_cli.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +42,7 @@ def fit(*args):
 
 
 def inr(*args, failpoint: str = "") -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "INR_FAILPOINT": failpoint}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **(failpoints.environment(failpoint) if failpoint else {})}
     return subprocess.Popen([sys.executable, "-m", "inr_cli", *map(str, args)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
@@ -76,7 +78,7 @@ def test_output_is_a_data_set_of_networks(reference):
         rows = list(csv.DictReader(handle))
     assert [r["name"] for r in rows] == sorted(p.name for p in folder.iterdir())
     assert set(fit_many.INDEX_COLUMNS) <= set(rows[0])
-    networks = fit_many.load_network_set(out)
+    networks = load_network_set(out)
     assert weights.dtype == np.float32 and weights.shape == (5, networks.spec.parameter_count())
     assert all(float(r["psnr"]) > 10 and int(r["steps"]) == 40 for r in rows)
     from inr_cli.backends.numpy_backend import NumpyBackend
@@ -109,7 +111,7 @@ def test_same_network_whatever_the_pack_and_as_inr_train(reference, tmp_path):
     result = fit(folder, "-o", tmp_path / "one-pack", "--pack", "5", *NET)
     assert result.exit_code == 0, result.output
     assert np.array_equal(np.load(tmp_path / "one-pack" / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
-    networks = fit_many.load_network_set(out)
+    networks = load_network_set(out)
     row = networks.row("img3.png")
     seed = networks.index[row]["seed"]
     result = runner.invoke(app, ["train", str(folder / "img3.png"), "--seed", seed, "--run-dir",
@@ -160,7 +162,7 @@ def test_bad_folders(tmp_path):
     assert not (tmp_path / "o1" / fit_many.WEIGHTS).exists()
     result = fit(folder, "-o", tmp_path / "o2", "--size", "12", *NET)
     assert result.exit_code == 0, result.output
-    sizes = {(r["name"], r["width"], r["height"]) for r in fit_many.load_network_set(tmp_path / "o2").index}
+    sizes = {(r["name"], r["width"], r["height"]) for r in load_network_set(tmp_path / "o2").index}
     assert ("small.png", "12", "12") in sizes and ("img0.png", "12", "9") in sizes
     (folder / "notes.txt").write_text("not an image")
     result = fit(folder, "-o", tmp_path / "o3", "--size", "12", *NET)
@@ -168,7 +170,7 @@ def test_bad_folders(tmp_path):
     assert "Traceback" not in result.output and not (tmp_path / "o3" / fit_many.SHARDS).exists()
     result = fit(folder, "-o", tmp_path / "o4", "--size", "12", "--skip-unreadable", *NET[:-1])
     assert result.exit_code == 0 and "skipped notes.txt" in result.output
-    assert len(fit_many.load_network_set(tmp_path / "o4").index) == 3
+    assert len(load_network_set(tmp_path / "o4").index) == 3
 
 
 def test_seed_depends_on_the_run_seed_and_the_name_only():

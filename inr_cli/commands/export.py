@@ -6,7 +6,7 @@ from typing import Optional
 import typer
 
 from inr_cli.formats import export as exporter
-from inr_cli.sets import fit_many
+from inr_cli.loading import one_network
 from inr_cli.commands.paths import check_parent
 from inr_cli.errors import UsageError
 
@@ -24,6 +24,6 @@ def command(
     if Path(output).suffix.lower() not in exporter.FORMATS:  # checked before any work
         raise UsageError(f"{output}: unknown export format '{Path(output).suffix}' (use .safetensors or .onnx)")
     check_parent(output)
-    network = fit_many.one_network(run, image)
+    network = one_network(run, image)
     exporter.export(network.spec, network.params, network.channels, output)
     typer.echo(str(output))

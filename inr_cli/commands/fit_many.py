@@ -9,6 +9,7 @@ from inr_cli.sets import fit_many
 from inr_cli.backends import get_backend
 from inr_cli.config import Device, Encoding, Model, build_config, flags_to_values
 from inr_cli.console import info, notice
+from inr_cli.progress import ImageProgress
 from inr_cli.errors import UsageError
 
 NAME = "fit-many"
@@ -61,7 +62,7 @@ def command(
         where = f"Ray ({ray_address})" if ray_address else backend.name
         info(f"fitting {total} images ({len(plan.shards)} shards of up to {plan.pack}; {done} done) on {where}: "
              f"{plan.spec.model} {plan.spec.layers}x{plan.spec.hidden}, {config.training.steps} steps -> {out}")
-    with fit_many.ImageProgress(total, done, quiet) as progress:
+    with ImageProgress(total, done, quiet) as progress:
         def on_shard(index, result):
             progress.add(len(result["names"]), result["psnr"])
 

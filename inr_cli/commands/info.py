@@ -7,7 +7,7 @@ import numpy as np
 import typer
 
 from inr_cli.formats import checkpoint as ckpt
-from inr_cli.sets import fit_many
+from inr_cli.formats.network_set import is_network_set, load_network_set
 from inr_cli.core.metrics import psnr_from_mse
 
 NAME = "info"
@@ -19,7 +19,7 @@ def command(
     run: Path = typer.Argument(..., help="Run directory or checkpoint.npz."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    if fit_many.is_network_set(run):
+    if is_network_set(run):
         _set_info(run, as_json)
         return
     saved = ckpt.load(run)
@@ -66,7 +66,7 @@ def command(
 
 def _set_info(out: Path, as_json: bool) -> None:
     """A set of networks from inr fit-many: how many, how good, how big."""
-    networks = fit_many.load_network_set(out)
+    networks = load_network_set(out)
     spec = networks.spec
     psnrs = np.array([float(row["psnr"]) for row in networks.index])
     worst = int(np.argmin(psnrs))

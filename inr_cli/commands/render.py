@@ -7,7 +7,7 @@ from typing import Optional
 import numpy as np
 import typer
 
-from inr_cli.sets import fit_many
+from inr_cli.loading import one_network
 from inr_cli.config import Device
 from inr_cli.backends import get_backend
 from inr_cli.core.canvas import canvas_size
@@ -37,7 +37,7 @@ def command(
 ) -> None:
     if depth not in (8, 16, 32):
         raise UsageError(f"--depth is 8, 16 or 32 bits per channel, got {depth}")
-    network = fit_many.one_network(run, image)
+    network = one_network(run, image)
     w, h = canvas_size(network.width, network.height, size, width, height)
     run_dir = run if run.is_dir() else run.parent
     target = output or run_dir / f"{network.label}-{w}x{h}.png"

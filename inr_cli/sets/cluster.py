@@ -15,24 +15,23 @@ from pathlib import Path
 
 from inr_cli.console import notice
 from inr_cli.errors import InrError
-from inr_cli.sets.fit_many import SHARDS, Plan, failpoint, fit_shard, shard_images, write_shard
+from inr_cli.hooks import hook
+from inr_cli.sets.fit_many import SHARDS, Plan, fit_shard, shard_images, write_shard
 
 
 class ShardWorker:
     """One per GPU (or per machine's CPUs): the backend, and with it the compiled kernels, made once."""
 
-    def __init__(self, plan_json: str, out: str, failpoint: str = ""):
+    def __init__(self, plan_json: str, out: str):
         from inr_cli.backends import get_backend
 
         self.plan = Plan.from_json(plan_json)
         self.out = Path(out)
-        self.failpoint = failpoint
         training = self.plan.config.training
         self.backend = get_backend(training.device, training.matmul)
 
     def fit(self, names: list[str], images) -> dict:
-        for name in names:
-            failpoint("worker-at", name, self.out, self.failpoint)
+        hook("shard-start", names=names, out=self.out)
         return fit_shard(self.backend, self.plan, images, names)
 
 
@@ -70,10 +69,12 @@ def run_on_ray(address: str, plan: Plan, out: Path, pending: list[int], on_shard
     count, options = worker_options(ray, plan, workers)
     # A dead worker is restarted without end; its shard comes back to us as an error and is resent,
     # so that the loss of a worker is said, not hidden.
-    remote = ray.remote(max_restarts=-1, max_task_retries=0, **options)(ShardWorker)
+    # The driver's INR_ settings (the hooks a test arms, say) travel to the workers.
+    settings = {name: value for name, value in os.environ.items() if name.startswith("INR_")}
+    remote = ray.remote(max_restarts=-1, max_task_retries=0, runtime_env={"env_vars": settings},
+                        **options)(ShardWorker)
     plan_json = plan.to_json()
-    injected = os.environ.get("INR_FAILPOINT", "")
-    pool = [remote.remote(plan_json, str(out), injected) for _ in range(min(count, len(pending)) or 1)]
+    pool = [remote.remote(plan_json, str(out)) for _ in range(min(count, len(pending)) or 1)]
     queue = list(pending)
     running: dict = {}
 
@@ -99,7 +100,7 @@ def run_on_ray(address: str, plan: Plan, out: Path, pending: list[int], on_shard
             raise InrError(f"shard {index} failed on a worker: {str(exc).strip().splitlines()[-1]}") from None
         write_shard(out, index, result)
         on_shard(index, result)
-        failpoint("driver-after", str(len(list((out / SHARDS).glob("*.npz")))), out)
+        hook("shard-written", shards=out / SHARDS)
         if queue:
             submit(worker)
 

@@ -4,11 +4,7 @@ The folder becomes a plan (fit-many.json): every image with its size, the hash o
 seed, the settings, and the shards (packs of images of one size, fitted together in one Trainer).
 Each finished shard is written atomically to shards/; running the same command again skips the
 shards that are there, so a killed run loses at most the shards in flight. When every shard is
-done, the set is assembled:
-
-    OUT/weights.npy     [N, P] float32, row i is the network of index.csv row i (np.load reads it)
-    OUT/index.csv       name, psnr, loss, steps, seed, width, height
-    OUT/network.json    the network's description (NetworkSpec) and the configuration that fitted it
+done, the set is assembled (inr_cli/formats/network_set.py says what its files hold).
 
 An image's seed comes from --seed and its file name alone (image_seed), and a network trained in a
 pack gets the bits it would get alone, so its network does not depend on the pack, the worker or
@@ -22,9 +18,6 @@ import functools
 import hashlib
 import io
 import json
-import os
-import signal
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -36,41 +29,19 @@ from inr_cli.formats.checkpoint import TrainingState
 from inr_cli.config import Config, with_values
 from inr_cli.formats.data import load_training_data
 from inr_cli.errors import InrError, UsageError
+from inr_cli.hooks import hook
 from inr_cli.formats.images import PixelImage
+from inr_cli.formats.network_set import (DESCRIPTION, FORMAT_VERSION, INDEX, INDEX_COLUMNS, PLAN, SHARDS,
+                                         WEIGHTS)
 from inr_cli.core.metrics import psnr_from_mse
 from inr_cli.core.network import NetworkSpec, output_means
 from inr_cli.core.sizing import AUTO, SIZED_KEYS, fit_to_image
-from inr_cli.progress import clock
 from inr_cli.core.render import render_networks
 from inr_cli.core.trainer import Trainer
 
-PLAN = "fit-many.json"
-SHARDS = "shards"
-WEIGHTS = "weights.npy"
-INDEX = "index.csv"
-DESCRIPTION = "network.json"
-INDEX_COLUMNS = ("name", "psnr", "loss", "steps", "seed", "width", "height")
-FORMAT_VERSION = 1
 # The settings a rerun may change: they decide where and how fast, not what is fitted.
 FREE_KEYS = {"training.device", "training.matmul", "training.cuda_graph", "training.checkpoint_every",
              "training.log_every", "training.preview_every", "data.source"}
-
-
-def failpoint(kind: str, value: str, out: Path, wanted: str | None = None) -> None:
-    """Fault injection for the test suite, off unless INR_FAILPOINT is set: "driver-after=K" SIGKILLs
-    the driver once K shards are on disk; "worker-at=NAME" SIGKILLs the worker that starts fitting
-    NAME's shard, once (a marker in OUT remembers it; Ray workers get the setting from the driver).
-    A real kill of a real process, at a moment
-    the test does not have to catch."""
-    wanted = os.environ.get("INR_FAILPOINT", "") if wanted is None else wanted
-    if wanted != f"{kind}={value}":
-        return
-    marker = Path(out) / f".failpoint-{kind}-{value}"
-    if kind == "worker-at":
-        if marker.exists():
-            return
-        marker.touch()
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def image_seed(seed: int, name: str) -> int:
@@ -273,7 +244,7 @@ def run_in_process(backend, plan: Plan, out: Path, pending: list[int], on_shard)
         result = fit_shard(backend, plan, shard_images(plan, index), plan.shards[index])
         write_shard(out, index, result)
         on_shard(index, result)
-        failpoint("driver-after", str(len(list((out / SHARDS).glob("*.npz")))), out)
+        hook("shard-written", shards=out / SHARDS)
 
 
 def assemble(out: Path, plan: Plan) -> int:
@@ -302,127 +273,3 @@ def assemble(out: Path, plan: Plan) -> int:
                    "parameters_per_network": plan.spec.parameter_count(), "dtype": "float32"}
     atomic_write_text(out / DESCRIPTION, json.dumps(description, indent=1) + "\n")
     return plan.spec.parameter_count() * 4
-
-
-@dataclass
-class NetworkSet:
-    """A finished `inr fit-many` folder, read back."""
-
-    spec: NetworkSpec
-    channels: tuple[str, ...]
-    index: list[dict]
-    weights: np.ndarray  # [N, P] float32, memory-mapped
-
-    def row(self, name: str) -> int:
-        for i, row in enumerate(self.index):
-            if row["name"] == name:
-                return i
-        close = [r["name"] for r in self.index if r["name"].split(".")[0] == name.split(".")[0]]
-        hint = f"; did you mean {close[0]}?" if close else f" ({len(self.index)} images, e.g. {self.index[0]['name']})"
-        raise InrError(f"no image named '{name}' in this set{hint}")
-
-
-@dataclass
-class OneNetwork:
-    """The network a command draws or exports: from a run, or from a set with --image."""
-
-    spec: NetworkSpec
-    params: np.ndarray  # [P]
-    channels: tuple[str, ...]
-    width: int  # the size it was trained at
-    height: int
-    label: str  # "render", or the image's stem: a default file name
-
-
-def one_network(run: Path, image: str | None) -> OneNetwork:
-    from inr_cli.formats import checkpoint as ckpt
-
-    if is_network_set(run):
-        if image is None:
-            raise UsageError(f"{run} is a set of networks: name one with --image NAME")
-        networks = load_network_set(run)
-        row = networks.row(image)
-        entry = networks.index[row]
-        return OneNetwork(networks.spec, np.array(networks.weights[row]), networks.channels, int(entry["width"]),
-                          int(entry["height"]), f"render-{Path(image).stem}")
-    if image is not None:
-        raise UsageError(f"--image names an image of an inr fit-many folder; {run} is a single run")
-    saved = ckpt.load(run)
-    height, width, _ = saved.data_shape
-    return OneNetwork(saved.spec, saved.params, saved.channels, width, height, "render")
-
-
-def is_network_set(path: Path) -> bool:
-    return Path(path).is_dir() and (Path(path) / PLAN).is_file()
-
-
-def load_network_set(out: Path) -> NetworkSet:
-    out = Path(out)
-    if not (out / WEIGHTS).is_file():
-        raise InrError(f"{out}: the set is not finished (no {WEIGHTS}); run the same inr fit-many command again")
-    try:
-        description = json.loads((out / DESCRIPTION).read_text())
-        spec = NetworkSpec.from_json(json.dumps(description["spec"]))
-        with open(out / INDEX, newline="") as handle:
-            index = list(csv.DictReader(handle))
-        weights = np.load(out / WEIGHTS, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InrError(f"{out}: damaged network set ({exc})") from None
-    if weights.shape != (len(index), spec.parameter_count()) or weights.dtype != np.float32:
-        raise InrError(f"{out}: damaged network set: weights {weights.shape} {weights.dtype} for "
-                       f"{len(index)} images of {spec.parameter_count()} parameters")
-    return NetworkSet(spec, tuple(description["channels"]), index, weights)
-
-
-class ImageProgress:
-    """Images done, images/s, time left and mean PSNR so far: a Rich bar on a terminal, else a plain
-    line every `every` seconds (batch jobs, logs)."""
-
-    def __init__(self, total: int, done: int, quiet: bool, every: float = 10.0):
-        from inr_cli.console import err
-
-        self.total, self.done, self.quiet, self.every = total, done, quiet, every
-        self.start_done, self.start = done, time.perf_counter()
-        self.psnrs: list[float] = []
-        self.last_line = self.start
-        self.console = err
-        self.bar = None
-        if not quiet and err.is_terminal:
-            from rich.progress import BarColumn, Progress, TextColumn
-            from rich.table import Column
-
-            counter = f"images {total}/{total}"
-            self.bar = Progress(  # counts and times first and never squeezed, as in training's progress
-                TextColumn("images {task.completed}/{task.total}", table_column=Column(no_wrap=True,
-                                                                                      min_width=len(counter))),
-                TextColumn("{task.fields[elapsed]} left {task.fields[left]}", table_column=Column(no_wrap=True,
-                                                                                                min_width=20)),
-                TextColumn("{task.fields[rate]} images/s  mean PSNR {task.fields[psnr]}",
-                           table_column=Column(no_wrap=True, overflow="ellipsis", ratio=2)),
-                BarColumn(bar_width=None, table_column=Column(ratio=1)), console=err)
-            self.task = self.bar.add_task("fit", total=total, completed=done, rate="-", psnr="-",
-                                          elapsed=clock(0), left="-:--:--")
-
-    def __enter__(self):
-        if self.bar is not None:
-            self.bar.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.__exit__(*exc)
-
-    def add(self, count: int, psnrs) -> None:
-        self.done += count
-        self.psnrs.extend(float(p) for p in psnrs)
-        elapsed = time.perf_counter() - self.start
-        rate = (self.done - self.start_done) / max(elapsed, 1e-9)
-        mean = float(np.mean(self.psnrs))
-        left = (self.total - self.done) / rate if rate > 0 else float("inf")
-        if self.bar is not None:
-            self.bar.update(self.task, completed=self.done, rate=f"{rate:.1f}", psnr=f"{mean:.2f} dB",
-                            elapsed=clock(elapsed), left=clock(left))
-        elif not self.quiet and (time.perf_counter() - self.last_line >= self.every or self.done == self.total):
-            self.console.print(f"images {self.done}/{self.total}  {rate:.1f} images/s  mean PSNR {mean:.2f} dB  "
-                               f"elapsed {clock(elapsed)}  left {clock(left)}", soft_wrap=True, highlight=False)
-            self.last_line = time.perf_counter()
