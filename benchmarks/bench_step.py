@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import ROOT, configure, environment, make_trainer, photo, save_json, timed  # noqa: E402
-from inr_cli.backends.numpy_backend import NumpyBackend  # noqa: E402
+from inr_cli.backends.cpu_backend import CpuBackend  # noqa: E402
 from inr_cli.core.coords import pixel_grid  # noqa: E402
 from inr_cli.core.network import NetworkSpec, init_networks, output_means  # noqa: E402
 from inr_cli.core.render import render_uint8  # noqa: E402
@@ -181,7 +181,7 @@ def main() -> None:
         image = photo("coffee", setting["size"], setting["size"], gray=setting["gray"])
         row = {"config": setting}
         if not args.no_numpy:
-            seconds, _ = bench_ours(NumpyBackend(), setting, image, 2 if setting["size"] > 256 else 5)
+            seconds, _ = bench_ours(CpuBackend(), setting, image, 2 if setting["size"] > 256 else 5)
             row["numpy_ms"] = round(seconds * 1e3, 3)
         trainer = None
         for backend_name, backend in backends.items():

@@ -27,13 +27,13 @@ import inr_cli  # noqa: E402,F401  (first: it sets OpenBLAS's thread timeout bef
 import numpy as np  # noqa: E402
 
 from benchmarks.common import ROOT, configure, environment, make_trainer, photo, save_json  # noqa: E402
-from inr_cli.backends.numpy_backend import NumpyBackend  # noqa: E402
+from inr_cli.backends.cpu_backend import CpuBackend  # noqa: E402
 from inr_cli.core.coords import pixel_grid  # noqa: E402
 from inr_cli.core.metrics import psnr_from_mse  # noqa: E402
 
 
 def run_ours(config, images, steps):
-    trainer = make_trainer(NumpyBackend(), config, images, seeds=range(len(images)))
+    trainer = make_trainer(CpuBackend(), config, images, seeds=range(len(images)))
     start = time.perf_counter()
     for _ in range(steps):
         trainer.step()

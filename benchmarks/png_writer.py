@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from benchmarks.common import PHOTOS, ROOT, configure, environment, save_json  # noqa: E402
-from inr_cli.backends.numpy_backend import NumpyBackend  # noqa: E402
+from inr_cli.backends.cpu_backend import CpuBackend  # noqa: E402
 from inr_cli.formats.images import save_uint8  # noqa: E402
 from inr_cli.core.network import NetworkSpec, init_parameters  # noqa: E402
 from inr_cli.core.render import render_uint8  # noqa: E402
@@ -55,7 +55,7 @@ def main() -> None:
     params = init_parameters(spec, 0)
     tracemalloc.start()
     start = time.perf_counter()
-    render_uint8(NumpyBackend(), spec, params, args.size, args.size)
+    render_uint8(CpuBackend(), spec, params, args.size, args.size)
     render_s = time.perf_counter() - start
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()

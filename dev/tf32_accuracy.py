@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import ROOT, configure, environment, make_trainer, save_json, worker_pool  # noqa: E402
 from benchmarks.upscaling import IMAGES, parse_settings, upscale_scores  # noqa: E402
-from inr_cli.backends.numpy_backend import PARALLEL_MIN_ELEMENTS, NumpyBackend  # noqa: E402
+from inr_cli.backends.cpu_backend import PARALLEL_MIN_ELEMENTS, CpuBackend  # noqa: E402
 from inr_cli.formats.images import load_image  # noqa: E402
 from inr_cli.core.metrics import psnr, psnr_from_mse  # noqa: E402
 from inr_cli.core.render import render_float  # noqa: E402
@@ -63,7 +63,7 @@ def to_tf32(x: np.ndarray, rounding: str) -> np.ndarray:
     return bits.view(np.float32)
 
 
-class ProductBackend(NumpyBackend):
+class ProductBackend(CpuBackend):
     """The NumPy backend with every product (forward, input gradient, weight gradient, Fourier
     projection) through `product`, then the same bias, activation and derivative as the reference."""
 
@@ -95,13 +95,13 @@ class ProductBackend(NumpyBackend):
         self.activation_backward(out, z_prev, a_prev, activation_prev, omega0)
 
     def run_blocks(self, function, count: int) -> None:
-        # As NumpyBackend.run_blocks, with a one-thread backend that multiplies as this one does.
+        # As CpuBackend.run_blocks, with a one-thread backend that multiplies as this one does.
         single = ProductBackend(self.mode, threads=1)
         self._run(lambda i: function(i, single), [(i,) for i in range(count)], PARALLEL_MIN_ELEMENTS, products=True)
 
 
 def backend_for(mode: str, threads: int):
-    return NumpyBackend(threads) if mode == "fp32" else ProductBackend(mode, threads)
+    return CpuBackend(threads) if mode == "fp32" else ProductBackend(mode, threads)
 
 
 def job(mode: str, name: str, size: int, steps: int, settings: dict, threads: int) -> dict:

@@ -19,27 +19,27 @@ from inr_cli.console import err
 
 
 class TrainingProgress:
+    """One status line, built to fit the console: the step and the times always, then PSNR, speed,
+    loss and learning rate while they fit whole (a field is dropped, never cut), and a bar in
+    what room is left."""
+
     def __init__(self, start: int, total: int, quiet: bool, every_seconds: float = 5.0, console=None):
         self.quiet = quiet
         self.console = console or err
         self.total = total
         self.every = every_seconds
         self.started = time.perf_counter()
-        self.last_line = self.started
+        self.last_line = None
         self.plain = not quiet and not self.console.is_terminal
-        counter = f"step {total}/{total}"
-        self.progress = Progress(  # the first two columns never shrink: the figures a user waits on
-            TextColumn("step {task.completed}/{task.total}", table_column=Column(no_wrap=True, min_width=len(counter))),
-            TextColumn("{task.fields[elapsed]} left {task.fields[left]}", table_column=Column(no_wrap=True, min_width=20)),
-            TextColumn("loss {task.fields[loss]}  PSNR {task.fields[psnr]}  lr {task.fields[lr]}  "
-                       "{task.fields[rate]} steps/s", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=2)),
+        self.progress = Progress(
+            TextColumn("{task.fields[status]}", table_column=Column(no_wrap=True)),
             BarColumn(bar_width=None, table_column=Column(ratio=1)),
             console=self.console,
             transient=False,
             disable=quiet or self.plain,
         )
-        self.task = self.progress.add_task("train", total=total, completed=start, loss="-", psnr="-", lr="-",
-                                           rate="-", elapsed=clock(0), left="-:--:--")
+        self.task = self.progress.add_task("train", total=total, completed=start,
+                                           status=f"step {start}/{total}  {clock(0)} left -:--:--")
 
     def __enter__(self):
         self.progress.__enter__()
@@ -48,16 +48,35 @@ class TrainingProgress:
     def __exit__(self, *exc):
         self.progress.__exit__(*exc)
 
+    def stop(self) -> None:
+        """Leave the line as it is (before a last message, on Ctrl-C): it is not drawn again."""
+        self.progress.stop()
+
     def update(self, step: int, loss: float, psnr: float, lr: float, rate: float) -> None:
         now = time.perf_counter()
         left = (self.total - step) / rate if rate > 0 else float("inf")
-        self.progress.update(self.task, completed=step, loss=f"{loss:.3e}", psnr=f"{psnr:.2f} dB",
-                             lr=f"{lr:.2e}", rate=f"{rate:.1f}", elapsed=clock(now - self.started), left=clock(left))
-        if self.plain and (now - self.last_line >= self.every or step == self.total):
-            self.console.print(f"step {step}/{self.total}  elapsed {clock(now - self.started)}  left {clock(left)}  "
-                               f"loss {loss:.3e}  PSNR {psnr:.2f} dB  lr {lr:.2e}  {rate:.1f} steps/s",
-                               soft_wrap=True, highlight=False, markup=False)
-            self.last_line = now
+        fields = [f"step {step}/{self.total}", f"{clock(now - self.started)} left {clock(left)}",
+                  f"PSNR {psnr:.2f} dB", f"{rate:.1f} steps/s", f"loss {loss:.3e}", f"lr {lr:.2e}"]
+        if self.plain:
+            if self.last_line is None or now - self.last_line >= self.every or step == self.total:
+                fields[1] = f"elapsed {clock(now - self.started)}  left {clock(left)}"
+                self.console.print("  ".join(fields), soft_wrap=True, highlight=False, markup=False)
+                self.last_line = now
+            return
+        self.progress.update(self.task, completed=step, status=fit_fields(fields, self.console.width - MIN_BAR))
+
+
+MIN_BAR = 12  # columns kept for the bar (and the table's padding) when the fields are laid out
+
+
+def fit_fields(fields: list[str], width: int) -> str:
+    """The first two fields always, then each next one while the line stays within `width`."""
+    line = "  ".join(fields[:2])
+    for field in fields[2:]:
+        if len(line) + 2 + len(field) > width:
+            break
+        line += "  " + field
+    return line
 
 
 class ImageProgress:
@@ -92,6 +111,10 @@ class ImageProgress:
     def __exit__(self, *exc):
         if self.bar is not None:
             self.bar.__exit__(*exc)
+
+    def stop(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
     def add(self, count: int, psnrs) -> None:
         self.done += count

@@ -142,19 +142,18 @@ def test_sample_batch_gathers_rows_per_network_seed(rng):
 
 @pytest.mark.parametrize("activation", ["sine", "sigmoid", "relu", "linear"])
 def test_threaded_blocks_change_no_bit(activation):
-    """The elementwise operations split big arrays into blocks over threads: the same bits as one
-    whole-array expression, and as one thread."""
-    from inr_cli.backends import numpy_backend
+    """The CPU engine splits big arrays into blocks over threads: the same bits as the reference's
+    whole-array expressions, on one thread or several."""
+    from inr_cli.backends import cpu_backend
 
     rng = np.random.default_rng(5)
     shape = (2, 5000, 130)  # past the threading threshold, and not a whole number of blocks
     z = rng.standard_normal(shape).astype(np.float32)
     bias = rng.standard_normal((2, 130)).astype(np.float32)
     grad = rng.standard_normal(shape).astype(np.float32)
-    assert z.size >= numpy_backend.PARALLEL_MIN_ELEMENTS and z.size % numpy_backend.BLOCK_ELEMENTS
+    assert z.size >= cpu_backend.PARALLEL_MIN_ELEMENTS and z.size % cpu_backend.BLOCK_ELEMENTS
     results = []
-    for threads in (1, 2, 3):
-        backend = NumpyBackend(threads)
+    for backend in (NumpyBackend(), cpu_backend.CpuBackend(1), cpu_backend.CpuBackend(2), cpu_backend.CpuBackend(3)):
         z_t, a_t, g_t = z.copy(), np.empty_like(z), grad.copy()
         backend.bias_activation(z_t, bias, a_t, activation, 30.0)
         backend.activation_backward(g_t, z_t, a_t, activation, 30.0)

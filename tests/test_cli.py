@@ -206,7 +206,21 @@ def test_device_gpu_without_gpu_is_a_clear_error(rgb_png, tmp_path):
     result = run("train", rgb_png, "--device", "gpu", "--run-dir", tmp_path / "r", "-q")
     assert result.exit_code == 1 and "--device gpu:" in result.output
     result = run("train", rgb_png, "--steps", "1", "--hidden", "8", "--run-dir", tmp_path / "r2")
-    assert result.exit_code == 0 and "using the CPU" in result.output
+    assert result.exit_code == 0 and "GPU" not in result.output  # no CuPy: the CPU is the user's choice
+
+
+def test_a_broken_gpu_is_noted_but_never_under_quiet(rgb_png, tmp_path, monkeypatch):
+    """CuPy installed but no usable GPU: `auto` says so once and goes on on the CPU; -q says nothing."""
+    from inr_cli.backends import gpu_probe
+
+    monkeypatch.setattr(gpu_probe, "cupy_installed", lambda: True)
+    monkeypatch.setattr(gpu_probe, "gpu_unavailable_reason", lambda: "no CUDA device found")
+    result = run("train", rgb_png, "--steps", "1", "--hidden", "8", "--run-dir", tmp_path / "r")
+    assert result.exit_code == 0 and result.output.count("no usable GPU (no CUDA device found); using the CPU") == 1
+    result = run("train", rgb_png, "--steps", "1", "--hidden", "8", "--run-dir", tmp_path / "q", "-q")
+    assert result.exit_code == 0 and "GPU" not in result.output
+    result = run("render", tmp_path / "r", "--size", "8", "-q", "-o", tmp_path / "x.png")
+    assert result.exit_code == 0 and "GPU" not in result.output
 
 
 def test_fourier_preset_trains_renders_and_keeps_frequencies(tmp_path, rgb_png):
@@ -349,6 +363,10 @@ def test_progress_shows_time_left_at_80_columns_and_plain_lines_off_a_terminal(t
         progress.update(1500, 1.234e-3, 29.09, 1e-4, 123.4)
     line = buffer.getvalue().split("\x1b[2K")[-1]  # the last redraw of the line
     assert re.search(r"step 1500/3000 +\d+:\d\d:\d\d +left +\d+:\d\d:\d\d", line), line
+    # At 80 columns a field is dropped whole or shown whole, never cut; the bar keeps some room.
+    assert "PSNR 29.09 dB  123.4 steps/s" in line and " lr " not in line and "━" in line, line
+    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "\n", buffer.getvalue())  # each redraw on a line of its own
+    assert max(len(row) for row in drawn.splitlines()) <= 80
     result = run("train", rgb_png, "--steps", "4", "--log-every", "2", "--run-dir", tmp_path / "r", "--hidden", "8",
                  "--layers", "1", "--device", "cpu")
     assert result.exit_code == 0

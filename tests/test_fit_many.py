@@ -81,14 +81,14 @@ def test_output_is_a_data_set_of_networks(reference):
     networks = load_network_set(out)
     assert weights.dtype == np.float32 and weights.shape == (5, networks.spec.parameter_count())
     assert all(float(r["psnr"]) > 10 and int(r["steps"]) == 40 for r in rows)
-    from inr_cli.backends.numpy_backend import NumpyBackend
+    from inr_cli.backends.cpu_backend import CpuBackend
     from inr_cli.formats.images import load_image
     from inr_cli.core.metrics import psnr
     from inr_cli.core.render import render_float
 
     for i, row in enumerate(rows):  # each row's PSNR is its own network's render against its own image
         image = load_image(folder / row["name"])
-        drawn = render_float(NumpyBackend(), networks.spec, weights[i], image.width, image.height)
+        drawn = render_float(CpuBackend(), networks.spec, weights[i], image.width, image.height)
         assert psnr(drawn, image.values) == pytest.approx(float(row["psnr"]), abs=1e-3)
     assert len({r["seed"] for r in rows}) == 5
     result = runner.invoke(app, ["info", str(out), "--json"])

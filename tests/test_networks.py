@@ -11,7 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from inr_cli.formats import checkpoint as ckpt
-from inr_cli.backends.numpy_backend import NumpyBackend
+from inr_cli.backends.cpu_backend import CpuBackend
+from inr_cli.core.batch_pass import WholeBatchPass
 from inr_cli.formats.checkpoint import TrainingState
 from inr_cli.cli import app
 from inr_cli.config import build_config, flags_to_values
@@ -100,10 +101,10 @@ def test_networks_together_equal_networks_alone_bit_for_bit(case):
     preset, flags = CASES[case]
     config = config_for(preset, steps=6, **flags)
     pictures, seeds = images(3), [11, 0, 2**40 + 7]
-    together, losses = train_together(NumpyBackend(), config, pictures, seeds, 6)
+    together, losses = train_together(CpuBackend(), config, pictures, seeds, 6)
     state = together.state()
     for i, (picture, seed) in enumerate(zip(pictures, seeds)):
-        alone, alone_losses = train_together(NumpyBackend(), config, [picture], [seed], 6)
+        alone, alone_losses = train_together(CpuBackend(), config, [picture], [seed], 6)
         assert np.array_equal(state.params[i], alone.state().params[0]), f"network {i} differs"
         assert np.array_equal(state.moment2[i], alone.state().moment2[0])
         assert np.array_equal(losses[:, i], alone_losses[:, 0])
@@ -119,7 +120,7 @@ def test_networks_together_through_the_kernels(emulated, case):
     config = config_for(preset, steps=4, cuda_graph=False, **flags)
     pictures, seeds = images(3, 6, 7), [5, 6, 7]
     together, losses = train_together(emulated, config, pictures, seeds, 4)
-    reference, reference_losses = train_together(NumpyBackend(), config, pictures, seeds, 4)
+    reference, reference_losses = train_together(CpuBackend(), config, pictures, seeds, 4)
     np.testing.assert_allclose(losses, reference_losses, rtol=1e-4)
     np.testing.assert_allclose(together.state().params, reference.state().params, rtol=1e-3, atol=1e-5)
     for i in (0, 2):
@@ -127,7 +128,7 @@ def test_networks_together_through_the_kernels(emulated, case):
         assert np.array_equal(together.state().params[i], alone.state().params[0]), f"network {i} differs"
     spec = together.spec
     np.testing.assert_allclose(render_float(emulated, spec, together.state().params[1], 5, 4),
-                               render_float(NumpyBackend(), spec, reference.state().params[1], 5, 4), atol=1e-4)
+                               render_float(CpuBackend(), spec, reference.state().params[1], 5, 4), atol=1e-4)
 
 
 def test_one_launch_covers_every_network(emulated):
@@ -145,7 +146,7 @@ def test_trainer_refuses_images_of_different_sizes():
     config = config_for("siren", hidden=4, layers=1)
     spec = NetworkSpec.from_config(config, 3)
     with pytest.raises(ValueError, match="one size"):
-        Trainer(NumpyBackend(), spec, config, images(1, 5, 5) + images(1, 6, 5), TrainingState.fresh(spec, [0, 1]),
+        Trainer(CpuBackend(), spec, config, images(1, 5, 5) + images(1, 6, 5), TrainingState.fresh(spec, [0, 1]),
                 [0, 1])
 
 
@@ -154,20 +155,20 @@ def test_cpu_row_blocks(monkeypatch, case):
     """On the CPU a big batch runs in row blocks whose gradients are added in order: networks
     together still equal networks alone bit for bit, the result matches one whole-batch pass to
     rounding, and the frozen frequencies stay frozen."""
-    from inr_cli.backends import numpy_backend
+    from inr_cli.backends import cpu_backend
 
     preset, flags = CASES[case]
     flags = {**flags, "batch_size": 0} if case == "siren-full" else {**flags, "batch_size": 5000}
     config = config_for(preset, steps=3, **flags)
     pictures, seeds = images(2, 64, 80), [3, 4]  # 5120 rows: blocks of 2048, 2048 and 1024
-    together, losses = train_together(NumpyBackend(), config, pictures, seeds, 3)
-    assert len(together.row_blocks) == 3
-    alone, alone_losses = train_together(NumpyBackend(), config, pictures[1:], seeds[1:], 3)
+    together, losses = train_together(CpuBackend(), config, pictures, seeds, 3)
+    assert len(together.training_pass.row_blocks) == 3
+    alone, alone_losses = train_together(CpuBackend(), config, pictures[1:], seeds[1:], 3)
     assert np.array_equal(together.state().params[1], alone.state().params[0])
     assert np.array_equal(losses[:, 1], alone_losses[:, 0])
-    monkeypatch.setattr(numpy_backend, "STEP_BLOCK_ROWS", 1 << 20)
-    whole, whole_losses = train_together(NumpyBackend(), config, pictures, seeds, 3)
-    assert len(whole.row_blocks) == 1
+    monkeypatch.setattr(cpu_backend, "STEP_BLOCK_ROWS", 1 << 20)
+    whole, whole_losses = train_together(CpuBackend(), config, pictures, seeds, 3)
+    assert isinstance(whole.training_pass, WholeBatchPass)
     np.testing.assert_allclose(losses, whole_losses, rtol=1e-5)
     np.testing.assert_allclose(together.state().params, whole.state().params, rtol=1e-4, atol=1e-6)
     size = together.spec.encoding_size()
@@ -179,11 +180,11 @@ def test_cpu_network_groups_change_no_bit(monkeypatch):
     """Networks are spread over the CPU's threads in groups: the very bits of one block of all."""
     config = config_for("siren", hidden=128, layers=2, lr=1e-3, steps=2)
     pictures, seeds = images(3, 50, 60), [7, 8, 9]
-    grouped, grouped_losses = train_together(NumpyBackend(), config, pictures, seeds, 2)
-    assert len(grouped.groups) == 3 and len(grouped.row_blocks) == 1
-    monkeypatch.setattr(NumpyBackend, "step_blocks", lambda self, n, rows, width: ([(0, n)], [(0, rows)]))
-    whole, whole_losses = train_together(NumpyBackend(), config, pictures, seeds, 2)
-    assert len(whole.blocks) == 1
+    grouped, grouped_losses = train_together(CpuBackend(), config, pictures, seeds, 2)
+    assert len(grouped.training_pass.groups) == 3 and len(grouped.training_pass.row_blocks) == 1
+    monkeypatch.setattr(CpuBackend, "step_blocks", lambda self, n, rows, width: ([(0, n)], [(0, rows)]))
+    whole, whole_losses = train_together(CpuBackend(), config, pictures, seeds, 2)
+    assert isinstance(whole.training_pass, WholeBatchPass)
     assert np.array_equal(grouped.state().params, whole.state().params)
     assert np.array_equal(grouped_losses, whole_losses)
 
@@ -193,8 +194,8 @@ def test_cpu_threads_change_no_bit():
     blocks of two shapes, the very same bits."""
     config = config_for("siren", hidden=128, layers=2, lr=1e-3, steps=2, batch_size=0)
     pictures, seeds = images(3, 64, 80), [7, 8, 9]  # 5120 rows: row blocks of 2048, 2048 and 1024
-    runs = [train_together(NumpyBackend(threads), config, pictures, seeds, 2) for threads in (1, 2, 4)]
-    assert len(runs[0][0].blocks) == 9 and len(set(map(id, runs[2][0].block_workspaces))) > 2
+    runs = [train_together(CpuBackend(threads), config, pictures, seeds, 2) for threads in (1, 2, 4)]
+    assert len(runs[0][0].training_pass.blocks) == 9 and len(set(map(id, runs[2][0].training_pass.workspaces))) > 2
     for trainer, losses in runs[1:]:
         assert np.array_equal(trainer.state().params, runs[0][0].state().params)
         assert np.array_equal(losses, runs[0][1])
@@ -206,6 +207,6 @@ def test_cpu_workspaces_do_not_grow_with_the_image():
     config = config_for("siren", width=1024, height=512, hidden=256, layers=3, batch_size=0)
     spec = NetworkSpec.from_config(config, 3)
     picture = PixelImage(np.zeros((512, 1024, 3), np.float32), ("r", "g", "b"))
-    trainer = Trainer(NumpyBackend(2), spec, config, [picture], TrainingState.fresh(spec, [0]), [0])
-    assert len(trainer.blocks) == 256
-    assert len({id(ws) for ws in trainer.block_workspaces}) <= 2 * 2  # threads x (full and last block shapes)
+    trainer = Trainer(CpuBackend(2), spec, config, [picture], TrainingState.fresh(spec, [0]), [0])
+    assert len(trainer.training_pass.blocks) == 256
+    assert len({id(ws) for ws in trainer.training_pass.workspaces}) <= 2 * 2  # threads x (full and last block shapes)

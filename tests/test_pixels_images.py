@@ -249,7 +249,7 @@ def test_16_bit_colour_is_kept_from_file_to_csv_to_file_and_rendered(tmp_path):
     import tifffile
 
     from inr_cli.formats import checkpoint as ckpt
-    from inr_cli.backends.numpy_backend import NumpyBackend
+    from inr_cli.backends.cpu_backend import CpuBackend
     from inr_cli.core.render import render_float
 
     saved = ckpt.load(tmp_path / "run")
@@ -259,7 +259,7 @@ def test_16_bit_colour_is_kept_from_file_to_csv_to_file_and_rendered(tmp_path):
         assert result.exit_code == 0, result.output
         tiff = tifffile.imread(tmp_path / f"r{depth}.tif")
         assert tiff.shape == (18, 22, 3) and tiff.dtype == dtype
-    raw = render_float(NumpyBackend(), saved.spec, saved.params, 22, 18, clip=False)
+    raw = render_float(CpuBackend(), saved.spec, saved.params, 22, 18, clip=False)
     assert np.array_equal(tifffile.imread(tmp_path / "r32.tif"), raw)  # float: the network's own values
     result = runner.invoke(app, ["render", str(tmp_path / "run"), "--depth", "32", "-o", str(tmp_path / "r.png")])
     assert result.exit_code == 2 and "float renders are written as TIFF" in result.output

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from inr_cli.formats import checkpoint as ckpt
-from inr_cli.backends.numpy_backend import NumpyBackend
+from inr_cli.backends.cpu_backend import CpuBackend
 from inr_cli.formats.checkpoint import TrainingState
 from inr_cli.core.coords import axis_centres, pixel_grid
 from inr_cli.errors import InrError
@@ -17,7 +17,7 @@ from inr_cli.core.network import NetworkSpec, init_parameters
 from inr_cli.core.render import render_float, render_rows
 from tests.test_networks import config_for
 
-cpu = NumpyBackend()
+cpu = CpuBackend()
 CONFIG = config_for("siren", hidden=16, layers=2, omega0=30.0)
 SPEC = NetworkSpec.from_config(CONFIG, 3)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from benchmarks.common import configure, make_trainer, photo
-from inr_cli.backends.numpy_backend import NumpyBackend
+from inr_cli.backends.cpu_backend import CpuBackend
 from inr_cli.core.coords import pixel_grid
 from inr_cli.core.render import render_float
 
@@ -28,7 +28,7 @@ def trained_pair(network: str, compile_mode: str | None):
     preset, flags = NETWORKS[network]
     image = photo("coffee", 16, 12)
     config = configure(preset, 16, steps=20, lr_min=1e-5, **flags)
-    ours = make_trainer(NumpyBackend(), config, [image])
+    ours = make_trainer(CpuBackend(), config, [image])
     start = np.array(ours.params[0], copy=True)
     coords = pixel_grid(image.width, image.height)
     peer = TorchTrainer(torch, ours.spec, start, coords, image.targets(), config.optimizer.lr,
@@ -39,7 +39,7 @@ def trained_pair(network: str, compile_mode: str | None):
         peer.step()
         ours_losses.append(float(ours.read_loss()[0]))
         peer_losses.append(peer.read_loss())
-    ours_values = render_float(NumpyBackend(), ours.spec, ours.params[:1], image.width, image.height, clip=False)
+    ours_values = render_float(CpuBackend(), ours.spec, ours.params[:1], image.width, image.height, clip=False)
     peer_values = peer.render(coords).numpy().reshape(ours_values.shape)
     return np.array(ours_losses), np.array(peer_losses), ours_values, peer_values
 

@@ -148,7 +148,7 @@ def test_sigmoid_preset_learns_a_line_drawing(tmp_path):
     """Issue 16: the sigmoid preset drew a blank page (13 dB) on a black-on-white drawing. The cub
     drawing at 100 px, 500 steps of the preset: most of the page is white, so the strokes must be
     there to pass, where the render is dark (IoU of the dark pixels; a blank page scores 0)."""
-    from inr_cli.backends.numpy_backend import NumpyBackend
+    from inr_cli.backends.cpu_backend import CpuBackend
     from inr_cli.formats.images import load_image
     from inr_cli.core.render import render_float
 
@@ -159,7 +159,7 @@ def test_sigmoid_preset_learns_a_line_drawing(tmp_path):
     assert result.exit_code == 0, result.output
     saved = ckpt.load(run)
     reference = load_image(drawing, size=100, gray=True)
-    rendered = render_float(NumpyBackend(), saved.spec, saved.params, reference.width, reference.height)
+    rendered = render_float(CpuBackend(), saved.spec, saved.params, reference.width, reference.height)
     strokes, drawn = reference.values < 0.5, rendered < 0.5
     overlap = (strokes & drawn).sum() / (strokes | drawn).sum()
     print(f"PSNR {psnr(rendered, reference.values):.2f} dB, strokes IoU {overlap:.3f}")
@@ -171,7 +171,7 @@ def test_sigmoid_preset_learns_a_line_drawing(tmp_path):
 def test_siren_learns_the_coffee_photo(tmp_path):
     """The issue's learning test: SIREN 3x128 (omega0 30), 300 full-batch steps at lr 1e-4 on coffee at 128 px.
     An independent PyTorch implementation reaches 27.1 dB here."""
-    from inr_cli.backends.numpy_backend import NumpyBackend
+    from inr_cli.backends.cpu_backend import CpuBackend
     from inr_cli.formats.images import load_image
     from inr_cli.core.render import render_float
 
@@ -183,7 +183,7 @@ def test_siren_learns_the_coffee_photo(tmp_path):
     assert result.exit_code == 0, result.output
     saved = ckpt.load(run)
     reference = load_image("tests/fixtures/coffee.png", size=128)
-    rendered = render_float(NumpyBackend(), saved.spec, saved.params, reference.width, reference.height)
+    rendered = render_float(CpuBackend(), saved.spec, saved.params, reference.width, reference.height)
     quality = psnr(rendered, reference.values)
     print(f"PSNR after 300 steps: {quality:.2f} dB")
     assert quality >= 26.5

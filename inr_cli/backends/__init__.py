@@ -1,22 +1,28 @@
-"""Backends: the small set of array operations the network needs.
+"""Backends: the small set of array operations the network needs (backend.py says which).
 
-The NumPy backend is the reference; the CUDA backend runs the same operations as our own kernels.
-`get_backend` picks one from the user's --device choice.
+The NumPy backend is the reference, the CPU engine runs it fast on the cores, and the CUDA backend
+runs the same operations as our own kernels. `make_backend` picks one from the user's --device.
 """
 
 from __future__ import annotations
 
-from inr_cli.backends.numpy_backend import NumpyBackend
+from inr_cli.backends.backend import Backend
+from inr_cli.backends.cpu_backend import CpuBackend
 from inr_cli.config import DEVICES
 from inr_cli.errors import InrError
 
+__all__ = ["Backend", "get_backend", "make_backend"]
 
-def get_backend(device: str = "auto", matmul: str = "kernel", notices: list | None = None):
+
+def get_backend(device: str = "auto", matmul: str = "kernel", notices: list | None = None) -> Backend:
+    """The backend for --device: the GPU's when asked for or when `auto` finds a usable one, else
+    the CPU engine. Why a GPU could not be used goes into `notices` (when one seemed meant to be
+    used: CuPy installed but not working); with --device gpu it is an error."""
     if device not in DEVICES:
         raise InrError(f"unknown device '{device}' (choose auto, cpu or gpu)")
     if device == "cpu":
-        return NumpyBackend()
-    from inr_cli.backends.gpu_probe import gpu_unavailable_reason
+        return CpuBackend()
+    from inr_cli.backends.gpu_probe import cupy_installed, gpu_unavailable_reason
 
     reason = gpu_unavailable_reason()
     if reason is None:
@@ -25,6 +31,17 @@ def get_backend(device: str = "auto", matmul: str = "kernel", notices: list | No
         return CudaBackend(matmul=matmul)
     if device == "gpu":
         raise InrError(f"--device gpu: {reason}")
-    if notices is not None:
+    if notices is not None and cupy_installed():
         notices.append(f"no usable GPU ({reason}); using the CPU")
-    return NumpyBackend()
+    return CpuBackend()
+
+
+def make_backend(device: str = "auto", matmul: str = "kernel", quiet: bool = False) -> Backend:
+    """get_backend, its notices said on stderr (none when quiet)."""
+    from inr_cli.console import notice
+
+    notices: list[str] = []
+    backend = get_backend(device, matmul, notices)
+    for message in notices if not quiet else ():
+        notice(message)
+    return backend

@@ -101,6 +101,10 @@ class CudaBackend(KernelBackend):
         pool = self._cupy.get_default_memory_pool()
         return int(self._cupy.cuda.runtime.memGetInfo()[0] + pool.free_bytes())
 
+    def memory_budget(self) -> int:
+        """Half of what the device has free: the rest for rendering, scoring and other processes."""
+        return self.free_memory() // 2
+
     # --- kernels -----------------------------------------------------------------------------------
     def launch(self, name: str, grid, block, args) -> None:
         function = self._functions.get(name)

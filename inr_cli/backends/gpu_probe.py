@@ -18,3 +18,10 @@ def gpu_unavailable_reason() -> str | None:
     if count == 0:
         return "no CUDA device found"
     return None
+
+
+def cupy_installed() -> bool:
+    """Whether CuPy is there at all: without it, the CPU is the user's choice, not a failure."""
+    import importlib.util
+
+    return importlib.util.find_spec("cupy") is not None

@@ -1,4 +1,4 @@
-"""The operations of NumpyBackend, carried out by launching the kernels in kernels/.
+"""The operations of the reference backend (numpy_backend.py), carried out by launching the kernels in kernels/.
 
 A subclass supplies memory (`empty`, `to_device`, ...) and `launch(name, grid, block, args)`: the
 CUDA backend launches through CuPy; the test-suite's emulation runs the same kernel source,
@@ -26,6 +26,7 @@ from inr_cli.backends.launch import (
     plan_column_reduce,
     plan_matmul,
 )
+from inr_cli.core.batch_pass import WholeBatchPass
 
 i32, i64, f32, f64 = np.int32, np.int64, np.float32, np.float64
 FLOAT_SIZE = 4
@@ -270,9 +271,9 @@ class KernelBackend:
         grid, block = elementwise_grid(params.size)
         self.launch("sgd_update", grid, block, (params, grads, momentum_buf, i64(params.size), hyper, f32(momentum)))
 
-    def step_blocks(self, networks: int, rows: int, width: int) -> tuple[list, list]:
-        """A GPU step is one pass over every network and the whole batch: the kernels spread it."""
-        return [(0, networks)], [(0, rows)]
+    def training_pass(self, spec, params, grads, networks: int, batch: int):
+        """One pass over every network and the whole batch: the kernels spread it over the device."""
+        return WholeBatchPass(self, spec, params, grads, networks, batch)
 
     def compile_step(self, step):
         return step

@@ -8,7 +8,7 @@ import typer
 from PIL import Image
 
 from inr_cli.formats import checkpoint as ckpt
-from inr_cli.backends import get_backend
+from inr_cli.backends import make_backend
 from inr_cli.config import Device, build_config, flags_to_values
 from inr_cli.console import info, notice
 from inr_cli.formats.data import load_training_data
@@ -50,10 +50,7 @@ def command(
     if ref.n_channels != saved.spec.out_features:
         raise InrError(f"{reference} has channels {','.join(ref.channels)}, the network draws "
                        f"{','.join(saved.channels)}")
-    notices: list[str] = []
-    backend = get_backend(device, "kernel", notices)
-    for message in notices:
-        notice(message)
+    backend = make_backend(device, quiet=as_json)
     rendered = render_float(backend, saved.spec, saved.params, ref.width, ref.height)
     result = {
         "psnr": round(psnr(rendered, ref.values), 4),

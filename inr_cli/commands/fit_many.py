@@ -6,7 +6,8 @@ from typing import Optional
 import typer
 
 from inr_cli.sets import fit_many
-from inr_cli.backends import get_backend
+from inr_cli.backends import make_backend
+from inr_cli.core.training_loop import Interrupted, Signals
 from inr_cli.config import Device, Encoding, Model, build_config, flags_to_values
 from inr_cli.console import info, notice
 from inr_cli.progress import ImageProgress
@@ -51,8 +52,8 @@ def command(
     flags = dict(model=model, hidden=hidden, layers=layers, omega0=omega0, encoding=encoding, steps=steps, lr=lr,
                  lr_min=lr_min, seed=seed, device=device, size=size, gray=gray, preview_every=0)
     config = build_config(config_file, flags_to_values({**flags, "source": str(folder.resolve())}), preset)
+    backend = make_backend(config.training.device, config.training.matmul, quiet)
     notices: list[str] = []
-    backend = get_backend(config.training.device, config.training.matmul, notices)
     plan, pending = fit_many.prepare(folder, out, config, pack, backend, skip_unreadable, notices)
     for message in notices:
         notice(message)
@@ -62,16 +63,23 @@ def command(
         where = f"Ray ({ray_address})" if ray_address else backend.name
         info(f"fitting {total} images ({len(plan.shards)} shards of up to {plan.pack}; {done} done) on {where}: "
              f"{plan.spec.model} {plan.spec.layers}x{plan.spec.hidden}, {config.training.steps} steps -> {out}")
-    with ImageProgress(total, done, quiet) as progress:
+    with Signals() as signals, ImageProgress(total, done, quiet) as progress:
         def on_shard(index, result):
             progress.add(len(result["names"]), result["psnr"])
 
-        if ray_address:
-            from inr_cli.sets.cluster import run_on_ray
+        try:
+            if ray_address:
+                from inr_cli.sets.cluster import run_on_ray
 
-            run_on_ray(ray_address, plan, out, pending, on_shard, workers)
-        else:
-            fit_many.run_in_process(backend, plan, out, pending, on_shard)
+                run_on_ray(ray_address, plan, out, pending, on_shard, workers)
+            else:
+                fit_many.run_in_process(backend, plan, out, pending, on_shard, signals)
+        except Interrupted as exc:
+            signals.ignore()
+            progress.stop()
+            info(f"{exc}: {progress.done} of {total} images are fitted and kept in {out}; "
+                 f"run the same command again to fit the rest")
+            raise SystemExit(128 + exc.signum) from None
     bytes_per_image = fit_many.assemble(out, plan)
     if not quiet:
         info(f"done: {total} networks of {plan.spec.parameter_count():,} parameters ({bytes_per_image:,} bytes "

@@ -9,10 +9,10 @@ import typer
 
 from inr_cli.loading import one_network
 from inr_cli.config import Device
-from inr_cli.backends import get_backend
+from inr_cli.backends import make_backend
 from inr_cli.core.canvas import canvas_size
 from inr_cli.commands.paths import check_parent
-from inr_cli.console import info, notice
+from inr_cli.console import info
 from inr_cli.errors import UsageError
 from inr_cli.formats.images import image_format, save_tiff, save_uint16, save_uint8
 from inr_cli.core.render import render_float, render_uint8
@@ -47,10 +47,7 @@ def command(
         raise UsageError(f"{target}: 16-bit renders are written as PNG or TIFF (use .png or .tif)")
     if depth == 32 and kind != "TIFF":
         raise UsageError(f"{target}: float renders are written as TIFF (use .tif)")
-    notices: list[str] = []
-    backend = get_backend(device, "kernel", notices)
-    for message in notices:
-        notice(message)
+    backend = make_backend(device, quiet=quiet)
     start = time.perf_counter()
     if depth > 8:
         values = render_float(backend, network.spec, network.params, w, h, clip=depth == 16)

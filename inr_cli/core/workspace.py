@@ -1,7 +1,6 @@
 """Every batch-sized buffer of one invocation, for N networks at once, allocated once and reused.
 
-The batch size is explicit: passes work on the first `rows` rows of these buffers, so the last,
-shorter render chunk needs no new allocation. Every buffer is [N, batch, width].
+Every buffer is [N, batch, width]; passes work on the first `rows` rows of them.
 """
 
 from __future__ import annotations
@@ -12,11 +11,8 @@ from inr_cli.core.network import NetworkSpec
 
 
 class Workspace:
-    def __init__(self, spec: NetworkSpec, networks: int, batch: int, backend, training: bool,
-                 sampled: bool = False, dtype=np.float32):
-        """training: keep every layer's z and a for the backward pass (inference keeps two buffers).
-        sampled: training draws mini-batches, so it needs buffers for the drawn inputs and targets
-        (per network: each draws its own pixels); a full-batch step reads the uploaded data directly."""
+    def __init__(self, spec: NetworkSpec, networks: int, batch: int, backend, training: bool, dtype=np.float32):
+        """training: keep every layer's z and a for the backward pass (inference keeps two buffers)."""
         self.batch = batch
         n = networks
         shapes = spec.layer_shapes()
@@ -30,10 +26,6 @@ class Workspace:
             self.a = [z if act == "linear" else backend.empty(z.shape, dtype)
                       for z, act in zip(self.z, spec.activations())]
             self.grad = [backend.empty((n, batch, out_f), dtype) for out_f, _ in shapes]
-            self.loss = backend.empty((n,), dtype)
-            if sampled:
-                self.x = backend.empty((n, batch, spec.in_features), dtype)
-                self.t = backend.empty((n, batch, spec.out_features), dtype)
         else:
             # Inference: activations in place, hidden layers ping-pong between two buffers, and one
             # table of coordinates for every network.

@@ -23,12 +23,12 @@ class ShardWorker:
     """One per GPU (or per machine's CPUs): the backend, and with it the compiled kernels, made once."""
 
     def __init__(self, plan_json: str, out: str):
-        from inr_cli.backends import get_backend
+        from inr_cli.backends import make_backend
 
         self.plan = Plan.from_json(plan_json)
         self.out = Path(out)
         training = self.plan.config.training
-        self.backend = get_backend(training.device, training.matmul)
+        self.backend = make_backend(training.device, training.matmul, quiet=True)
 
     def fit(self, names: list[str], images) -> dict:
         hook("shard-start", names=names, out=self.out)
@@ -97,6 +97,8 @@ def run_on_ray(address: str, plan: Plan, out: Path, pending: list[int], on_shard
             submit(worker)
             continue
         except ray.exceptions.RayTaskError as exc:
+            if isinstance(exc.cause, InrError):  # a pack that diverged, an image that does not decode
+                raise exc.cause from None
             raise InrError(f"shard {index} failed on a worker: {str(exc).strip().splitlines()[-1]}") from None
         write_shard(out, index, result)
         on_shard(index, result)

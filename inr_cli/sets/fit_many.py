@@ -38,6 +38,7 @@ from inr_cli.core.network import NetworkSpec, output_means
 from inr_cli.core.sizing import AUTO, SIZED_KEYS, fit_to_image
 from inr_cli.core.render import render_networks
 from inr_cli.core.trainer import Trainer
+from inr_cli.core.training_loop import Diverged, Signals, run_steps
 
 # The settings a rerun may change: they decide where and how fast, not what is fitted.
 FREE_KEYS = {"training.device", "training.matmul", "training.cuda_graph", "training.checkpoint_every",
@@ -144,12 +145,12 @@ def make_plan(folder: Path, config: Config, entries: list[ImageEntry], pack: int
 
 def default_pack(backend, spec: NetworkSpec, config: Config, width: int, height: int) -> int:
     """As many networks per step as fill the device: the training workspace and parameters of a
-    network against half the GPU's free memory, or 2 GiB of host memory for the CPU."""
+    network against the backend's memory budget (half the GPU's free memory, a share of the host's)."""
     rows = width * height if config.training.batch_size == 0 else min(config.training.batch_size, width * height)
     widths = sum(out_f for out_f, _ in spec.layer_shapes())
     per_network = 4 * (rows * (3 * widths + 2 * spec.encoded_features + 2 * spec.out_features + 4)
                        + 5 * spec.parameter_count())
-    budget = backend.free_memory() // 2 if hasattr(backend, "free_memory") else 2 << 30
+    budget = backend.memory_budget()
     return int(max(1, min(4096, budget // max(per_network, 1))))
 
 
@@ -157,14 +158,21 @@ def shard_path(out: Path, index: int) -> Path:
     return out / SHARDS / f"{index:05d}.npz"
 
 
-def fit_shard(backend, plan: Plan, images: list[PixelImage], names: list[str]) -> dict:
-    """Fit one shard: its networks trained together for the full budget, then scored on their images."""
+def fit_shard(backend, plan: Plan, images: list[PixelImage], names: list[str], signals: Signals | None = None) -> dict:
+    """Fit one shard: its networks trained together for the full budget (the training loop of `inr
+    train`, without checkpoints: a shard is written whole or not at all), then scored on their
+    images. A pack with a network that diverges stops, naming its images."""
     seeds = [plan.entry(name).seed for name in names]
     state = TrainingState.fresh(plan.spec, seeds, output_means(plan.config, images))
     trainer = Trainer(backend, plan.spec, plan.config, images, state, seeds)
-    for _ in range(plan.config.training.steps):
-        trainer.step()
-    loss = trainer.read_loss()
+    try:
+        loss = run_steps(trainer, signals or Signals(), plan.config.training.log_every)
+    except Diverged as exc:
+        bad = [names[i] for i in np.flatnonzero(exc.which)]
+        listed = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        raise InrError(f"{listed}: {exc.describe(int(np.flatnonzero(exc.which)[0]))}; the pack stopped, the shards "
+                       f"finished before it are kept. Try a smaller learning rate, e.g. "
+                       f"--lr {plan.config.optimizer.lr / 10:g}") from None
     first = images[0]
     rendered = render_networks(backend, plan.spec, trainer.params, first.width, first.height)
     errors = [float(np.mean((rendered[i] - images[i].values) ** 2, dtype=np.float64)) for i in range(len(images))]
@@ -239,9 +247,9 @@ def shard_images(plan: Plan, index: int) -> list[PixelImage]:
     return [load_folder_image(folder, name, plan.config) for name in plan.shards[index]]
 
 
-def run_in_process(backend, plan: Plan, out: Path, pending: list[int], on_shard) -> None:
+def run_in_process(backend, plan: Plan, out: Path, pending: list[int], on_shard, signals: Signals) -> None:
     for index in pending:
-        result = fit_shard(backend, plan, shard_images(plan, index), plan.shards[index])
+        result = fit_shard(backend, plan, shard_images(plan, index), plan.shards[index], signals)
         write_shard(out, index, result)
         on_shard(index, result)
         hook("shard-written", shards=out / SHARDS)
