@@ -74,4 +74,4 @@ def test_render_checks_the_image_extension_before_rendering(run_dir, tmp_path, m
 
     monkeypatch.setattr(render_command, "render_uint8", never)
     result = runner.invoke(app, ["render", str(run_dir), "--size", "9999", "-o", str(tmp_path / "big.xyz")])
-    assert result.exit_code == 1 and "unknown image extension '.xyz'" in result.output
+    assert result.exit_code == 2 and "unknown image extension '.xyz'" in result.output

@@ -10,7 +10,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from inr_cli.formats.atomic import atomic_path
-from inr_cli.errors import InrError
+from inr_cli.errors import InrError, UsageError
 
 
 @dataclass
@@ -229,13 +229,25 @@ def save_uint8(array: np.ndarray, path: Path) -> None:
     _save_pil(_pil_from_uint8(array), path)
 
 
+# The extensions an image is written to, and Pillow's format for each (Pillow registers more, but
+# some of those it cannot write, or not from RGB / RGBA pixels).
+WRITE_EXTENSIONS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".tif": "TIFF", ".tiff": "TIFF",
+                    ".bmp": "BMP", ".gif": "GIF", ".webp": "WEBP"}
+
+
+def writable_extensions() -> list[str]:
+    Image.init()
+    return [ext for ext, fmt in WRITE_EXTENSIONS.items() if fmt in Image.SAVE]
+
+
 def image_format(path: Path) -> str:
-    """Pillow's format for the file name's extension, or one line saying it has none: checked
-    before a render, not after it."""
-    fmt = Image.registered_extensions().get(Path(path).suffix.lower())
-    if fmt is None:
-        raise InrError(f"{path}: unknown image extension '{Path(path).suffix}' (use .png)")
-    return fmt
+    """Pillow's format for the file name's extension, or one line (a usage error) listing those that
+    work: checked before a render, not after it."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in writable_extensions():
+        raise UsageError(f"{path}: unknown image extension '{Path(path).suffix}' "
+                         f"(use {', '.join(writable_extensions())})")
+    return WRITE_EXTENSIONS[suffix]
 
 
 def _save_pil(pil: Image.Image, path: Path) -> None:

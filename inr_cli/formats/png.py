@@ -60,8 +60,8 @@ def deflate_in_slices(data: np.ndarray, threads: int) -> bytes:
     return b"\x78\x01" + b"".join(pieces) + struct.pack(">I", checksum & 0xFFFFFFFF)
 
 
-def write_png(pixels: np.ndarray, path: Path, threads: int | None = None) -> None:
-    """(H, W) or (H, W, C) uint8 or uint16 with C in 1..4, to a PNG file at path (8 or 16 bits)."""
+def png_bytes(pixels: np.ndarray, threads: int | None = None) -> bytes:
+    """(H, W) or (H, W, C) uint8 or uint16 with C in 1..4, as the bytes of a PNG file (8 or 16 bits)."""
     if pixels.dtype not in (np.uint8, np.uint16):
         raise ValueError(f"write_png takes uint8 or uint16 pixels, not {pixels.dtype}")
     if pixels.ndim == 2:
@@ -70,11 +70,17 @@ def write_png(pixels: np.ndarray, path: Path, threads: int | None = None) -> Non
     depth = 16 if pixels.dtype == np.uint16 else 8
     stream = deflate_in_slices(filtered_rows(pixels), threads or os.cpu_count() or 1)
     header = struct.pack(">IIBBBBB", width, height, depth, COLOR_TYPES[channels], 0, 0, 0)
+    chunks = [b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header)]
+    chunks += [_chunk(b"IDAT", stream[start:start + MAX_CHUNK]) for start in range(0, len(stream), MAX_CHUNK)]
+    chunks.append(_chunk(b"IEND", b""))
+    return b"".join(chunks)
+
+
+def write_png(pixels: np.ndarray, path: Path, threads: int | None = None) -> None:
+    """(H, W) or (H, W, C) uint8 or uint16 with C in 1..4, to a PNG file at path (8 or 16 bits)."""
+    data = png_bytes(pixels, threads)
     with open(path, "wb") as handle:
-        handle.write(b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header))
-        for start in range(0, len(stream), MAX_CHUNK):
-            handle.write(_chunk(b"IDAT", stream[start:start + MAX_CHUNK]))
-        handle.write(_chunk(b"IEND", b""))
+        handle.write(data)
 
 
 def png_depth(path: Path) -> tuple[int, int] | None:
