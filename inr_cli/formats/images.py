@@ -92,8 +92,9 @@ def _read_png16(path: Path) -> PixelImage:
     try:
         array = read_png16(path, MAX_IMAGE_PIXELS)
     except ImportError:
-        raise InrError(f"{path}: a 16-bit colour PNG; reading it needs pypng (pip install pypng)") from None
-    except Exception as exc:  # pypng's own error types
+        raise InrError(f"{path}: a 16-bit colour PNG; reading it needs imagecodecs (pip install 'inr[png16]') "
+                       "or pypng") from None
+    except Exception as exc:  # imagecodecs' and pypng's own error types
         raise InrError(f"{path}: broken or truncated 16-bit PNG ({exc})") from None
     channels = {2: ("l", "a"), 3: ("r", "g", "b"), 4: ("r", "g", "b", "a")}[array.shape[2]]
     if channels == ("l", "a"):  # grey with alpha: as RGBA, like Pillow's path

@@ -93,11 +93,30 @@ def png_depth(path: Path) -> tuple[int, int] | None:
 
 
 def read_png16(path: Path, max_pixels: int) -> np.ndarray:
-    """A 16-bit colour PNG as (H, W, C) uint16, through pypng (Pillow reads those as 8 bits)."""
+    """A 16-bit colour PNG as (H, W, C) uint16 (Pillow reads those as 8 bits): through imagecodecs
+    (the `png16` extra; 2048x2048 in 0.04 s) when installed, else pypng's pure-Python decoder (4.6 s)."""
+    width, height = _png_size(path)
+    if width * height > max_pixels:
+        raise ValueError(f"declared image size is too large (limit {max_pixels} pixels)")
+    try:
+        import imagecodecs
+    except ImportError:
+        imagecodecs = None
+    if imagecodecs is not None and hasattr(imagecodecs, "png_decode"):
+        array = imagecodecs.png_decode(Path(path).read_bytes())
+        if array.ndim == 2:
+            array = array[..., None]
+        return np.ascontiguousarray(array, dtype=np.uint16)
     import png as pypng
 
     width, height, rows, info = pypng.Reader(filename=str(path)).asDirect()
-    if width * height > max_pixels:
-        raise ValueError(f"declared image size is too large (limit {max_pixels} pixels)")
     channels = info["planes"]
     return np.vstack([np.asarray(row, dtype=np.uint16) for row in rows]).reshape(height, width, channels)
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    with open(path, "rb") as handle:
+        head = handle.read(24)
+    if len(head) < 24:
+        raise ValueError("truncated header")
+    return struct.unpack(">II", head[16:24])
