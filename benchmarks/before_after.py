@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFont
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -54,16 +54,30 @@ def main() -> None:
             (Image.open(rendered).convert("RGB"), f"inr render  {scores['psnr']:.1f} dB"),
             (original, "original"),
         ]
-        gap = 6
-        canvas = Image.new("RGB", (len(panels) * width + (len(panels) - 1) * gap, height + 24), "white")
-        draw = ImageDraw.Draw(canvas)
-        for i, (panel, label) in enumerate(panels):
-            canvas.paste(panel, (i * (width + gap), 24))
-            draw.text((i * (width + gap) + 4, 6), label, fill="black")
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        canvas.save(args.out)
+        compose(panels, args.out)
         print(json.dumps(scores))
         print(f"saved {args.out}")
+
+
+def compose(panels: list[tuple[Image.Image, str]], out: Path, columns: int = 2) -> None:
+    """The panels in a grid (two by two: each picture twice as wide on a page as in one row), each
+    under a label big enough to read when a page scales the whole down to ~800 px (30 px at 1206)."""
+    width, height = panels[0][0].size
+    gap, label_height = 8, max(24, height // 9)
+    try:
+        font = ImageFont.load_default(size=label_height * 2 // 3)
+    except (TypeError, OSError):  # Pillow without FreeType: the small bitmap font
+        font = ImageFont.load_default()
+    rows = (len(panels) + columns - 1) // columns
+    canvas = Image.new("RGB", (columns * width + (columns - 1) * gap, rows * (height + label_height) + (rows - 1) * gap),
+                       "white")
+    draw = ImageDraw.Draw(canvas)
+    for i, (panel, label) in enumerate(panels):
+        x, y = (i % columns) * (width + gap), (i // columns) * (height + label_height + gap)
+        draw.text((x + 4, y + label_height // 6), label, fill="black", font=font)
+        canvas.paste(panel, (x, y + label_height))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    canvas.save(out)
 
 
 if __name__ == "__main__":

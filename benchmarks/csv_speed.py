@@ -57,8 +57,8 @@ def main() -> None:
         png, csv_path, back = Path(tmp) / "image.png", Path(tmp) / "image.csv", Path(tmp) / "back.png"
         save_image(PixelImage(pixels, ("r", "g", "b"), args.depth), png)
         figures = {
-            "encode_s": best_of(args.rounds, lambda: command("encode", str(png), "-o", str(csv_path))),
-            "decode_s": best_of(args.rounds, lambda: command("decode", str(csv_path), "-o", str(back))),
+            "encode_s": best_of(args.rounds, lambda: command("encode", str(png), "-o", str(csv_path), "--force")),
+            "decode_s": best_of(args.rounds, lambda: command("decode", str(csv_path), "-o", str(back), "--force")),
             "png_read_s": best_of(args.rounds, lambda: load_image(png)),
             "numpy_loadtxt_s": best_of(args.rounds, lambda: np.loadtxt(
                 csv_path, delimiter=",", skiprows=1, comments=None)),

@@ -16,3 +16,7 @@ def info(message: str) -> None:
 
 def error(message: str) -> None:
     err.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+
+
+def warning(message: str) -> None:
+    err.print(f"[bold yellow]warning:[/bold yellow] {escape(message)}", soft_wrap=True)

@@ -69,8 +69,9 @@ def test_encode_size_gray_and_default_output(tmp_path, coffee):
     assert result.exit_code == 0, result.output
     lines = (tmp_path / "photo.csv").read_text().splitlines()
     assert lines[0] == "x,y,l" and len(lines) == 1 + 30 * 20
-    result = run("encode", src)
-    assert result.exit_code == 1 and "already exists" in result.output
+    result = run("encode", src)  # the default name, chosen by the tool: replaced, and said so
+    assert result.exit_code == 0 and f"replacing {tmp_path / 'photo.csv'}" in result.output
+    assert (tmp_path / "photo.csv").read_text().splitlines()[0] == "x,y,r,g,b"
 
 
 @pytest.mark.parametrize("args,code,message", [
@@ -290,8 +291,9 @@ def test_readme_path_decode_after_encode_and_honest_notices(tmp_path):
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == str(tmp_path / "photo-decoded.png")
     assert (np.asarray(Image.open(tmp_path / "photo-decoded.png")) == np.asarray(Image.open(src))).all()
-    result = run("decode", tmp_path / "photo.csv")  # both names taken now: refused, nothing overwritten
-    assert result.exit_code == 1 and "already exists" in result.output
+    result = run("decode", tmp_path / "photo.csv")  # both names taken: the tool's own one is replaced
+    assert result.exit_code == 0 and "replacing" in result.output and "photo-decoded.png" in result.output
+    assert (np.asarray(Image.open(tmp_path / "photo.png")) == np.asarray(Image.open(src))).all()
     result = run("encode", src, "--size", "40", "-o", tmp_path / "big.csv")
     assert result.exit_code == 0 and "enlarges it" in result.output
     result = run("train", src, "--model", "relu", "--steps", "1", "--hidden", "8", "--fourier-features", "4",
@@ -329,7 +331,8 @@ def test_outputs_respect_the_umask_links_and_devices(tmp_path, rgb_png):
         os.umask(old)
         atomic.UMASK = saved_umask
     (tmp_path / "link.csv").symlink_to(tmp_path / "a.csv")
-    assert run("encode", rgb_png, "-o", tmp_path / "link.csv", "--gray").exit_code == 0
+    assert run("encode", rgb_png, "-o", tmp_path / "link.csv", "--gray").exit_code == 2  # exists: --force
+    assert run("encode", rgb_png, "-o", tmp_path / "link.csv", "--gray", "--force").exit_code == 0
     assert (tmp_path / "link.csv").is_symlink() and (tmp_path / "a.csv").read_text().startswith("x,y,l")
     fifo = tmp_path / "pipe.csv"
     os.mkfifo(fifo)

@@ -74,4 +74,23 @@ def test_render_checks_the_image_extension_before_rendering(run_dir, tmp_path, m
 
     monkeypatch.setattr(render_command, "render_uint8", never)
     result = runner.invoke(app, ["render", str(run_dir), "--size", "9999", "-o", str(tmp_path / "big.xyz")])
-    assert result.exit_code == 1 and "unknown image extension '.xyz'" in result.output
+    assert result.exit_code == 2 and "unknown image extension '.xyz'" in result.output
+
+
+def test_onnx_carries_no_unused_initializer(run_dir, tmp_path, capfd):
+    """A network without sines has no omega0: onnxruntime warned 'Removing initializer omega0' at
+    every load of a sigmoid or relu export."""
+    onnx = pytest.importorskip("onnx")
+    onnxruntime = pytest.importorskip("onnxruntime")
+    result = runner.invoke(app, ["export", str(run_dir), "-o", str(tmp_path / "model.onnx")])
+    assert result.exit_code == 0, result.output
+    model = onnx.load(str(tmp_path / "model.onnx"))
+    used = {name for node in model.graph.node for name in node.input}
+    unused = [init.name for init in model.graph.initializer if init.name not in used]
+    assert unused == [], unused
+    assert ("omega0" in used) == (ckpt.load(run_dir).spec.model == "siren")
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 1  # warnings and worse
+    capfd.readouterr()
+    onnxruntime.InferenceSession(str(tmp_path / "model.onnx"), options, providers=["CPUExecutionProvider"])
+    assert "omega0" not in capfd.readouterr().err

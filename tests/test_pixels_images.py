@@ -276,3 +276,33 @@ def test_bad_value_after_blank_line_names_its_own_line(tmp_path):
     (tmp_path / "ok.csv").write_bytes(b"\xef\xbb\xbf" + "\r\n".join(rows).encode())
     with pytest.raises(InrError, match=r"ok.csv line 3: value 1.5"):
         read_csv(tmp_path / "ok.csv")
+
+
+@pytest.mark.parametrize("channels", [2, 3, 4])
+def test_16_bit_colour_png_pixels_read_exactly(tmp_path, channels, monkeypatch):
+    """A 16-bit PNG written by another encoder (imagecodecs' libpng) reads back as the very samples
+    written, through `inr encode` and through the pypng fallback when imagecodecs is absent."""
+    import sys
+
+    import numpy as np
+    from typer.testing import CliRunner
+
+    from inr_cli.cli import app
+    from inr_cli.formats.png import read_png16
+
+    imagecodecs = pytest.importorskip("imagecodecs")
+    pixels = np.random.default_rng(channels).integers(0, 65536, (7, 10, channels), dtype=np.uint16)
+    pixels[0, 0] = 0
+    pixels[-1, -1] = 65535
+    (tmp_path / "deep.png").write_bytes(imagecodecs.png_encode(pixels))
+    result = CliRunner().invoke(app, ["encode", str(tmp_path / "deep.png"), "-o", "-"])
+    assert result.exit_code == 0, result.output
+    table = np.loadtxt(result.stdout.splitlines()[1:], delimiter=",")
+    grid = np.zeros((7, 10, table.shape[1] - 2))
+    grid[table[:, 1].astype(int), table[:, 0].astype(int)] = table[:, 2:]
+    expected = pixels if channels != 2 else np.concatenate([np.repeat(pixels[..., :1], 3, axis=2), pixels[..., 1:]], 2)
+    assert np.array_equal(np.round(grid * 65535).astype(np.uint16), expected)
+    fast = read_png16(tmp_path / "deep.png", 1 << 20)
+    monkeypatch.setitem(sys.modules, "imagecodecs", None)  # the fallback: pypng
+    slow = read_png16(tmp_path / "deep.png", 1 << 20)
+    assert np.array_equal(fast, pixels) and np.array_equal(slow, pixels)

@@ -5,9 +5,9 @@ from typing import Optional
 
 import typer
 
-from inr_cli.commands.paths import check_parent, default_output
+from inr_cli.commands.paths import default_output, output_target
 from inr_cli.errors import UsageError
-from inr_cli.formats.images import save_image
+from inr_cli.formats.images import image_format, save_image
 from inr_cli.formats.pixel_csv import read_csv
 
 NAME = "decode"
@@ -18,12 +18,15 @@ NEEDS_ARGS = True
 def command(
     csv: Path = typer.Argument(..., help="Pixel CSV written by `inr encode` (or by hand); - reads standard input."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="Image to write (default: CSV with .png, "
-                                          "or NAME-decoded.png when that exists)."),
+                                          "or NAME-decoded.png when that exists; replaced if it exists)."),
+    force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
 ) -> None:
     if str(csv) == "-" and output is None:
         raise UsageError("decode - reads the CSV from standard input: name the image to write with -o")
+    if output is not None and str(output) == "-":
+        raise UsageError("decode writes an image file: name it with -o (- is not supported here)")
+    target = output_target(output, None if output else default_output(csv, ".png", fallback="decoded"), force, [csv])
+    image_format(target)
     pixels = read_csv(csv)
-    target = output or default_output(csv, ".png", fallback="decoded")
-    check_parent(target)
     save_image(pixels, target)
     typer.echo(str(target))

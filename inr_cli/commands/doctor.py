@@ -25,8 +25,10 @@ def command(as_json: bool = typer.Option(False, "--json", help="Print one JSON o
     if reason is not None:
         report["gpu"] = None
         report["gpu_unavailable"] = f"{reason} (training runs on the CPU)"
+        report.update(_nvcc_check(reason))
     else:
         report.update(_gpu())
+        report["kernel_check"] = "compiled with CuPy (NVRTC) for this GPU"
     if as_json:
         typer.echo(json.dumps(report))
         return
@@ -36,8 +38,46 @@ def command(as_json: bool = typer.Option(False, "--json", help="Print one JSON o
             typer.echo(f"{key:13s} {report[key] if report[key] is not None else 'not found'}")
     if reason is not None:
         typer.echo(f"{'gpu':13s} unavailable: {report['gpu_unavailable']}")
+    typer.echo(f"{'kernel check':13s} {report['kernel_check']}")
     for name, status in report.get("kernel_files", {}).items():
         typer.echo(f"{'kernel':13s} {name}: {status}")
+
+
+NVCC_ARCH = "sm_80"  # the floor of the GPUs we target (tests/test_kernels_compile.py)
+
+
+def _nvcc_check(reason: str) -> dict:
+    """Without a usable GPU, the kernels are still compiled to PTX by nvcc when it is on PATH: each
+    file ok or FAILED with the compiler's first error line; else the check is skipped, saying why."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        return {"kernel_check": f"skipped: no usable GPU ({reason}) and nvcc is not on PATH"}
+    import os
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    sources = sorted(kernels_dir().glob("*.cu"))
+    if not sources:
+        return {"kernel_check": f"failed: no kernel files (*.cu) in {kernels_dir()}"}
+
+    def compile_one(path: Path, folder: str) -> str:
+        try:
+            result = subprocess.run([nvcc, "-ptx", f"-arch={NVCC_ARCH}", "-std=c++17", "-I", str(path.parent),
+                                     "-o", str(Path(folder) / f"{path.stem}.ptx"), str(path)],
+                                    capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"FAILED: {exc}"
+        if result.returncode == 0:
+            return "ok"
+        lines = [line for line in (result.stderr + result.stdout).splitlines() if line.strip()]
+        errors = [line for line in lines if "error" in line] or lines or [f"exit code {result.returncode}"]
+        return f"FAILED: {errors[0].strip()}"
+
+    with tempfile.TemporaryDirectory(prefix="inr-doctor-") as folder:
+        with ThreadPoolExecutor(max(1, min(len(sources), os.cpu_count() or 1))) as pool:
+            statuses = list(pool.map(lambda p: compile_one(p, folder), sources))
+    return {"kernel_check": f"compiled to PTX with nvcc -arch={NVCC_ARCH} (no usable GPU)",
+            "kernel_files": {p.name: s for p, s in zip(sources, statuses)}}
 
 
 def _nvcc() -> str | None:

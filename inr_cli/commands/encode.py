@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from inr_cli.commands.paths import check_parent, default_output
+from inr_cli.commands.paths import default_output, output_target
 from inr_cli.console import notice
 from inr_cli.errors import UsageError
 from inr_cli.formats.images import load_image
@@ -19,20 +19,20 @@ NEEDS_ARGS = True
 def command(
     image: Path = typer.Argument(..., help="Image file (PNG, JPEG, GIF, ...)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="CSV to write (default: IMAGE with .csv; "
-                                          "- for standard output)."),
+                                          "replaced if it exists; - for standard output)."),
+    force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
     size: Optional[int] = typer.Option(None, "--size", help="Resize so the longer side is N pixels (Lanczos)."),
     gray: bool = typer.Option(False, "--gray", help="Convert to one grey channel."),
 ) -> None:
     if size is not None and size <= 0:
         raise UsageError(f"--size must be a positive number of pixels, got {size}")
+    target = output_target(output, None if output else default_output(image, ".csv"), force, [image])
     notices: list[str] = []
     pixels = load_image(image, size=size, gray=gray, notices=notices)
     for message in notices:
         notice(message)
-    target = output or default_output(image, ".csv")
     if str(target) == "-":
         write_csv(pixels, target)  # the CSV is the result on standard output: no path after it
         return
-    check_parent(target)
     write_csv(pixels, target)
     typer.echo(str(target))

@@ -10,10 +10,10 @@ from PIL import Image
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.backends import make_backend
 from inr_cli.config import Device, build_config, flags_to_values
-from inr_cli.console import info, notice
+from inr_cli.console import info, notice, warning
 from inr_cli.formats.data import load_training_data
 from inr_cli.errors import InrError, UsageError
-from inr_cli.formats.images import resample, resize
+from inr_cli.formats.images import fit_longer_side, resample, resize
 from inr_cli.core.metrics import psnr, ssim
 from inr_cli.core.render import render_float
 from inr_cli.core.training_loop import run_training
@@ -50,6 +50,8 @@ def command(
     if ref.n_channels != saved.spec.out_features:
         raise InrError(f"{reference} has channels {','.join(ref.channels)}, the network draws "
                        f"{','.join(saved.channels)}")
+    if train_size is None:
+        _say_shape_differs(saved.data_shape[1], saved.data_shape[0], ref.width, ref.height)
     backend = make_backend(device, quiet=as_json)
     rendered = render_float(backend, saved.spec, saved.params, ref.width, ref.height)
     result = {
@@ -78,3 +80,19 @@ def command(
         if name in result:
             typer.echo(f"{name:8s} PSNR {result[name]['psnr']:.2f} dB  SSIM {result[name]['ssim']:.4f}  "
                        f"(upscaled from {result['train_width']}x{result['train_height']})")
+
+
+def _say_shape_differs(trained_w: int, trained_h: int, ref_w: int, ref_h: int) -> None:
+    """eval renders at the reference's size: legitimate, but said; another aspect ratio stretches the
+    picture, which no PSNR would tell."""
+    if (trained_w, trained_h) == (ref_w, ref_h):
+        return
+    same_aspect = (abs(trained_w * ref_h - ref_w * trained_h) <= 0.02 * trained_w * ref_h
+                   or (ref_w, ref_h) == fit_longer_side(trained_w, trained_h, max(ref_w, ref_h)))
+    if same_aspect:
+        notice(f"the run was trained at {trained_w}x{trained_h}, the reference is {ref_w}x{ref_h}: "
+               f"rendered at the reference's size")
+    else:
+        warning(f"the run was trained at {trained_w}x{trained_h} (aspect {trained_w / trained_h:.2f}), the reference "
+                f"is {ref_w}x{ref_h} (aspect {ref_w / ref_h:.2f}): the render is stretched to the reference's shape, "
+                f"so the PSNR compares different pictures")

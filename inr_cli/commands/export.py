@@ -7,7 +7,7 @@ import typer
 
 from inr_cli.formats import export as exporter
 from inr_cli.loading import one_network
-from inr_cli.commands.paths import check_parent
+from inr_cli.commands.paths import output_target, run_sources
 from inr_cli.errors import UsageError
 
 NAME = "export"
@@ -20,10 +20,11 @@ def command(
     run: Path = typer.Argument(..., help="Run directory, checkpoint.npz, or an inr fit-many folder (with --image)."),
     output: Path = typer.Option(..., "-o", "--output", help="model.safetensors or model.onnx."),
     image: Optional[str] = typer.Option(None, "--image", help="With an inr fit-many folder: whose network."),
+    force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
 ) -> None:
     if Path(output).suffix.lower() not in exporter.FORMATS:  # checked before any work
         raise UsageError(f"{output}: unknown export format '{Path(output).suffix}' (use .safetensors or .onnx)")
-    check_parent(output)
+    output = output_target(output, None, force, [run, *run_sources(run, image)])
     network = one_network(run, image)
     exporter.export(network.spec, network.params, network.channels, output)
     typer.echo(str(output))

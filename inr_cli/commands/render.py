@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -11,9 +13,9 @@ from inr_cli.loading import one_network
 from inr_cli.config import Device
 from inr_cli.backends import make_backend
 from inr_cli.core.canvas import canvas_size
-from inr_cli.commands.paths import check_parent
-from inr_cli.console import info
-from inr_cli.errors import UsageError
+from inr_cli.commands.paths import output_target, run_sources
+from inr_cli.console import err, info
+from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.images import image_format, save_tiff, save_uint16, save_uint8
 from inr_cli.core.render import render_float, render_uint8
 
@@ -29,7 +31,9 @@ def command(
     size: Optional[int] = typer.Option(None, "--size", help="Longer side in pixels; the aspect ratio is kept."),
     width: Optional[int] = typer.Option(None, "--width", help="Canvas width (with --height: exact size)."),
     height: Optional[int] = typer.Option(None, "--height", help="Canvas height."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Image to write (default: RUN/render-WxH.png)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Image to write (default: RUN/render-WxH.png, "
+                                          "replaced if it exists; - writes a PNG to standard output)."),
+    force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
     depth: int = typer.Option(8, "--depth", help="Bits per channel: 8, 16 (PNG or TIFF) or 32 (float TIFF, "
                               "values not clipped)."),
     device: Device = typer.Option("auto", "--device", help="auto | cpu | gpu."),
@@ -37,29 +41,65 @@ def command(
 ) -> None:
     if depth not in (8, 16, 32):
         raise UsageError(f"--depth is 8, 16 or 32 bits per channel, got {depth}")
+    to_stdout = output is not None and str(output) == "-"
+    if to_stdout and depth == 32:
+        raise UsageError("-o - writes a PNG; float renders (--depth 32) are written as TIFF: name a .tif file")
     network = one_network(run, image)
     w, h = canvas_size(network.width, network.height, size, width, height)
     run_dir = run if run.is_dir() else run.parent
-    target = output or run_dir / f"{network.label}-{w}x{h}.png"
-    check_parent(target)
-    kind = image_format(target)
+    default = run_dir / f"{network.label}-{w}x{h}.png"
+    kind = "PNG" if to_stdout else image_format(output or default)
     if depth == 16 and kind not in ("PNG", "TIFF"):
-        raise UsageError(f"{target}: 16-bit renders are written as PNG or TIFF (use .png or .tif)")
+        raise UsageError(f"{output}: 16-bit renders are written as PNG or TIFF (use .png or .tif)")
     if depth == 32 and kind != "TIFF":
-        raise UsageError(f"{target}: float renders are written as TIFF (use .tif)")
+        raise UsageError(f"{output}: float renders are written as TIFF (use .tif)")
+    target = output_target(output, default, force, [run, *run_sources(run, image)])
     backend = make_backend(device, quiet=quiet)
     start = time.perf_counter()
-    if depth > 8:
-        values = render_float(backend, network.spec, network.params, w, h, clip=depth == 16)
-        seconds = time.perf_counter() - start
-        if kind == "PNG":
-            save_uint16(np.round(values * 65535).astype(np.uint16), target)
+    with _progress(f"render {w}x{h}", h, quiet) as on_chunk:
+        if depth > 8:
+            values = render_float(backend, network.spec, network.params, w, h, clip=depth == 16, on_chunk=on_chunk)
+            if depth == 16:
+                values = np.round(values * 65535).astype(np.uint16)
         else:
-            save_tiff(np.round(values * 65535).astype(np.uint16) if depth == 16 else values, target)
+            values = render_uint8(backend, network.spec, network.params, w, h, on_chunk=on_chunk)
+    seconds = time.perf_counter() - start
+    if to_stdout:
+        _write_stdout(values)
+    elif kind == "PNG" and depth == 16:
+        save_uint16(values, target)
+    elif depth > 8:
+        save_tiff(values, target)
     else:
-        values = render_uint8(backend, network.spec, network.params, w, h)
-        seconds = time.perf_counter() - start
         save_uint8(values, target)
     if not quiet:
         info(f"rendered {w}x{h} in {seconds:.2f} s on {backend.name}")
-    typer.echo(str(target))
+    if not to_stdout:
+        typer.echo(str(target))
+
+
+@contextmanager
+def _progress(label: str, rows: int, quiet: bool):
+    """A bar over the render's chunks on stderr, on a terminal only and not with -q; yields on_chunk."""
+    if quiet or not err.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn(),
+                  console=err, transient=True) as progress:
+        task = progress.add_task(label, total=rows)
+        yield lambda done: progress.update(task, completed=done)
+
+
+def _write_stdout(values: np.ndarray) -> None:
+    """The render as PNG bytes on standard output, and nothing else there."""
+    from inr_cli.formats.png import png_bytes
+
+    data = png_bytes(values)
+    try:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        raise InrError("standard output was closed before the PNG was written") from None

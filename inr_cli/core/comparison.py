@@ -52,29 +52,57 @@ def side_by_side(render: np.ndarray, reference: np.ndarray, gap: int = 4, psnr: 
     return PixelImage(canvas, ("r", "g", "b"))
 
 
-def psnr_svg(rows: list[dict], width: int = 480, height: int = 240) -> str:
-    """PSNR against step from metrics.csv rows, as a small SVG line chart (no plotting library)."""
+def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """Round values (1, 2 or 5 times a power of ten apart) covering [lo, hi] in about `count` steps,
+    as a plotting library picks them."""
+    span = max(hi - lo, 1e-9)
+    raw = span / max(count, 1)
+    power = 10.0 ** np.floor(np.log10(raw))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
+    first = np.floor(lo / step) * step
+    last = np.ceil(hi / step) * step
+    return [float(round(first + i * step, 10)) for i in range(int(round((last - first) / step)) + 1)]
+
+
+def _tick_label(value: float) -> str:
+    return f"{value:.0f}" if abs(value - round(value)) < 1e-9 else f"{value:g}"
+
+
+def psnr_svg(rows: list[dict], width: int = 520, height: int = 300) -> str:
+    """PSNR against step from metrics.csv rows, as an SVG line chart (no plotting library): ticks at
+    round values on both axes, a light grid, the title in a band of its own above the plot."""
     points = [(r["step"], r["psnr"]) for r in rows if np.isfinite(r["psnr"])]
     if not points:
         return ""
     steps, values = np.array(points, dtype=float).T
-    left, bottom, pad = 48, 28, 8
-    x0, x1 = 0.0, max(steps.max(), 1.0)
-    y0, y1 = np.floor(values.min()), np.ceil(values.max()) + 1e-9
-    sx = lambda s: left + (s - x0) / (x1 - x0) * (width - left - pad)  # noqa: E731
-    sy = lambda v: pad + (y1 - v) / (y1 - y0) * (height - bottom - pad)  # noqa: E731
+    left, right, top, bottom = 52, 16, 34, 40  # the plot's margins: tick labels left and below, title above
+    x_ticks = nice_ticks(0.0, max(steps.max(), 1.0), 5)
+    y_ticks = nice_ticks(values.min(), values.max() if values.max() > values.min() else values.min() + 1, 5)
+    x0, x1, y0, y1 = x_ticks[0], x_ticks[-1], y_ticks[0], y_ticks[-1]
+    sx = lambda s: left + (s - x0) / (x1 - x0) * (width - left - right)  # noqa: E731
+    sy = lambda v: top + (y1 - v) / (y1 - y0) * (height - top - bottom)  # noqa: E731
     line = " ".join(f"{sx(s):.1f},{sy(v):.1f}" for s, v in zip(steps, values))
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
              f'font-size="11">', f'<rect width="{width}" height="{height}" fill="white"/>',
-             f'<polyline points="{line}" fill="none" stroke="#c0392b" stroke-width="1.5"/>',
-             f'<line x1="{left}" y1="{height - bottom}" x2="{width - pad}" y2="{height - bottom}" stroke="black"/>',
-             f'<line x1="{left}" y1="{pad}" x2="{left}" y2="{height - bottom}" stroke="black"/>',
-             f'<text x="{left}" y="{height - 8}">step 0</text>',
-             f'<text x="{width - pad}" y="{height - 8}" text-anchor="end">{int(x1)}</text>',
-             f'<text x="{left - 4}" y="{sy(y1) + 10:.0f}" text-anchor="end">{y1:.0f} dB</text>',
-             f'<text x="{left - 4}" y="{sy(y0):.0f}" text-anchor="end">{y0:.0f} dB</text>',
-             f'<text x="{(left + width) / 2:.0f}" y="{pad + 12}" text-anchor="middle">PSNR of the training image '
-             f'(last {values[-1]:.2f} dB)</text>', "</svg>"]
+             f'<text class="title" x="{width / 2:.0f}" y="20" text-anchor="middle" font-size="13">PSNR of the '
+             f'training image (last {values[-1]:.2f} dB)</text>']
+    for t in x_ticks:
+        x = sx(t)
+        parts.append(f'<line class="grid" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{height - bottom}" stroke="#e4e4e4"/>')
+        parts.append(f'<line x1="{x:.1f}" y1="{height - bottom}" x2="{x:.1f}" y2="{height - bottom + 4}" stroke="black"/>')
+        parts.append(f'<text class="xtick" x="{x:.1f}" y="{height - bottom + 16}" text-anchor="middle">'
+                     f'{_tick_label(t)}</text>')
+    for t in y_ticks:
+        y = sy(t)
+        parts.append(f'<line class="grid" x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="#e4e4e4"/>')
+        parts.append(f'<line x1="{left - 4}" y1="{y:.1f}" x2="{left}" y2="{y:.1f}" stroke="black"/>')
+        parts.append(f'<text class="ytick" x="{left - 7}" y="{y + 4:.1f}" text-anchor="end">{_tick_label(t)}</text>')
+    parts += [f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="black"/>',
+              f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="black"/>',
+              f'<polyline class="curve" points="{line}" fill="none" stroke="#c0392b" stroke-width="1.5"/>',
+              f'<text x="{(left + width - right) / 2:.0f}" y="{height - 6}" text-anchor="middle">step</text>',
+              f'<text x="14" y="{(top + height - bottom) / 2:.0f}" text-anchor="middle" '
+              f'transform="rotate(-90 14 {(top + height - bottom) / 2:.0f})">PSNR (dB)</text>', "</svg>"]
     return "\n".join(parts) + "\n"
 
 
@@ -84,11 +112,46 @@ def write_psnr_svg(rows: list[dict], path: Path) -> None:
         atomic_write_text(path, text)
 
 
+def _font(size: int):
+    from PIL import ImageFont
+
+    try:
+        return ImageFont.load_default(size=size)  # Pillow >= 10.1 with FreeType: a scalable font
+    except (TypeError, OSError, ImportError):
+        return ImageFont.load_default()
+
+
+def preview_label(path: Path) -> str:
+    """'step 1200' for previews/step-001200.png; the final render for anything else (render.png)."""
+    stem = Path(path).stem
+    if stem.startswith("step-") and stem[5:].isdigit():
+        return f"step {int(stem[5:])}"
+    return "final render"
+
+
+def labelled_frame(image: Image.Image, text: str, width: int, height: int) -> Image.Image:
+    """The frame on a white canvas of width x height, its label in a strip under it."""
+    font = _font(max(11, width // 24))
+    strip = max(14, int(font.size * 1.4) if hasattr(font, "size") else 14)
+    canvas = Image.new("RGB", (width, height + strip), "white")
+    canvas.paste(image, ((width - image.width) // 2, 0))
+    ImageDraw.Draw(canvas).text((3, height + (strip - getattr(font, "size", 10)) // 2 - 1), text, fill="black",
+                                font=font)
+    return canvas
+
+
 def write_previews_animation(previews: list[Path], path: Path, frame_ms: int = 400) -> None:
-    """The numbered previews as one animated PNG (any browser plays it), the last frame held longer."""
+    """The numbered previews as one animated PNG (any browser plays it), each frame labelled with its
+    step, the last (the final render) held longer."""
     if len(previews) < 2:
         return
-    frames = [Image.open(p).convert("RGB") for p in previews]
+    images = [Image.open(p).convert("RGB") for p in previews]
+    labels = [preview_label(p) for p in previews]
+    font = _font(11)
+    text_width = max(int(ImageDraw.Draw(images[0]).textlength(label, font=font)) for label in labels) + 6
+    width = max(max(im.width for im in images), text_width)
+    height = max(im.height for im in images)
+    frames = [labelled_frame(im, label, width, height) for im, label in zip(images, labels)]
     durations = [frame_ms] * (len(frames) - 1) + [frame_ms * 4]
     with atomic_path(path, suffix=".png") as tmp:
         frames[0].save(tmp, format="PNG", save_all=True, append_images=frames[1:], duration=durations, loop=0)

@@ -30,14 +30,18 @@ def render_rows(backend, spec: NetworkSpec, params, width: int, height: int, chu
         yield row_start, row_stop, values.reshape(row_stop - row_start, width, spec.out_features)
 
 
-def render_float(backend, spec, flat_params, width: int, height: int, clip: bool = True) -> np.ndarray:
-    """(H, W, C) float32, clipped to [0, 1] unless asked not to: for evaluation and deep renders."""
+def render_float(backend, spec, flat_params, width: int, height: int, clip: bool = True,
+                 on_chunk=None) -> np.ndarray:
+    """(H, W, C) float32, clipped to [0, 1] unless asked not to: for evaluation and deep renders.
+    on_chunk(rows done) is called after each chunk."""
     image = np.empty((height, width, spec.out_features), dtype=np.float32)
     for start, stop, values in render_rows(backend, spec, flat_params, width, height):
         if clip:
             np.clip(values, 0.0, 1.0, out=image[start:stop])
         else:
             image[start:stop] = values
+        if on_chunk is not None:
+            on_chunk(stop)
     return image
 
 

@@ -72,7 +72,8 @@ def onnx_model(spec: NetworkSpec, params: np.ndarray, channels):
         angle = node("Mul", [node("MatMul", [h, b_t], "projection"), constant("two_pi", np.array(2 * math.pi))],
                      "angle")
         h = node("Concat", [node("Cos", [angle], "cos"), node("Sin", [angle], "sin")], "encoded", axis=1)
-    omega = constant("omega0", np.array(spec.omega0))
+    # Only a sine layer reads omega0: an unused initializer makes onnxruntime warn at every load.
+    omega = constant("omega0", np.array(spec.omega0)) if "sine" in spec.activations() else None
     for i, activation in enumerate(spec.activations()):
         weight_t = constant(f"layers.{i}.weight_t", tensors[f"layers.{i}.weight"].T)
         z = node("Add", [node("MatMul", [h, weight_t], f"layers.{i}.product"),

@@ -10,7 +10,7 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from inr_cli.formats.atomic import atomic_path
-from inr_cli.errors import InrError
+from inr_cli.errors import InrError, UsageError
 
 
 @dataclass
@@ -92,8 +92,9 @@ def _read_png16(path: Path) -> PixelImage:
     try:
         array = read_png16(path, MAX_IMAGE_PIXELS)
     except ImportError:
-        raise InrError(f"{path}: a 16-bit colour PNG; reading it needs pypng (pip install pypng)") from None
-    except Exception as exc:  # pypng's own error types
+        raise InrError(f"{path}: a 16-bit colour PNG; reading it needs imagecodecs (pip install 'inr[png16]') "
+                       "or pypng") from None
+    except Exception as exc:  # imagecodecs' and pypng's own error types
         raise InrError(f"{path}: broken or truncated 16-bit PNG ({exc})") from None
     channels = {2: ("l", "a"), 3: ("r", "g", "b"), 4: ("r", "g", "b", "a")}[array.shape[2]]
     if channels == ("l", "a"):  # grey with alpha: as RGBA, like Pillow's path
@@ -229,13 +230,25 @@ def save_uint8(array: np.ndarray, path: Path) -> None:
     _save_pil(_pil_from_uint8(array), path)
 
 
+# The extensions an image is written to, and Pillow's format for each (Pillow registers more, but
+# some of those it cannot write, or not from RGB / RGBA pixels).
+WRITE_EXTENSIONS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".tif": "TIFF", ".tiff": "TIFF",
+                    ".bmp": "BMP", ".gif": "GIF", ".webp": "WEBP"}
+
+
+def writable_extensions() -> list[str]:
+    Image.init()
+    return [ext for ext, fmt in WRITE_EXTENSIONS.items() if fmt in Image.SAVE]
+
+
 def image_format(path: Path) -> str:
-    """Pillow's format for the file name's extension, or one line saying it has none: checked
-    before a render, not after it."""
-    fmt = Image.registered_extensions().get(Path(path).suffix.lower())
-    if fmt is None:
-        raise InrError(f"{path}: unknown image extension '{Path(path).suffix}' (use .png)")
-    return fmt
+    """Pillow's format for the file name's extension, or one line (a usage error) listing those that
+    work: checked before a render, not after it."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in writable_extensions():
+        raise UsageError(f"{path}: unknown image extension '{Path(path).suffix}' "
+                         f"(use {', '.join(writable_extensions())})")
+    return WRITE_EXTENSIONS[suffix]
 
 
 def _save_pil(pil: Image.Image, path: Path) -> None:

@@ -60,8 +60,8 @@ def deflate_in_slices(data: np.ndarray, threads: int) -> bytes:
     return b"\x78\x01" + b"".join(pieces) + struct.pack(">I", checksum & 0xFFFFFFFF)
 
 
-def write_png(pixels: np.ndarray, path: Path, threads: int | None = None) -> None:
-    """(H, W) or (H, W, C) uint8 or uint16 with C in 1..4, to a PNG file at path (8 or 16 bits)."""
+def png_bytes(pixels: np.ndarray, threads: int | None = None) -> bytes:
+    """(H, W) or (H, W, C) uint8 or uint16 with C in 1..4, as the bytes of a PNG file (8 or 16 bits)."""
     if pixels.dtype not in (np.uint8, np.uint16):
         raise ValueError(f"write_png takes uint8 or uint16 pixels, not {pixels.dtype}")
     if pixels.ndim == 2:
@@ -70,11 +70,17 @@ def write_png(pixels: np.ndarray, path: Path, threads: int | None = None) -> Non
     depth = 16 if pixels.dtype == np.uint16 else 8
     stream = deflate_in_slices(filtered_rows(pixels), threads or os.cpu_count() or 1)
     header = struct.pack(">IIBBBBB", width, height, depth, COLOR_TYPES[channels], 0, 0, 0)
+    chunks = [b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header)]
+    chunks += [_chunk(b"IDAT", stream[start:start + MAX_CHUNK]) for start in range(0, len(stream), MAX_CHUNK)]
+    chunks.append(_chunk(b"IEND", b""))
+    return b"".join(chunks)
+
+
+def write_png(pixels: np.ndarray, path: Path, threads: int | None = None) -> None:
+    """(H, W) or (H, W, C) uint8 or uint16 with C in 1..4, to a PNG file at path (8 or 16 bits)."""
+    data = png_bytes(pixels, threads)
     with open(path, "wb") as handle:
-        handle.write(b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header))
-        for start in range(0, len(stream), MAX_CHUNK):
-            handle.write(_chunk(b"IDAT", stream[start:start + MAX_CHUNK]))
-        handle.write(_chunk(b"IEND", b""))
+        handle.write(data)
 
 
 def png_depth(path: Path) -> tuple[int, int] | None:
@@ -87,11 +93,30 @@ def png_depth(path: Path) -> tuple[int, int] | None:
 
 
 def read_png16(path: Path, max_pixels: int) -> np.ndarray:
-    """A 16-bit colour PNG as (H, W, C) uint16, through pypng (Pillow reads those as 8 bits)."""
+    """A 16-bit colour PNG as (H, W, C) uint16 (Pillow reads those as 8 bits): through imagecodecs
+    (the `png16` extra; 2048x2048 in 0.04 s) when installed, else pypng's pure-Python decoder (4.6 s)."""
+    width, height = _png_size(path)
+    if width * height > max_pixels:
+        raise ValueError(f"declared image size is too large (limit {max_pixels} pixels)")
+    try:
+        import imagecodecs
+    except ImportError:
+        imagecodecs = None
+    if imagecodecs is not None and hasattr(imagecodecs, "png_decode"):
+        array = imagecodecs.png_decode(Path(path).read_bytes())
+        if array.ndim == 2:
+            array = array[..., None]
+        return np.ascontiguousarray(array, dtype=np.uint16)
     import png as pypng
 
     width, height, rows, info = pypng.Reader(filename=str(path)).asDirect()
-    if width * height > max_pixels:
-        raise ValueError(f"declared image size is too large (limit {max_pixels} pixels)")
     channels = info["planes"]
     return np.vstack([np.asarray(row, dtype=np.uint16) for row in rows]).reshape(height, width, channels)
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    with open(path, "rb") as handle:
+        head = handle.read(24)
+    if len(head) < 24:
+        raise ValueError("truncated header")
+    return struct.unpack(">II", head[16:24])
