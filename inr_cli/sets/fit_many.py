@@ -43,6 +43,7 @@ from inr_cli.core.sizing import AUTO, SIZED_KEYS, fit_to_image
 from inr_cli.progress import clock
 from inr_cli.core.render import render_networks
 from inr_cli.core.trainer import Trainer
+from inr_cli.settings import FIT_MANY_FREE_KEYS
 
 PLAN = "fit-many.json"
 SHARDS = "shards"
@@ -52,8 +53,7 @@ DESCRIPTION = "network.json"
 INDEX_COLUMNS = ("name", "psnr", "loss", "steps", "seed", "width", "height")
 FORMAT_VERSION = 1
 # The settings a rerun may change: they decide where and how fast, not what is fitted.
-FREE_KEYS = {"training.device", "training.matmul", "training.cuda_graph", "training.checkpoint_every",
-             "training.log_every", "training.preview_every", "data.source"}
+FREE_KEYS = FIT_MANY_FREE_KEYS
 
 
 def failpoint(kind: str, value: str, out: Path, wanted: str | None = None) -> None:
