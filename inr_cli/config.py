@@ -17,7 +17,7 @@ from inr_cli.errors import UsageError
 from inr_cli.resources import configs_dir
 from inr_cli.settings import (ADDED_KEYS, BY_KEY, DEFAULTS, DEVICES, ENCODINGS, MATMULS, MODELS,  # noqa: F401
                               NON_NEGATIVE, OPTIMIZERS, POSITIVE, SETTINGS, Device, Encoding, Matmul, Model,
-                              Optimizer, format_value)
+                              Optimizer, format_value, markdown_table)
 
 
 def _section_class(section: str, class_name: str) -> type:
@@ -223,3 +223,8 @@ def from_flat_v1(values: dict) -> Config:
     return from_values({**ADDED_KEYS, **{FLAGS[k]: v for k, v in values.items() if k in FLAGS}},
                        "checkpoint (format 1)")
 
+
+
+def options_table() -> str:
+    """The README's table of training options, with each preset's tuned values beside the defaults."""
+    return markdown_table({name: read_toml(preset_path(name)) for name in presets()})

@@ -111,7 +111,7 @@ SETTINGS = (
             choices=MATMULS, fits=False),
     Setting("training.cuda_graph", bool, True, "Replay the GPU step as a CUDA graph (off: launch kernels one "
             "by one)", fits=False),
-    Setting("data.source", str, "", "Image or pixel CSV; empty = the built-in sample (train's DATA argument)",
+    Setting("data.source", str, "", "Image or pixel CSV; empty = the built-in sample; train's DATA argument sets it",
             commands=(TRAIN,), flag=False),
     Setting("data.size", int, 0, "Resize images so the longer side is N; 0 (in a config file) = as is",
             bound=NON_NEGATIVE, flag_bound=POSITIVE),
@@ -149,16 +149,17 @@ def default_text(setting: Setting, presets: dict[str, dict]) -> str:
     for preset, values in presets.items():
         if setting.key in values and values[setting.key] != setting.default:
             tuned.setdefault(_short(values[setting.key]), []).append(preset)
-    return "; ".join([_short(setting.default)] + [f"{', '.join(names)}: {value}" for value, names in tuned.items()])
+    own_values = [f"{', '.join(names)}: {value}" for value, names in tuned.items()]
+    return "; ".join([_short(setting.default)] + own_values)
 
 
 def _short(value) -> str:
-    return format_value(value) if isinstance(value, (bool, str)) else f"{value:g}"
+    return "`" + (format_value(value) if isinstance(value, (bool, str)) else f"{value:g}") + "`"
 
 
 def markdown_table(presets: dict[str, dict]) -> str:
     """The README's table of training options: one row per setting."""
-    rows = ["| flag | key (`--set`, `--config`) | meaning | default |", "| --- | --- | --- | --- |"]
+    rows = ["| flag | key (`--set`, `--config`) | meaning | default; presets' own values |", "| --- | --- | --- | --- |"]
     for s in SETTINGS:
         if not s.flag:
             flag = ""
@@ -167,5 +168,5 @@ def markdown_table(presets: dict[str, dict]) -> str:
         else:
             flag = f"`{s.option} {s.metavar}`".replace("|", "\\|")
         only = "" if s.commands == (TRAIN, FIT_MANY) else f" ({' and '.join(s.commands) or 'no command'} only)"
-        rows.append(f"| {flag} | `{s.key}` | {s.help}{only} | `{default_text(s, presets)}` |")
+        rows.append(f"| {flag} | `{s.key}` | {s.help}{only} | {default_text(s, presets)} |")
     return "\n".join(rows) + "\n"

@@ -91,6 +91,13 @@ def test_encode_size_gray_and_default_output(tmp_path, coffee):
     (["train", "{rgb}", "--config", "{tmp}/bad.toml"], 2, "unknown key 'network.widht'"),
     (["train", "{rgb}", "--config", "{tmp}/broken.toml"], 2, "line 2"),
     (["train", "{rgb}", "--config", "{tmp}/type.toml"], 2, "must be an integer"),
+    (["train", "{rgb}", "--size", "0"], 2, "--size must be positive, got 0"),
+    (["train", "{rgb}", "--set", "network.widht=3"], 2, "unknown key 'network.widht' (known in [network]"),
+    (["train", "{rgb}", "--set", "network.hidden=wide"], 2, "network.hidden must be an integer, got 'wide'"),
+    (["train", "{rgb}", "--set", "hidden"], 2, "expected section.key=value"),
+    (["train", "{rgb}", "--set", "optimizer.beta1=1.5"], 2, "beta1 and beta2 must be below 1"),
+    (["train", "{rgb}", "--hidden", "8", "--set", "network.hidden=9"], 2, "network.hidden is given twice"),
+    (["fit-many", "{tmp}", "-o", "{tmp}/set", "--set", "data.source=x"], 2, "not a setting of fit-many"),
     (["train", "--resume", "{tmp}/nowhere"], 1, "no such run"),
     (["render", "{tmp}/nowhere"], 1, "no such run"),
     (["info", "{tmp}"], 1, "no checkpoint.npz"),
@@ -189,6 +196,17 @@ def test_config_file_and_flag_precedence(tmp_path, rgb_png):
     result = run("train", rgb_png, "--config", tmp_path / "r" / "config.toml", "--run-dir", tmp_path / "r2",
                  "--device", "cpu", "-q")
     assert result.exit_code == 0, result.output
+
+
+def test_set_reaches_every_key_and_bool_flags_undo_a_config(tmp_path, rgb_png):
+    (tmp_path / "c.toml").write_text("[data]\ngray = true\n")
+    result = run("train", rgb_png, "--config", tmp_path / "c.toml", "--no-gray", "--set", "optimizer.beta2=0.99",
+                 "--set", "training.steps=2", "--set", "network.init_output_at_mean=true", "--run-dir",
+                 tmp_path / "r", *SMALL)
+    assert result.exit_code == 0, result.output
+    saved = (tmp_path / "r" / "config.toml").read_text()
+    assert "beta2 = 0.99" in saved and "steps = 2" in saved and "gray = false" in saved
+    assert "init_output_at_mean = true" in saved
 
 
 def test_doctor_runs_without_gpu():

@@ -17,7 +17,7 @@ NEEDS_ARGS = True
 
 
 def command(
-    image: Path = typer.Argument(..., help="Image file (PNG, JPEG, GIF, ...)."),
+    image: Path = typer.Argument(..., metavar="IMAGE", help="Image file (PNG, JPEG, GIF, ...)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="CSV to write (default: IMAGE with .csv; "
                                           "- for standard output)."),
     size: Optional[int] = typer.Option(None, "--size", help="Resize so the longer side is N pixels (Lanczos)."),
