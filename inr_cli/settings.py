@@ -159,7 +159,8 @@ def _short(value) -> str:
 
 def markdown_table(presets: dict[str, dict]) -> str:
     """The README's table of training options: one row per setting."""
-    rows = ["| flag | key (`--set`, `--config`) | meaning | default; presets' own values |", "| --- | --- | --- | --- |"]
+    rows = ["| flag | key (`--set`, `--config`) | meaning | default; presets' own values |",
+            "| --- | --- | --- | --- |"]
     for s in SETTINGS:
         if not s.flag:
             flag = ""
