@@ -103,6 +103,8 @@ SETTINGS = (
             commands=(TRAIN,)),
     Setting("training.log_every", int, 10, "Steps between loss reads and metrics rows", bound=POSITIVE,
             fits=False, commands=(TRAIN,)),
+    Setting("training.checkpoint_seconds", float, 60.0, "Also write a checkpoint when this many seconds have "
+            "passed since the last one; 0 = off", bound=NON_NEGATIVE, fits=False, legacy=0.0),
     Setting("training.preview_every", int, 250, "Steps between preview images; 0 = none", bound=NON_NEGATIVE,
             fits=False, commands=(TRAIN,)),
     Setting("training.device", str, "auto", "Where to train: auto uses the GPU when CuPy finds one",
