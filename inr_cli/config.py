@@ -1,77 +1,36 @@
 """Training configuration, nested like its TOML file: [network], [encoding], [optimizer], [training], [data].
 
-Presets (configs/NAME.toml) are the only defaults: each one sets every key, and the dataclasses below
-have none, so no code path can build a configuration the command line would not. Precedence: the
-preset (named, or the chosen model's) < a --config file < flags. An unknown key, a wrong type or a
-bad value is a UsageError (exit code 2).
+The settings are defined in settings.py (type, bounds, default, flag, help); this module builds
+the configuration classes from them and reads, checks and writes configurations. Precedence: the
+settings' defaults < the preset (named, or the chosen model's) < a --config file < the command
+line. An unknown key, a wrong type or a bad value is a UsageError (exit code 2).
 """
 
 from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, make_dataclass, replace
 from pathlib import Path
-from typing import Literal, get_args
 
 from inr_cli.errors import UsageError
 from inr_cli.resources import configs_dir
-
-# The choices, as types: the command line lists them in --help and completes them.
-Model = Literal["siren", "sigmoid", "relu"]
-Encoding = Literal["none", "fourier"]
-Optimizer = Literal["adam", "sgd"]
-Device = Literal["auto", "cpu", "gpu"]
-Matmul = Literal["kernel", "cublas"]
-MODELS, ENCODINGS, OPTIMIZERS = get_args(Model), get_args(Encoding), get_args(Optimizer)
-DEVICES, MATMULS = get_args(Device), get_args(Matmul)
+from inr_cli.settings import (ADDED_KEYS, BY_KEY, DEFAULTS, DEVICES, ENCODINGS, MATMULS, MODELS,  # noqa: F401
+                              NON_NEGATIVE, OPTIMIZERS, POSITIVE, SETTINGS, Device, Encoding, Matmul, Model,
+                              Optimizer, format_value, markdown_table)
 
 
-@dataclass(frozen=True)
-class NetworkConfig:
-    model: str  # siren (sine hidden, linear output) | sigmoid (sigmoid everywhere) | relu (sigmoid output)
-    hidden: int  # neurons per hidden layer
-    layers: int  # hidden layers
-    omega0: float  # SIREN frequency; 0 = chosen from the image's size (sizing.py)
-    init_output_at_mean: bool  # output biases start at the image's mean colour (logit for a sigmoid output)
+def _section_class(section: str, class_name: str) -> type:
+    cls = make_dataclass(class_name, [(s.field, s.type) for s in SETTINGS if s.section == section], frozen=True)
+    cls.__module__ = __name__  # so that pickle (Ray's workers) finds it here
+    return cls
 
 
-@dataclass(frozen=True)
-class EncodingConfig:
-    name: str  # none | fourier (Gaussian Fourier features, Tancik et al. 2020)
-    features: int  # mapping size m: the network sees 2m inputs
-    sigma: float  # standard deviation of the random frequencies B; 0 = chosen from the image's size
-
-
-@dataclass(frozen=True)
-class OptimizerConfig:
-    name: str  # adam | sgd
-    lr: float  # cosine-annealed from lr to lr_min over the whole step budget
-    lr_min: float
-    beta1: float
-    beta2: float
-    eps: float
-    momentum: float  # SGD only
-
-
-@dataclass(frozen=True)
-class TrainingConfig:
-    steps: int
-    batch_size: int  # 0: full batch (every pixel every step)
-    seed: int
-    checkpoint_every: int
-    log_every: int
-    preview_every: int
-    device: str
-    matmul: str
-    cuda_graph: bool
-
-
-@dataclass(frozen=True)
-class DataConfig:
-    source: str  # image or CSV path; "" means the built-in sample
-    size: int  # resize images so the longer side is this; 0 keeps them as they are
-    gray: bool
+NetworkConfig = _section_class("network", "NetworkConfig")
+EncodingConfig = _section_class("encoding", "EncodingConfig")
+OptimizerConfig = _section_class("optimizer", "OptimizerConfig")
+TrainingConfig = _section_class("training", "TrainingConfig")
+DataConfig = _section_class("data", "DataConfig")
 
 
 @dataclass(frozen=True)
@@ -89,25 +48,9 @@ class Config:
 
 SECTION_TYPES = {"network": NetworkConfig, "encoding": EncodingConfig, "optimizer": OptimizerConfig,
                  "training": TrainingConfig, "data": DataConfig}
-KEY_TYPES = {f"{section}.{f.name}": f.type for section, cls in SECTION_TYPES.items() for f in fields(cls)}
-
+KEY_TYPES = {s.key: s.type for s in SETTINGS}
 # Command-line flags (and the flat field names of checkpoint format 1) -> "section.key".
-FLAGS = {
-    "model": "network.model", "hidden": "network.hidden", "layers": "network.layers", "omega0": "network.omega0",
-    "encoding": "encoding.name", "fourier_features": "encoding.features", "fourier_sigma": "encoding.sigma",
-    "optimizer": "optimizer.name", "lr": "optimizer.lr", "lr_min": "optimizer.lr_min", "beta1": "optimizer.beta1",
-    "beta2": "optimizer.beta2", "eps": "optimizer.eps", "momentum": "optimizer.momentum",
-    **{k: f"training.{k}" for k in ("steps", "batch_size", "seed", "checkpoint_every", "log_every", "preview_every",
-                                    "device", "matmul", "cuda_graph")},
-    "source": "data.source", "size": "data.size", "gray": "data.gray",
-}
-CHOICES = {"network.model": MODELS, "encoding.name": ENCODINGS, "optimizer.name": OPTIMIZERS,
-           "training.device": DEVICES, "training.matmul": MATMULS}
-POSITIVE = ("network.hidden", "network.layers", "encoding.features", "optimizer.lr", "optimizer.beta1",
-            "optimizer.beta2", "optimizer.eps", "training.steps", "training.checkpoint_every", "training.log_every")
-NON_NEGATIVE = ("network.omega0", "encoding.sigma",  # 0: chosen from the image's size (sizing.py)
-                "optimizer.lr_min", "optimizer.momentum", "training.batch_size", "training.seed",
-                "training.preview_every", "data.size")
+FLAGS = {s.name: s.key for s in SETTINGS}
 
 # The preset a model starts from when no --preset is named.
 MODEL_PRESETS = {"siren": "siren", "sigmoid": "sigmoid", "relu": "fourier"}
@@ -154,16 +97,16 @@ def _flatten(where: str, document: dict) -> dict:
     return values
 
 
-def _coerce(where: str, expected: str, value):
-    if expected == "bool":
+def _coerce(where: str, expected: type, value):
+    if expected is bool:
         if not isinstance(value, bool):
             raise UsageError(f"{where} must be true or false, got {value!r}")
         return value
-    if expected == "int":
+    if expected is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise UsageError(f"{where} must be an integer, got {value!r}")
         return value
-    if expected == "float":
+    if expected is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise UsageError(f"{where} must be a number, got {value!r}")
         return float(value)
@@ -196,16 +139,45 @@ def flags_to_values(flags: dict) -> dict:
     return {FLAGS[name]: value for name, value in flags.items() if value is not None}
 
 
+def parse_assignment(text: str) -> tuple[str, object]:
+    """`section.key=value` (--set) -> ("section.key", value parsed by the key's type)."""
+    key, equals, raw = text.partition("=")
+    key = key.strip()
+    if not equals:
+        raise UsageError(f"--set {text}: expected section.key=value, e.g. --set optimizer.lr=1e-3")
+    if key not in KEY_TYPES:
+        section = key.partition(".")[0]
+        if section in SECTION_TYPES:
+            known = ", ".join(f.name for f in fields(SECTION_TYPES[section]))
+            raise UsageError(f"--set {text}: unknown key '{key}' (known in [{section}]: {known})")
+        raise UsageError(f"--set {text}: unknown key '{key}' (sections: {', '.join(SECTION_TYPES)})")
+    return key, _parse(f"--set {key}", KEY_TYPES[key], raw.strip())
+
+
+def _parse(where: str, expected: type, raw: str):
+    if expected is bool:
+        words = {"true": True, "1": True, "yes": True, "on": True, "false": False, "0": False, "no": False,
+                 "off": False}
+        if raw.lower() not in words:
+            raise UsageError(f"{where} must be true or false, got {raw!r}")
+        return words[raw.lower()]
+    if expected is str:
+        return raw
+    try:
+        return expected(raw)
+    except ValueError:
+        raise UsageError(f"{where} must be {'an integer' if expected is int else 'a number'}, got {raw!r}") from None
+
+
 def validate(config: Config) -> Config:
-    for key, choices in CHOICES.items():
-        if config.get(key) not in choices:
-            raise UsageError(f"{_flag(key)} '{config.get(key)}' is not one of: {', '.join(choices)}")
-    for key in POSITIVE:
-        if not config.get(key) > 0:
-            raise UsageError(f"{_flag(key)} must be positive, got {config.get(key)}")
-    for key in NON_NEGATIVE:
-        if config.get(key) < 0:
-            raise UsageError(f"{_flag(key)} must not be negative, got {config.get(key)}")
+    for s in SETTINGS:
+        value = config.get(s.key)
+        if s.choices and value not in s.choices:
+            raise UsageError(f"{s.name} '{value}' is not one of: {', '.join(s.choices)}")
+        if s.bound == POSITIVE and not value > 0:
+            raise UsageError(f"{s.name} must be positive, got {value}")
+        if s.bound == NON_NEGATIVE and value < 0:
+            raise UsageError(f"{s.name} must not be negative, got {value}")
     opt = config.optimizer
     if opt.lr_min > opt.lr:
         raise UsageError(f"lr_min ({opt.lr_min}) must not exceed lr ({opt.lr})")
@@ -214,22 +186,18 @@ def validate(config: Config) -> Config:
     return config
 
 
-def _flag(key: str) -> str:
-    """The name a user knows a key by: its flag's, else the key."""
-    return next((flag for flag, dotted in FLAGS.items() if dotted == key), key)
-
-
 def build_config(config_file: Path | None, values: dict, preset_name: str | None = None) -> Config:
-    """The preset (named, or the chosen model's), then the file, then `values` ({"section.key": v})."""
+    """The settings' defaults, then the preset (named, or the chosen model's), then the file, then
+    `values` ({"section.key": v})."""
     values = {k: v for k, v in values.items() if v is not None}
     from_file = read_toml(config_file) if config_file else {}
     if preset_name is None:
-        model = values.get("network.model") or from_file.get("network.model") or "siren"
+        model = values.get("network.model") or from_file.get("network.model") or DEFAULTS["network.model"]
         if model not in MODELS:
             raise UsageError(f"model '{model}' is not one of: {', '.join(MODELS)}")
         preset_name = MODEL_PRESETS[model]
     path = preset_path(preset_name)
-    return validate(from_values({**read_toml(path), **from_file, **values}, str(path)))
+    return validate(from_values({**DEFAULTS, **read_toml(path), **from_file, **values}, str(path)))
 
 
 def to_toml(config: Config) -> str:
@@ -237,16 +205,12 @@ def to_toml(config: Config) -> str:
     for section in SECTION_TYPES:
         lines.append(f"\n[{section}]")
         for key, value in asdict(getattr(config, section)).items():
-            lines.append(f"{key} = {_toml_value(value)}")
+            lines.append(f"{key} = {format_value(value)}")
     return "\n".join(lines) + "\n"
 
 
 def to_json(config: Config) -> str:
     return json.dumps(asdict(config), sort_keys=True)
-
-
-# Keys added after checkpoints were first written, with the value that does what those runs did.
-ADDED_KEYS = {"network.init_output_at_mean": False}
 
 
 def from_json(text: str) -> Config:
@@ -260,9 +224,7 @@ def from_flat_v1(values: dict) -> Config:
                        "checkpoint (format 1)")
 
 
-def _toml_value(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return repr(value)
+
+def options_table() -> str:
+    """The README's table of training options, with each preset's tuned values beside the defaults."""
+    return markdown_table({name: read_toml(preset_path(name)) for name in presets()})

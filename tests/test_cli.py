@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from inr_cli import __version__
 from inr_cli.cli import app
+from inr_cli.errors import UsageError
 from tests.conftest import make_image
 
 runner = CliRunner()
@@ -91,6 +92,13 @@ def test_encode_size_gray_and_default_output(tmp_path, coffee):
     (["train", "{rgb}", "--config", "{tmp}/bad.toml"], 2, "unknown key 'network.widht'"),
     (["train", "{rgb}", "--config", "{tmp}/broken.toml"], 2, "line 2"),
     (["train", "{rgb}", "--config", "{tmp}/type.toml"], 2, "must be an integer"),
+    (["train", "{rgb}", "--size", "0"], 2, "--size must be positive, got 0"),
+    (["train", "{rgb}", "--set", "network.widht=3"], 2, "unknown key 'network.widht' (known in [network]"),
+    (["train", "{rgb}", "--set", "network.hidden=wide"], 2, "network.hidden must be an integer, got 'wide'"),
+    (["train", "{rgb}", "--set", "hidden"], 2, "expected section.key=value"),
+    (["train", "{rgb}", "--set", "optimizer.beta1=1.5"], 2, "beta1 and beta2 must be below 1"),
+    (["train", "{rgb}", "--hidden", "8", "--set", "network.hidden=9"], 2, "network.hidden is given twice"),
+    (["fit-many", "{tmp}", "-o", "{tmp}/set", "--set", "data.source=x"], 2, "not a setting of fit-many"),
     (["train", "--resume", "{tmp}/nowhere"], 1, "no such run"),
     (["render", "{tmp}/nowhere"], 1, "no such run"),
     (["info", "{tmp}"], 1, "no checkpoint.npz"),
@@ -191,6 +199,17 @@ def test_config_file_and_flag_precedence(tmp_path, rgb_png):
     assert result.exit_code == 0, result.output
 
 
+def test_set_reaches_every_key_and_bool_flags_undo_a_config(tmp_path, rgb_png):
+    (tmp_path / "c.toml").write_text("[data]\ngray = true\n")
+    result = run("train", rgb_png, "--config", tmp_path / "c.toml", "--no-gray", "--set", "optimizer.beta2=0.99",
+                 "--set", "training.steps=2", "--set", "network.init_output_at_mean=true", "--run-dir",
+                 tmp_path / "r", *SMALL)
+    assert result.exit_code == 0, result.output
+    saved = (tmp_path / "r" / "config.toml").read_text()
+    assert "beta2 = 0.99" in saved and "steps = 2" in saved and "gray = false" in saved
+    assert "init_output_at_mean = true" in saved
+
+
 def test_doctor_runs_without_gpu():
     result = run("doctor")
     assert result.exit_code == 0
@@ -256,15 +275,16 @@ def test_eval_train_size_trains_renders_and_compares(tmp_path, coffee):
     assert "lanczos" in text and "bicubic" in text
 
 
-def test_presets_are_the_only_defaults(tmp_path):
-    """Every preset sets every key (the configuration has no defaults of its own), and a preset
-    missing one is refused, naming it."""
-    from inr_cli.config import KEY_TYPES, build_config, from_values, preset_path, presets, read_toml
-    from inr_cli.errors import UsageError
+def test_presets_hold_what_they_tune_and_runs_hold_every_key(tmp_path):
+    """A preset sets some keys, the settings' defaults the rest; the effective configuration holds
+    every key, and a configuration missing one (a checkpoint's, a run's) is refused, naming it."""
+    from inr_cli.config import KEY_TYPES, build_config, from_values, preset_path, presets, read_toml, to_toml
 
     for name in presets():
-        assert set(read_toml(preset_path(name))) == set(KEY_TYPES), name
-        build_config(None, {}, name)
+        assert set(read_toml(preset_path(name))) < set(KEY_TYPES), name
+        written = tmp_path / f"{name}.toml"
+        written.write_text(to_toml(build_config(None, {}, name)))
+        assert set(read_toml(written)) == set(KEY_TYPES), name
     partial = tmp_path / "partial.toml"
     partial.write_text("[network]\nmodel = \"siren\"\n")
     with pytest.raises(UsageError, match="key 'network.hidden' is not set"):

@@ -17,7 +17,7 @@ NEEDS_ARGS = True
 
 
 def command(
-    image: Path = typer.Argument(..., help="Image file (PNG, JPEG, GIF, ...)."),
+    image: Path = typer.Argument(..., metavar="IMAGE", help="Image file (PNG, JPEG, GIF, ...)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", help="CSV to write (default: IMAGE with .csv; "
                                           "replaced if it exists; - for standard output)."),
     force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),

@@ -25,8 +25,8 @@ NEEDS_ARGS = True
 
 
 def command(
-    run: Path = typer.Argument(..., help="Run directory or checkpoint.npz (with --train-size: created if absent)."),
-    reference: Path = typer.Argument(..., help="Reference image or pixel CSV; rendered at its size."),
+    run: Path = typer.Argument(..., metavar="RUN", help="Run directory or checkpoint.npz (with --train-size: created if absent)."),
+    reference: Path = typer.Argument(..., metavar="REFERENCE", help="Reference image or pixel CSV; rendered at its size."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     device: Device = typer.Option("auto", "--device", help="auto | cpu | gpu."),
     train_size: Optional[int] = typer.Option(None, "--train-size",

@@ -17,7 +17,7 @@ NEEDS_ARGS = True
 
 
 def command(
-    run: Path = typer.Argument(..., help="Run directory, checkpoint.npz, or an inr fit-many folder (with --image)."),
+    run: Path = typer.Argument(..., metavar="RUN", help="Run directory, checkpoint.npz, or an inr fit-many folder (with --image)."),
     output: Path = typer.Option(..., "-o", "--output", help="model.safetensors or model.onnx."),
     image: Optional[str] = typer.Option(None, "--image", help="With an inr fit-many folder: whose network."),
     force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),

@@ -16,7 +16,7 @@ NEEDS_ARGS = True
 
 
 def command(
-    run: Path = typer.Argument(..., help="Run directory or checkpoint.npz."),
+    run: Path = typer.Argument(..., metavar="RUN", help="Run directory or checkpoint.npz."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     if is_network_set(run):

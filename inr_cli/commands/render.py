@@ -25,7 +25,7 @@ NEEDS_ARGS = True
 
 
 def command(
-    run: Path = typer.Argument(..., help="Run directory, checkpoint.npz, or an inr fit-many folder (with --image)."),
+    run: Path = typer.Argument(..., metavar="RUN", help="Run directory, checkpoint.npz, or an inr fit-many folder (with --image)."),
     image: Optional[str] = typer.Option(None, "--image", help="With an inr fit-many folder: the image whose network "
                                         "to draw (its file name)."),
     size: Optional[int] = typer.Option(None, "--size", help="Longer side in pixels; the aspect ratio is kept."),

@@ -7,7 +7,9 @@ from typing import Optional
 import typer
 
 from inr_cli.formats import checkpoint as ckpt
-from inr_cli.config import Device, Encoding, Matmul, Model, Optimizer, build_config, flags_to_values, with_values
+from inr_cli import settings
+from inr_cli.commands.setting_options import given_settings, set_option, with_setting_options
+from inr_cli.config import build_config, flags_to_values, with_values
 from inr_cli.console import info, notice
 from inr_cli.formats.data import SAMPLE, fingerprint, load_training_data
 from inr_cli.errors import InrError, UsageError
@@ -19,50 +21,28 @@ HELP = "Train a network on a pixel CSV or an image (no DATA: the built-in sample
 NEEDS_ARGS = False
 
 # Flags that may change when a run is resumed; the rest define the run and stay as they were.
-RESUMABLE = {"steps", "device", "matmul", "checkpoint_every", "log_every", "preview_every", "cuda_graph"}
+RESUMABLE = settings.RESUMABLE
 
 
+@with_setting_options(NAME)
 def command(
     data: Optional[str] = typer.Argument(
-        None, help="Pixel CSV or image. With --resume: the run directory or checkpoint (default: latest run)."),
-    config_file: Optional[Path] = typer.Option(None, "--config", help="TOML config (see configs/)."),
-    preset: Optional[str] = typer.Option(None, "--preset", help="Start from configs/NAME.toml: siren, sigmoid, "
-                                         "fourier (default: the model's)."),
-    model: Optional[Model] = typer.Option(None, "--model", help="siren | sigmoid | relu (default: siren)."),
-    hidden: Optional[int] = typer.Option(None, "--hidden", help="Neurons per hidden layer."),
-    layers: Optional[int] = typer.Option(None, "--layers", help="Number of hidden layers."),
-    omega0: Optional[float] = typer.Option(None, "--omega0", help="SIREN frequency omega_0 (default: from the image's size)."),
-    encoding: Optional[Encoding] = typer.Option(None, "--encoding", help="none | fourier (Gaussian Fourier features)."),
-    fourier_features: Optional[int] = typer.Option(None, "--fourier-features", help="Fourier mapping size m."),
-    fourier_sigma: Optional[float] = typer.Option(None, "--fourier-sigma", help="Spread of the Fourier frequencies (default: the preset's, or from the image's size)."),
-    steps: Optional[int] = typer.Option(None, "--steps", help="Total step budget (with --resume: extends it)."),
-    lr: Optional[float] = typer.Option(None, "--lr", help="Peak learning rate."),
-    lr_min: Optional[float] = typer.Option(None, "--lr-min", help="Final learning rate of the cosine schedule."),
-    optimizer: Optional[Optimizer] = typer.Option(None, "--optimizer", help="adam | sgd."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", help="Random pixels per step; 0 = full batch."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed for initialisation and mini-batches."),
-    device: Optional[Device] = typer.Option(None, "--device", help="auto | cpu | gpu (default: auto)."),
-    matmul: Optional[Matmul] = typer.Option(None, "--matmul", help="GPU matmul: kernel (ours) | cublas."),
-    cuda_graph: Optional[bool] = typer.Option(None, "--cuda-graph/--no-cuda-graph",
-                                              help="Replay the GPU step as a CUDA graph (default: on)."),
-    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where to write the run (default: runs/<name>)."),
-    checkpoint_every: Optional[int] = typer.Option(None, "--checkpoint-every", help="Steps between checkpoints."),
-    log_every: Optional[int] = typer.Option(None, "--log-every", help="Steps between loss reads and metrics rows."),
-    preview_every: Optional[int] = typer.Option(None, "--preview-every", help="Steps between previews; 0 = none."),
-    size: Optional[int] = typer.Option(None, "--size", help="Resize an image so the longer side is N."),
-    gray: Optional[bool] = typer.Option(None, "--gray", help="Train on one grey channel."),
+        None, metavar="DATA", help="Pixel CSV or image. With --resume: the run directory or checkpoint "
+        "(default: latest run).", show_default=False),
+    config_file: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML config (see configs/)."),
+    preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME", help="Start from configs/NAME.toml: "
+                                         "siren, sigmoid, fourier (default: the model's)."),
+    overrides: list[str] = set_option(),
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir", metavar="DIR",
+                                           help="Where to write the run (default: runs/<name>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run (DATA names it; default: the latest)."),
     allow_data_change: bool = typer.Option(False, "--allow-data-change",
                                            help="With --resume: go on even if the data differ from the run's."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     as_json: bool = typer.Option(False, "--json", help="Print the final summary as one JSON object (stdout)."),
+    **options,  # one per setting: with_setting_options
 ) -> None:
-    flags = dict(model=model, hidden=hidden, layers=layers, omega0=omega0, encoding=encoding,
-                 fourier_features=fourier_features, fourier_sigma=fourier_sigma, steps=steps, lr=lr, lr_min=lr_min,
-                 optimizer=optimizer, batch_size=batch_size, seed=seed, device=device, matmul=matmul,
-                 cuda_graph=cuda_graph, checkpoint_every=checkpoint_every, log_every=log_every,
-                 preview_every=preview_every, size=size, gray=gray)
-    flags = {k: v for k, v in flags.items() if v is not None}
+    flags = given_settings(NAME, options, overrides)
     if resume:
         if preset is not None:
             raise UsageError("--preset cannot be used with --resume: the run keeps its saved configuration")

@@ -268,7 +268,7 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
             with Signals() as signals, TrainingProgress(trainer.step_done, total, quiet) as progress:
                 try:
                     run_steps(trainer, signals, train.log_every, on_reading, on_step, checkpoint,
-                              train.checkpoint_every, _checkpoint_seconds(config))
+                              train.checkpoint_every, train.checkpoint_seconds)
                 except Interrupted as exc:
                     signals.ignore()
                     progress.stop()
@@ -296,10 +296,6 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
                        f"--lr {config.optimizer.lr / 10:g}")
     loss = float(trainer.loss[0])
     return TrainingResult(run_dir, trainer.step_done, loss, psnr_from_mse(loss), trainer.seconds)
-
-
-def _checkpoint_seconds(config: Config) -> float:
-    return getattr(config.training, "checkpoint_seconds", 60.0)
 
 
 def _write_preview(trainer: Trainer, path: Path) -> np.ndarray:

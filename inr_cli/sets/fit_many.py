@@ -39,10 +39,10 @@ from inr_cli.core.sizing import AUTO, SIZED_KEYS, fit_to_image
 from inr_cli.core.render import render_networks
 from inr_cli.core.trainer import Trainer
 from inr_cli.core.training_loop import Diverged, Signals, run_steps
+from inr_cli.settings import FIT_MANY_FREE_KEYS
 
 # The settings a rerun may change: they decide where and how fast, not what is fitted.
-FREE_KEYS = {"training.device", "training.matmul", "training.cuda_graph", "training.checkpoint_every",
-             "training.log_every", "training.preview_every", "data.source"}
+FREE_KEYS = FIT_MANY_FREE_KEYS
 
 
 def image_seed(seed: int, name: str) -> int:

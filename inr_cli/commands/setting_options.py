@@ -1,0 +1,69 @@
+"""The flags of `train` and `fit-many`, made from the settings (inr_cli/settings.py).
+
+`with_setting_options(COMMAND)` gives a command function one Typer option per setting the command
+takes, placed after its --set option in --help; Typer reads the function's __signature__, and the
+options reach the function as **settings. `given_settings` turns them and the --set assignments
+into {flag name: value} for what the user gave.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Literal, Optional
+
+import typer
+
+from inr_cli.config import parse_assignment
+from inr_cli.errors import UsageError
+from inr_cli.settings import BY_KEY, POSITIVE, Setting, for_command
+
+SET_HELP = "Set any configuration key, e.g. --set optimizer.beta2=0.99 (repeatable; keys: see --config files)."
+
+
+def set_option():
+    """The --set option, declared by each command that takes settings."""
+    return typer.Option([], "--set", metavar="KEY=VALUE", help=SET_HELP, show_default=False)
+
+
+def _option(setting: Setting) -> inspect.Parameter:
+    if setting.type is bool:  # a pair of flags, so that one can undo a config file's true or false
+        declaration, metavar = f"{setting.option}/--no-{setting.option[2:]}", None
+    else:
+        declaration, metavar = setting.option, setting.metavar
+    kind = Literal[setting.choices] if setting.choices else setting.type
+    return inspect.Parameter(setting.name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[kind],
+                             default=typer.Option(None, declaration, metavar=metavar, help=setting.help + ".",
+                                                  show_default=False))
+
+
+def with_setting_options(command: str):
+    def decorate(function):
+        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+               for p in inspect.signature(function, eval_str=True).parameters.values()
+               if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        at = next(i for i, p in enumerate(own) if p.name == "overrides") + 1
+        generated = [_option(s) for s in for_command(command) if s.flag]
+        function.__signature__ = inspect.Signature(own[:at] + generated + own[at:])
+        return function
+
+    return decorate
+
+
+def given_settings(command: str, options: dict, overrides: list[str]) -> dict:
+    """{flag name: value} of the settings given as flags or by --set; a key given both ways is refused."""
+    given = {name: value for name, value in options.items() if value is not None}
+    for name, value in given.items():
+        setting = next(s for s in for_command(command) if s.name == name)
+        if setting.flag_bound == POSITIVE and value <= 0:
+            raise UsageError(f"{setting.option} must be positive, got {value}; for {setting.key} = {value} "
+                             f"leave {setting.option} out or pass --set {setting.key}={value}")
+    allowed = {s.key for s in for_command(command)}
+    for text in overrides:
+        key, value = parse_assignment(text)
+        if key not in allowed:
+            raise UsageError(f"--set {text}: {key} is not a setting of {command}")
+        name = BY_KEY[key].name
+        if name in given and given[name] != value:
+            raise UsageError(f"{key} is given twice, differently (--set and {BY_KEY[key].option})")
+        given[name] = value
+    return given

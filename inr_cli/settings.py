@@ -1,0 +1,175 @@
+"""Every setting of a training run, defined once.
+
+A Setting holds all that belongs to one key of the configuration: its section and name, type,
+bounds, default, help text, flag, the commands that take it and whether it changes what is fitted.
+config.py builds the configuration classes, the TOML reading and the validation from SETTINGS; the
+`train` and `fit-many` commands get their flags from it (commands/setting_options.py); the README's
+table of training options is rendered from it (markdown_table). Adding a setting is adding one
+Setting below.
+
+Defaults: a Setting's default is what a run gets unless a preset (configs/NAME.toml), a --config
+file or the command line says otherwise; the presets hold only what they tune.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+# The choices, as types: the command line lists them in --help and completes them.
+Model = Literal["siren", "sigmoid", "relu"]
+Encoding = Literal["none", "fourier"]
+Optimizer = Literal["adam", "sgd"]
+Device = Literal["auto", "cpu", "gpu"]
+Matmul = Literal["kernel", "cublas"]
+MODELS, ENCODINGS, OPTIMIZERS = get_args(Model), get_args(Encoding), get_args(Optimizer)
+DEVICES, MATMULS = get_args(Device), get_args(Matmul)
+
+TRAIN, FIT_MANY = "train", "fit-many"
+POSITIVE, NON_NEGATIVE = "positive", "non-negative"
+NO_LEGACY = object()  # a key that checkpoints have held since they were first written
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str  # "section.field", as in the TOML files
+    type: type  # int | float | str | bool
+    default: object
+    help: str  # one sentence for --help and the README
+    name: str = ""  # the flag (--fourier-sigma for fourier_sigma) and checkpoint format 1's field; "": the field
+    choices: tuple = ()
+    bound: str | None = None  # POSITIVE | NON_NEGATIVE
+    flag_bound: str | None = None  # a stricter bound for the flag, where 0 means something only a file would say
+    fits: bool = True  # changes what is fitted; False: a resumed run or a fit-many rerun may change it
+    commands: tuple = (TRAIN, FIT_MANY)  # the commands that take it, as a flag and through --set
+    flag: bool = True  # False: set through --set or a --config file only
+    legacy: object = NO_LEGACY  # for a key added later: the value that does what runs saved before it did
+
+    def __post_init__(self):
+        if not self.name:
+            object.__setattr__(self, "name", self.field)
+
+    @property
+    def section(self) -> str:
+        return self.key.split(".")[0]
+
+    @property
+    def field(self) -> str:
+        return self.key.split(".")[1]
+
+    @property
+    def option(self) -> str:
+        """The flag as typed: --lr-min."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def metavar(self) -> str:
+        if self.choices:
+            return "|".join(self.choices)
+        return {int: "N", float: "F", str: "TEXT", bool: ""}[self.type]
+
+
+SETTINGS = (
+    Setting("network.model", str, "siren", "Network: sine hidden layers (siren), sigmoid everywhere (sigmoid) or "
+            "ReLU hidden layers with a sigmoid output (relu); the model picks the preset", choices=MODELS),
+    Setting("network.hidden", int, 256, "Neurons per hidden layer", bound=POSITIVE),
+    Setting("network.layers", int, 3, "Number of hidden layers", bound=POSITIVE),
+    Setting("network.omega0", float, 0.0, "SIREN frequency omega_0; 0 = from the image's size (0.3 per pixel of "
+            "its longer side, 15 to 60)", bound=NON_NEGATIVE),
+    Setting("network.init_output_at_mean", bool, False, "Start the output biases at the image's mean colour "
+            "(the logit of it for a sigmoid output)", legacy=False),
+    Setting("encoding.name", str, "none", "Coordinates as they are (none) or Gaussian Fourier features "
+            "cos/sin(2 pi B x), B ~ N(0, sigma^2) (fourier)", name="encoding", choices=ENCODINGS),
+    Setting("encoding.features", int, 256, "Fourier mapping size m: the network sees 2m inputs",
+            name="fourier_features", bound=POSITIVE),
+    Setting("encoding.sigma", float, 6.0, "Spread of the Fourier frequencies; 0 = from the image's size (0.027 "
+            "per pixel of its longer side, 2 to 10)", name="fourier_sigma", bound=NON_NEGATIVE),
+    Setting("optimizer.name", str, "adam", "Adam (PyTorch's formula) or SGD with momentum", name="optimizer",
+            choices=OPTIMIZERS),
+    Setting("optimizer.lr", float, 3e-4, "Peak learning rate, cosine-annealed to lr_min over the whole budget",
+            bound=POSITIVE),
+    Setting("optimizer.lr_min", float, 1e-5, "Final learning rate of the cosine schedule", bound=NON_NEGATIVE),
+    Setting("optimizer.beta1", float, 0.9, "Adam's first-moment decay", bound=POSITIVE, flag=False),
+    Setting("optimizer.beta2", float, 0.999, "Adam's second-moment decay", bound=POSITIVE, flag=False),
+    Setting("optimizer.eps", float, 1e-8, "Adam's epsilon", bound=POSITIVE, flag=False),
+    Setting("optimizer.momentum", float, 0.9, "SGD's momentum", bound=NON_NEGATIVE, flag=False),
+    Setting("training.steps", int, 1000, "Step budget (fit-many: per network; train --resume: a larger one "
+            "extends the run)", bound=POSITIVE),
+    Setting("training.batch_size", int, 0, "Random pixels per step; 0 = every pixel every step",
+            bound=NON_NEGATIVE),
+    Setting("training.seed", int, 0, "Seed of the initialisation and mini-batches (fit-many: each image's "
+            "seed comes from it and the image's name)", bound=NON_NEGATIVE),
+    Setting("training.checkpoint_every", int, 250, "Steps between checkpoints", bound=POSITIVE, fits=False,
+            commands=(TRAIN,)),
+    Setting("training.log_every", int, 10, "Steps between loss reads and metrics rows", bound=POSITIVE,
+            fits=False, commands=(TRAIN,)),
+    Setting("training.checkpoint_seconds", float, 60.0, "Also write a checkpoint when this many seconds have "
+            "passed since the last one; 0 = off", bound=NON_NEGATIVE, fits=False, legacy=0.0),
+    Setting("training.preview_every", int, 250, "Steps between preview images; 0 = none", bound=NON_NEGATIVE,
+            fits=False, commands=(TRAIN,)),
+    Setting("training.device", str, "auto", "Where to train: auto uses the GPU when CuPy finds one",
+            choices=DEVICES, fits=False),
+    Setting("training.matmul", str, "kernel", "GPU matmul: our kernel, or cuBLAS for comparison",
+            choices=MATMULS, fits=False),
+    Setting("training.cuda_graph", bool, True, "Replay the GPU step as a CUDA graph (off: launch kernels one "
+            "by one)", fits=False),
+    Setting("data.source", str, "", "Image or pixel CSV; empty = the built-in sample; train's DATA argument sets it",
+            commands=(TRAIN,), flag=False),
+    Setting("data.size", int, 0, "Resize images so the longer side is N; 0 (in a config file) = as is",
+            bound=NON_NEGATIVE, flag_bound=POSITIVE),
+    Setting("data.gray", bool, False, "Train on one grey channel"),
+)
+
+BY_KEY = {s.key: s for s in SETTINGS}
+BY_NAME = {s.name: s for s in SETTINGS}
+DEFAULTS = {s.key: s.default for s in SETTINGS}
+# Keys added after checkpoints were first written, with the value that does what those runs did.
+ADDED_KEYS = {s.key: s.legacy for s in SETTINGS if s.legacy is not NO_LEGACY}
+# What `inr train --resume` may change (by flag name): what does not change the fit, and the step
+# budget, which a resumed run extends.
+RESUMABLE = {s.name for s in SETTINGS if not s.fits} | {"steps"}
+# What a rerun of fit-many may change: what does not change the fit, and where the folder is.
+FIT_MANY_FREE_KEYS = {s.key for s in SETTINGS if not s.fits} | {"data.source"}
+
+
+def for_command(command: str) -> list[Setting]:
+    return [s for s in SETTINGS if command in s.commands]
+
+
+def format_value(value) -> str:
+    """A value as a TOML file writes it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(value)
+
+
+def default_text(setting: Setting, presets: dict[str, dict]) -> str:
+    """The default, and each preset's own value where it differs: `256; sigmoid: 128`."""
+    tuned: dict[str, list[str]] = {}
+    for preset, values in presets.items():
+        if setting.key in values and values[setting.key] != setting.default:
+            tuned.setdefault(_short(values[setting.key]), []).append(preset)
+    own_values = [f"{', '.join(names)}: {value}" for value, names in tuned.items()]
+    return "; ".join([_short(setting.default)] + own_values)
+
+
+def _short(value) -> str:
+    return "`" + (format_value(value) if isinstance(value, (bool, str)) else f"{value:g}") + "`"
+
+
+def markdown_table(presets: dict[str, dict]) -> str:
+    """The README's table of training options: one row per setting."""
+    rows = ["| flag | key (`--set`, `--config`) | meaning | default; presets' own values |",
+            "| --- | --- | --- | --- |"]
+    for s in SETTINGS:
+        if not s.flag:
+            flag = ""
+        elif s.type is bool:
+            flag = f"`{s.option}`, `--no-{s.option[2:]}`"
+        else:
+            flag = f"`{s.option} {s.metavar}`".replace("|", "\\|")
+        only = "" if s.commands == (TRAIN, FIT_MANY) else f" ({' and '.join(s.commands) or 'no command'} only)"
+        rows.append(f"| {flag} | `{s.key}` | {s.help}{only} | {default_text(s, presets)} |")
+    return "\n".join(rows) + "\n"
