@@ -93,8 +93,8 @@ SETTINGS = (
     Setting("optimizer.beta2", float, 0.999, "Adam's second-moment decay", bound=POSITIVE, flag=False),
     Setting("optimizer.eps", float, 1e-8, "Adam's epsilon", bound=POSITIVE, flag=False),
     Setting("optimizer.momentum", float, 0.9, "SGD's momentum", bound=NON_NEGATIVE, flag=False),
-    Setting("training.steps", int, 1000, "Step budget (fit-many: per network; train --resume: a larger one "
-            "extends the run)", bound=POSITIVE),
+    Setting("training.steps", int, 1000, "Total steps (fit-many: per network; train --resume: the run's new "
+            "total, above the step it reached)", bound=POSITIVE),
     Setting("training.batch_size", int, 0, "Random pixels per step; 0 = every pixel every step",
             bound=NON_NEGATIVE),
     Setting("training.seed", int, 0, "Seed of the initialisation and mini-batches (fit-many: each image's "

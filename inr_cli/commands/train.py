@@ -13,7 +13,7 @@ from inr_cli.config import build_config, flags_to_values, with_values
 from inr_cli.console import info, notice
 from inr_cli.formats.data import SAMPLE, fingerprint, load_training_data
 from inr_cli.errors import InrError, UsageError
-from inr_cli.core.runs import latest_run, new_run_dir
+from inr_cli.core.runs import RunLock, latest_run, new_run_dir
 from inr_cli.core.training_loop import run_training
 
 NAME = "train"
@@ -67,6 +67,8 @@ def _start(data, flags, config_file, run_dir, quiet, preset=None, as_json=False)
     if run_dir is None:
         run_dir = new_run_dir(Path(source).stem if source else SAMPLE)
     elif (run_dir / ckpt.FILENAME).exists():
+        with RunLock(run_dir):  # a run in use is said as such: resuming it would fail the same way
+            pass
         raise UsageError(f"{run_dir} already holds a run; continue it with --resume {run_dir} or pick another --run-dir")
     if not quiet:
         net = config.network
@@ -84,10 +86,15 @@ def _resume(data, flags, config_file, run_dir, allow_data_change, quiet, as_json
     if fixed:
         raise UsageError(f"--{fixed[0].replace('_', '-')} cannot change when resuming; start a new run instead")
     run = Path(data) if data else latest_run()
+    if run.is_file() and run.suffix != ".npz":
+        raise UsageError(f"{run} is not a run: --resume takes a run directory (runs/NAME) or its {ckpt.FILENAME}")
     saved = ckpt.load(run)
     run_dir = run if run.is_dir() else run.parent
     config = with_values(saved.config, flags_to_values(flags))
     steps = config.training.steps
+    if "steps" in flags and steps <= saved.step:
+        raise UsageError(f"--steps is the run's new total and {run_dir} is at step {saved.step} already; "
+                         f"pass --steps N with N above {saved.step}")
     if saved.step >= steps:
         info(f"{run_dir} already finished {saved.step} of {steps} steps; pass --steps N (> {saved.step}) "
              f"to train further")

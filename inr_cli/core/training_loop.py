@@ -32,13 +32,13 @@ from inr_cli.formats.data import fingerprint
 from inr_cli.formats.images import PixelImage, save_image
 from inr_cli.progress import TrainingProgress
 
-# The loss is a mean squared error of colours in [0, 1]. The reference a network is held to is the
-# worse of what it scored at its first step and what drawing the image's mean colour scores: above
-# BLOWUP_FACTOR times that (and BLOWUP_FLOOR) it has blown up, and training stops at once; ending
-# above UNLEARNED_FACTOR times it (and UNLEARNED_FLOOR), it learned nothing. Both say the learning
-# rate is too high for it.
+# The loss is a mean squared error of colours in [0, 1]. Above BLOWUP_FACTOR times the worse of what
+# the network scored at its first step and what drawing the image's mean colour scores (and above
+# BLOWUP_FLOOR) it has blown up, and training stops at once. A run of JUDGED_STEPS or more that ends
+# above UNLEARNED_FACTOR times the mean colour's score (and UNLEARNED_FLOOR) learned nothing. Both
+# say the learning rate is too high for it.
 BLOWUP_FACTOR, BLOWUP_FLOOR = 100.0, 1.0
-UNLEARNED_FACTOR, UNLEARNED_FLOOR = 2.0, 1e-3
+UNLEARNED_FACTOR, UNLEARNED_FLOOR, JUDGED_STEPS = 2.0, 1e-3, 100
 # A full-batch run whose steps would take longer than this gets a hint to shrink the image or batch.
 SLOW_RUN_SECONDS = 600.0
 INTERRUPTING_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -63,8 +63,8 @@ class Diverged(Exception):
         loss = self.losses[i]
         what = f"became {loss}" if not math.isfinite(loss) else f"reached {loss:.3g}"
         if self.ended:
-            return (f"the loss ended at {loss:.3g}, far above where it started or what the image's mean colour "
-                    f"scores ({self.reference[i]:.3g}): the network learned nothing")
+            return (f"the loss ended at {loss:.3g}, far worse than drawing the image's mean colour "
+                    f"({self.reference[i]:.3g}): the network learned nothing")
         return f"the loss {what} at step {self.step} (it started at {self.reference[i]:.3g}): training blew up"
 
 
@@ -76,11 +76,14 @@ class DivergenceGuard:
     def check(self, step: int, losses: np.ndarray, ended: bool = False) -> None:
         if self.reference is None:
             self.reference = np.maximum(np.nan_to_num(losses, nan=0.0, posinf=0.0), self.mean_colour)
-        factor, floor = (UNLEARNED_FACTOR, UNLEARNED_FLOOR) if ended else (BLOWUP_FACTOR, BLOWUP_FLOOR)
+        if ended:
+            reference, factor, floor = self.mean_colour, UNLEARNED_FACTOR, UNLEARNED_FLOOR
+        else:
+            reference, factor, floor = self.reference, BLOWUP_FACTOR, BLOWUP_FLOOR
         with np.errstate(invalid="ignore"):
-            which = ~np.isfinite(losses) | (losses > np.maximum(floor, factor * self.reference))
+            which = ~np.isfinite(losses) | (losses > np.maximum(floor, factor * reference))
         if which.any():
-            raise Diverged(step, which, losses, self.reference, ended)
+            raise Diverged(step, which, losses, reference, ended)
 
 
 class Signals:
@@ -154,7 +157,7 @@ def run_steps(trainer: Trainer, signals: Signals, log_every: int, on_reading=Non
                 raise Interrupted(signals.pending)
             step = trainer.step_done
             if step == first + 1 or step % log_every == 0 or step == total:
-                losses = read(step, ended=step == total)
+                losses = read(step, ended=step == total and total >= JUDGED_STEPS)
             if on_step is not None:
                 on_step(step)
             if checkpoint is not None and step < total:

@@ -1,0 +1,128 @@
+"""The one training loop of `inr train` and `inr fit-many`: divergence, checkpoints on the clock,
+and the messages around a run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from inr_cli.backends import Backend, CpuBackend
+from inr_cli.backends.numpy_backend import NumpyBackend
+from inr_cli.cli import app
+from inr_cli.config import build_config, flags_to_values
+from inr_cli.core import training_loop
+from inr_cli.core.network import NetworkSpec
+from inr_cli.core.runs import RunLock
+from inr_cli.core.trainer import Trainer
+from inr_cli.formats import checkpoint as ckpt
+from inr_cli.formats.checkpoint import TrainingState
+from inr_cli.formats.images import PixelImage
+from inr_cli.sets import fit_many
+from tests.conftest import FIXTURES
+
+runner = CliRunner()
+NET = ["--hidden", "32", "--layers", "2", "--device", "cpu", "-q"]
+
+
+@pytest.fixture
+def photo(tmp_path):
+    path = tmp_path / "photo.png"
+    Image.open(FIXTURES / "coffee.png").convert("RGB").resize((48, 32)).save(path)
+    return path
+
+
+def train(*args):
+    return runner.invoke(app, ["train", *map(str, args)])
+
+
+def test_a_blow_up_at_the_first_steps_stops_and_keeps_the_last_good_checkpoint(photo, tmp_path):
+    run = tmp_path / "run"
+    result = train(photo, "--lr", "1e6", "--steps", "60", "--run-dir", run, *NET)
+    assert result.exit_code == 1, result.output
+    assert "training blew up" in result.output and "--lr 100000" in result.output
+    assert ckpt.load(run).step == 0  # the run stopped at once; its start is kept
+
+
+def test_a_run_that_learned_nothing_ends_with_an_error(photo, tmp_path):
+    """A ReLU network at lr 1e3 saturates and sits far below the image's mean colour: not a success."""
+    run = tmp_path / "run"
+    result = train(photo, "--model", "relu", "--lr", "1e3", "--steps", "100", "--run-dir", run, *NET)
+    assert result.exit_code == 1, result.output
+    assert "learned nothing" in result.output and "--lr 100" in result.output
+    assert ckpt.load(run).step == 100 and (run / "render.png").is_file()  # the run is kept, as it ended
+
+
+def test_a_sane_run_of_the_same_length_passes(photo, tmp_path):
+    result = train(photo, "--model", "relu", "--steps", "100", "--run-dir", tmp_path / "run", *NET)
+    assert result.exit_code == 0, result.output
+
+
+def test_fit_many_stops_a_pack_that_diverges_naming_its_images(tmp_path, monkeypatch):
+    """The second pack's targets hold a NaN, so its loss does: the pack stops, its images are named,
+    and the first pack's shard stays on disk for the rerun."""
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(4):
+        Image.fromarray(rng.integers(0, 256, (8, 10, 3), dtype=np.uint8)).save(folder / f"img{i}.png")
+    real = fit_many.shard_images
+
+    def poisoned(plan, index):
+        images = real(plan, index)
+        if index == 1:
+            images[0].values[0, 0, 0] = np.nan
+        return images
+
+    monkeypatch.setattr(fit_many, "shard_images", poisoned)
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["fit-many", str(folder), "-o", str(out), "--pack", "2", "--steps", "5",
+                                 "--hidden", "8", "--device", "cpu", "-q"])
+    assert result.exit_code == 1, result.output
+    assert "img2.png" in result.output and "img0.png" not in result.output and "--lr" in result.output
+    assert fit_many.shard_path(out, 0).is_file() and not fit_many.shard_path(out, 1).exists()
+
+
+def test_checkpoints_follow_the_clock_as_well_as_the_steps(monkeypatch):
+    """A fake clock that advances 25 s a reading: with checkpoint_seconds 60 a checkpoint lands every
+    third clock reading, whatever checkpoint_every says; with 0, only the step interval counts."""
+    config = build_config(None, flags_to_values({"steps": 12, "hidden": 8, "layers": 1, "omega0": 30.0,
+                                                  "device": "cpu"}))
+    spec = NetworkSpec.from_config(config, 3)
+    image = PixelImage(np.random.default_rng(1).random((6, 7, 3)).astype(np.float32), ("r", "g", "b"))
+    ticks = iter(range(0, 10_000, 25))
+    monkeypatch.setattr(training_loop.time, "perf_counter", lambda: float(next(ticks)))
+
+    def saved_steps(every: int, seconds: float) -> list[int]:
+        trainer = Trainer(CpuBackend(), spec, config, [image], TrainingState.fresh(spec, [0]), [0])
+        steps = []
+        with training_loop.Signals() as signals:
+            training_loop.run_steps(trainer, signals, 4, checkpoint=steps.append, checkpoint_every=every,
+                                    checkpoint_seconds=seconds)
+        return steps
+
+    assert saved_steps(1000, 0.0) == []
+    assert saved_steps(5, 0.0) == [5, 10]
+    clocked = saved_steps(1000, 60.0)
+    assert clocked and all(later - earlier <= 3 for earlier, later in zip([0, *clocked], clocked))
+
+
+def test_messages_that_used_to_mislead(photo, tmp_path):
+    run = tmp_path / "run"
+    assert train(photo, "--steps", "20", "--run-dir", run, *NET).exit_code == 0
+    # --steps on resume is the new total: one below the step reached is refused, not "finished".
+    result = train(run, "--resume", "--steps", "5", "-q")
+    assert result.exit_code == 2 and "new total" in result.output and "above 20" in result.output
+    # --resume names a run, not the data.
+    result = train(photo, "--resume", "-q")
+    assert result.exit_code == 2 and "is not a run" in result.output
+    # A run directory in use: its lock is said, not a --resume that would fail the same way.
+    with RunLock(run):
+        result = train(photo, "--run-dir", run, *NET)
+    assert result.exit_code == 1 and "another inr train is using" in result.output and "--resume" not in result.output
+
+
+def test_every_backend_implements_the_interface(emulated):
+    for backend in (NumpyBackend(), CpuBackend(), emulated):
+        assert isinstance(backend, Backend), type(backend).__name__
