@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from inr_cli.core.network import ACTIVATIONS
 from inr_cli.resources import kernels_dir
 
 
@@ -19,7 +20,7 @@ def read_defines(text: str) -> dict[str, int]:
 
 # Numbers the kernels and this file share, written once in kernels/constants.cuh.
 CONSTANTS = read_defines((kernels_dir() / "constants.cuh").read_text())
-ACTIVATION_CODES = {name: CONSTANTS[f"ACT_{name.upper()}"] for name in ("linear", "sigmoid", "sine", "relu")}
+ACTIVATION_CODES = {name: CONSTANTS[f"ACT_{name.upper()}"] for name in ACTIVATIONS}
 REDUCE_TX, REDUCE_TY = CONSTANTS["REDUCE_TX"], CONSTANTS["REDUCE_TY"]
 LOSS_THREADS = CONSTANTS["LOSS_THREADS"]
 

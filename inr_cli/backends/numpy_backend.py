@@ -16,9 +16,9 @@ import math
 
 import numpy as np
 
+from inr_cli.core.network import ACTIVATIONS
 from inr_cli.core.schedule import step_hyperparameters
 
-ACTIVATIONS = ("linear", "sigmoid", "sine", "relu")
 
 
 def batch_indices(seed: int, step: int, batch: int, n: int) -> np.ndarray:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from inr_cli.errors import UsageError
-from inr_cli.formats.images import fit_longer_side
+from inr_cli.formats.images import MAX_IMAGE_PIXELS, fit_longer_side
 
 MAX_SIDE = 65535  # PNG and Pillow both handle this; larger sides are refused up front
-MAX_PIXELS = 1 << 28  # 268 M pixels: about 1 GB for an RGBA image in memory
 
 
 def canvas_size(train_width: int, train_height: int, size: int | None, width: int | None,
@@ -28,6 +27,6 @@ def canvas_size(train_width: int, train_height: int, size: int | None, width: in
         w, h = train_width, train_height
     if w > MAX_SIDE or h > MAX_SIDE:
         raise UsageError(f"a {w}x{h} canvas exceeds the limit of {MAX_SIDE} pixels a side")
-    if w * h > MAX_PIXELS:
-        raise UsageError(f"a {w}x{h} canvas ({w * h} pixels) exceeds the limit of {MAX_PIXELS} pixels")
+    if w * h > MAX_IMAGE_PIXELS:
+        raise UsageError(f"a {w}x{h} canvas ({w * h} pixels) exceeds the limit of {MAX_IMAGE_PIXELS} pixels")
     return w, h

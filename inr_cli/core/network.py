@@ -24,6 +24,9 @@ from inr_cli.config import MODELS, Config
 IN_FEATURES = 2  # (u, v): the network's input is a point of the image plane
 
 
+# Every activation a layer can have: the backends implement these, the kernels number them.
+ACTIVATIONS = ("linear", "sigmoid", "sine", "relu")
+
 @dataclass(frozen=True)
 class NetworkSpec:
     model: str  # one of config.MODELS
@@ -57,6 +60,7 @@ class NetworkSpec:
         return [(sizes[i + 1], sizes[i]) for i in range(len(sizes) - 1)]
 
     def activations(self) -> list[str]:
+        """Each layer's activation, one of ACTIVATIONS."""
         hidden = {"siren": "sine", "sigmoid": "sigmoid", "relu": "relu"}[self.model]
         output = "linear" if self.model == "siren" else "sigmoid"
         return [hidden] * self.layers + [output]

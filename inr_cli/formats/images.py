@@ -38,6 +38,7 @@ class PixelImage:
         return np.ascontiguousarray(self.values.reshape(-1, self.n_channels), dtype=np.float32)
 
 
+# The largest image inr reads, writes or draws, whatever its format (about 1 GB of RGBA in memory).
 # Pillow's own bomb guard is a warning up to 2x this and an error beyond; we make both an error.
 MAX_IMAGE_PIXELS = 1 << 28
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from inr_cli.formats.atomic import atomic_path
 from inr_cli.errors import InrError
-from inr_cli.formats.images import PixelImage
+from inr_cli.formats.images import MAX_IMAGE_PIXELS, PixelImage
 
 CHANNEL_SETS = {("l",): "grey", ("r", "g", "b"): "RGB", ("r", "g", "b", "a"): "RGBA"}
 KNOWN_CHANNELS = {"l", "r", "g", "b", "a"}
@@ -164,7 +164,7 @@ def _table_to_image(name: str, table: np.ndarray, line_numbers: np.ndarray, chan
         _refuse_first_bad_row(name, table, line_numbers, channels)
     xs, ys = whole[:, 0], whole[:, 1]
     width, height = int(xs.max()) + 1, int(ys.max()) + 1
-    if width * height > 1 << 28:
+    if width * height > MAX_IMAGE_PIXELS:
         raise InrError(f"{name}: coordinates imply a {width}x{height} image, larger than the limit of 2^28 pixels")
     flat = ys * width + xs
     if flat.size == width * height and (flat == np.arange(flat.size)).all():  # row-major, as encode writes it
@@ -203,7 +203,7 @@ def _refuse_first_bad_row(name: str, table: np.ndarray, line_numbers: np.ndarray
         row, col = np.argwhere(bad)[0]
         axis = "xy"[col]
         raise InrError(f"{name} line {line_numbers[row]}: {axis}={table[row, col]:g} is not a non-negative integer")
-    huge = coords >= 1 << 28
+    huge = coords >= MAX_IMAGE_PIXELS
     if huge.any():
         row, col = np.argwhere(huge)[0]
         axis = "xy"[col]
