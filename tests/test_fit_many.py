@@ -208,3 +208,15 @@ def test_on_a_local_ray_driver_killed_then_rerun(ray_available, reference, tmp_p
     rerun = inr(*args)
     assert rerun.wait(timeout=600) == 0, rerun.stderr.read()
     assert np.array_equal(np.load(target / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
+
+
+def test_ctrl_c_keeps_the_finished_shards_and_says_how_to_go_on(tmp_path):
+    folder = make_folder(tmp_path / "photos", count=6)
+    out = tmp_path / "out"
+    process = inr("fit-many", folder, "-o", out, "--pack", "1", "--hidden", "12", "--steps", "5000", "--device", "cpu")
+    assert wait_for_shards(process, out, 1), process.stderr.read()
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=120) == 130
+    stderr = process.stderr.read()
+    assert "run the same command again" in stderr and "Traceback" not in stderr
+    assert shards_on_disk(out) >= 1

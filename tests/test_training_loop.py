@@ -126,3 +126,21 @@ def test_messages_that_used_to_mislead(photo, tmp_path):
 def test_every_backend_implements_the_interface(emulated):
     for backend in (NumpyBackend(), CpuBackend(), emulated):
         assert isinstance(backend, Backend), type(backend).__name__
+
+
+def test_feedback_from_the_first_step_and_previews_for_short_runs(photo, tmp_path):
+    """Off a terminal the first status line comes after the first step, not at the logging interval;
+    a run shorter than the preview interval still gets previews."""
+    run = tmp_path / "run"
+    result = train(photo, "--steps", "8", "--log-every", "4", "--run-dir", run, "--hidden", "16", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    assert "step 1/8" in result.output
+    assert sorted(p.name for p in (run / "previews").glob("step-*.png")) == ["step-000002.png", "step-000004.png",
+                                                                          "step-000006.png"]
+
+
+def test_a_slow_full_batch_run_gets_a_hint():
+    assert training_loop.slow_run_hint(10.0, 1000, True, 3_000_000) is not None
+    assert "--batch-size" in training_loop.slow_run_hint(10.0, 1000, True, 3_000_000)
+    assert training_loop.slow_run_hint(0.01, 1000, True, 3_000_000) is None
+    assert training_loop.slow_run_hint(10.0, 1000, False, 3_000_000) is None  # mini-batches already
