@@ -144,3 +144,12 @@ def test_a_slow_full_batch_run_gets_a_hint():
     assert "--batch-size" in training_loop.slow_run_hint(10.0, 1000, True, 3_000_000)
     assert training_loop.slow_run_hint(0.01, 1000, True, 3_000_000) is None
     assert training_loop.slow_run_hint(10.0, 1000, False, 3_000_000) is None  # mini-batches already
+
+
+def test_a_checkpoint_on_a_logging_step_reads_the_loss_once(photo, tmp_path):
+    """A checkpoint due on a step whose loss was just read does not read it again: one metrics row."""
+    run = tmp_path / "run"
+    result = train(photo, "--steps", "8", "--log-every", "2", "--checkpoint-every", "4", "--run-dir", run, *NET)
+    assert result.exit_code == 0, result.output
+    steps = [int(row.split(",")[0]) for row in (run / "metrics.csv").read_text().splitlines()[1:]]
+    assert steps == [2, 4, 6, 8]

@@ -156,7 +156,8 @@ def run_steps(trainer: Trainer, signals: Signals, log_every: int, on_reading=Non
             if signals.pending is not None:
                 raise Interrupted(signals.pending)
             step = trainer.step_done
-            if step == first + 1 or step % log_every == 0 or step == total:
+            read_now = step == first + 1 or step % log_every == 0 or step == total
+            if read_now:
                 losses = read(step, ended=step == total and total >= JUDGED_STEPS)
             if on_step is not None:
                 on_step(step)
@@ -164,7 +165,8 @@ def run_steps(trainer: Trainer, signals: Signals, log_every: int, on_reading=Non
                 due = (checkpoint_every and step % checkpoint_every == 0) or (
                     checkpoint_seconds and time.perf_counter() - last_saved >= checkpoint_seconds)
                 if due:
-                    losses = read(step)  # a checkpoint is only written while the run is sane
+                    if not read_now:  # a checkpoint is only written while the run is sane
+                        losses = read(step)
                     checkpoint(step)
                     trainer.pause_clock()
                     last_saved = time.perf_counter()
