@@ -59,7 +59,10 @@ def test_doctor_reports_a_kernel_that_fails_and_a_skipped_check(tmp_path, monkey
     (tmp_path / "bad.cu").write_text('extern "C" __global__ void k(float* x) { x[0] = undefined_name; }\n')
     monkeypatch.setattr(doctor, "kernels_dir", lambda: tmp_path)
     if shutil.which("nvcc") is not None:
-        report = json.loads(run("doctor", "--json").stdout)
+        result = run("doctor", "--json")
+        assert result.exit_code == 1
+        assert result.stderr.strip().splitlines() == [f"error: kernels that do not compile: bad.cu (in {tmp_path})"]
+        report = json.loads(result.stdout)
         assert report["kernel_files"]["good.cu"] == "ok"
         assert report["kernel_files"]["bad.cu"].startswith("FAILED") and "undefined_name" in report["kernel_files"]["bad.cu"]
     monkeypatch.setattr(doctor.shutil, "which", lambda name: None)

@@ -11,6 +11,7 @@ import typer
 
 from inr_cli import __version__
 from inr_cli.backends.gpu_probe import gpu_unavailable_reason
+from inr_cli.console import error
 from inr_cli.resources import configs_dir, kernels_dir
 
 NAME = "doctor"
@@ -31,7 +32,19 @@ def command(as_json: bool = typer.Option(False, "--json", help="Print one JSON o
         report["kernel_check"] = "compiled with CuPy (NVRTC) for this GPU"
     if as_json:
         typer.echo(json.dumps(report))
-        return
+    else:
+        _print(report, reason)
+    # Scripts ask doctor whether this machine can run our kernels: one that does not compile is a no.
+    failed = [name for name, status in report.get("kernel_files", {}).items() if status != "ok"]
+    if failed:
+        error(f"kernels that do not compile: {', '.join(failed)} (in {report['kernels']})")
+        raise typer.Exit(1)
+    if report["kernel_check"].startswith("failed"):
+        error(report["kernel_check"])
+        raise typer.Exit(1)
+
+
+def _print(report: dict, reason: str | None) -> None:
     for key in ("inr", "python", "numpy", "cupy", "cuda_driver", "cuda_runtime", "nvcc", "gpu", "gpu_memory_gib",
                 "kernel_cache", "kernels", "configs"):
         if key in report and (report[key] is not None or key == "nvcc"):
