@@ -221,12 +221,9 @@ def read_shard(out: Path, index: int) -> dict:
         return {name: npz[name] for name in npz.files}
 
 
-def load_entry(entry: ImageEntry, config: Config, data: bytes | None = None) -> PixelImage:
+def load_entry(entry: ImageEntry, config: Config) -> PixelImage:
     """An image of the plan, as `inr train FILE --size --gray` loads it, checked to be the file planned."""
-    image, digest = inputs.load(entry.location, entry.name, config, data)
-    if digest != entry.sha256:
-        raise InrError(f"{entry.location}: the file changed since this set was planned; fit it into another -o")
-    return image
+    return inputs.load(entry.location, entry.name, config, expected=entry.sha256)[0]
 
 
 def shard_images(plan: Plan, index: int) -> list[PixelImage]:

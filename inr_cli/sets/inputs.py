@@ -150,13 +150,16 @@ def decode(name: str, data: bytes, config: Config) -> PixelImage:
             raise InrError(str(exc).replace(str(path), name)) from None
 
 
-def load(location: str, name: str, config: Config, data: bytes | None = None) -> tuple[PixelImage, str]:
-    """An image and the fingerprint of its file, read from where it lies unless its bytes came with it."""
-    if data is None and not is_url(location):
-        data = read_bytes(location)
-        return load_training_data(location, config.data.size, config.data.gray), fingerprint(data)
-    data = read_bytes(location) if data is None else data
-    return decode(name, data, config), fingerprint(data)
+def load(location: str, name: str, config: Config, expected: str | None = None) -> tuple[PixelImage, str]:
+    """An image and the fingerprint of its file; with `expected`, a file whose fingerprint differs
+    (it changed since it was planned) is refused before it is decoded."""
+    data = read_bytes(location)
+    digest = fingerprint(data)
+    if expected is not None and digest != expected:
+        raise InrError(f"{location}: the file changed since this set was planned; fit it into another -o")
+    if is_url(location):
+        return decode(name, data, config), digest
+    return load_training_data(location, config.data.size, config.data.gray), digest
 
 
 def probe(locations: list[tuple[str, str]], config: Config) -> list[tuple]:
