@@ -183,9 +183,18 @@ def run_on_ray(ray, plan: Plan, out: Path, pending: list[int], on_shard, workers
         running[worker.fit.remote(index, entries)] = (index, worker)
         load[worker] += 1
 
+    # A lost shard is sent again alone to an idle worker: the shards in flight beside it die with
+    # it, so only a loss in isolation says for sure which shard kills its workers.
+    suspect: set[int] = set()
+    isolated: set = set()
+
     def fill() -> None:
         for worker in list(load):
-            while queue and load[worker] < IN_FLIGHT:
+            while queue and load[worker] < IN_FLIGHT and worker not in isolated:
+                if queue[0] in suspect:
+                    if load[worker]:
+                        break
+                    isolated.add(worker)
                 submit(worker)
 
     fill()
@@ -205,11 +214,13 @@ def run_on_ray(ray, plan: Plan, out: Path, pending: list[int], on_shard, workers
             result = ray.get(ready[0])
         except retryable as exc:
             attempts[index] += 1
+            suspect.add(index)
+            isolated.discard(worker)
             names = plan.shards[index]
             if attempts[index] >= MAX_ATTEMPTS:
                 listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-                raise InrError(f"shard {index} was lost {attempts[index]} times ({type(exc).__name__}), the "
-                               f"last time on {worker_name(exc)}; one of its images may crash the workers: "
+                raise InrError(f"shard {index} was lost {attempts[index]} times ({type(exc).__name__}); one of its "
+                               f"images may crash the workers: "
                                f"{listed}. The finished shards are kept") from None
             notice(f"shard {index} was lost ({type(exc).__name__}: a worker or its node died); it is sent again")
             queue.insert(0, index)
@@ -226,6 +237,7 @@ def run_on_ray(ray, plan: Plan, out: Path, pending: list[int], on_shard, workers
             raise InrError(f"shard {index} failed on a worker: {str(exc).strip().splitlines()[-1]}") from None
         if worker in load:
             load[worker] -= 1
+        isolated.discard(worker)
         on_shard(index, result)
         hook("shard-written", shards=out / SHARDS)
         fill()
