@@ -158,8 +158,11 @@ def _retryable(ray) -> tuple:
 def run_on_ray(ray, plan: Plan, out: Path, pending: list[int], on_shard, workers: int | None,
                gpus_per_worker: float | None = None) -> None:
     count, options = worker_options(ray, plan.config.training.device, workers, gpus_per_worker)
-    settings = ray.put({"config": configuration.to_json(plan.config), "spec": plan.spec.to_json(),
-                        "out": str(out), "folder": plan.folder, "pack": plan.pack})
+    # What every worker needs of the plan is small (the images travel shard by shard), so it is
+    # passed by value: an actor whose constructor arguments live in the object store cannot be
+    # restarted once they are lost.
+    settings = {"config": configuration.to_json(plan.config), "spec": plan.spec.to_json(), "out": str(out),
+                "folder": plan.folder, "pack": plan.pack}
     # Ray restarts a dead worker without end; its shards come back to us as errors and are resent
     # (to a worker known to be alive), so that a loss is said, not hidden, and counted.
     remote = ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=IN_FLIGHT, **options)(ShardWorker)
