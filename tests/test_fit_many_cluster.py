@@ -11,7 +11,10 @@ import pytest
 
 from inr_cli.sets import fit_many
 from inr_cli.sets.cluster import MAX_ATTEMPTS, gpu_problem, worker_options
-from tests.test_fit_many import NET, inr, reference, shards_on_disk  # noqa: F401  (reference: a fixture)
+from tests import test_fit_many
+from tests.test_fit_many import NET, inr, shards_on_disk
+
+reference = test_fit_many.reference  # the in-process set every run here must reproduce, bit for bit
 
 ray = pytest.importorskip("ray", reason="Ray is the optional extra inr[cluster]")
 pytestmark = pytest.mark.slow

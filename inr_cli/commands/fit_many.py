@@ -21,7 +21,7 @@ NEEDS_ARGS = True
 def command(
     source: str = typer.Argument(..., metavar="INPUT", help="Folder of images (subfolders too: the first level is "
                                  "the label), a list file (.txt: one path or URL per line) or a folder URL "
-                                 "(s3://..., gs://...; needs inr[remote]).", show_default=False),
+                                 "(s3://..., gs://...; needs the remote extra of inr).", show_default=False),
     out: Path = typer.Option(..., "-o", "--output", metavar="DIR",
                              help="Folder for the set of networks (created; rerun: resumed)."),
     config_file: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML config (see configs/)."),
