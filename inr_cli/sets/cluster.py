@@ -167,13 +167,13 @@ def run_on_ray(ray, plan: Plan, out: Path, pending: list[int], on_shard, workers
     # (to a worker known to be alive), so that a loss is said, not hidden, and counted.
     remote = ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=IN_FLIGHT, **options)(ShardWorker)
     pool = [remote.remote(settings) for _ in range(min(count, len(pending)) or 1)]
-    checks = ray.get([worker.check.remote() for worker in pool])
+    retryable = _retryable(ray)
+    checks = [_check(ray, worker, retryable) for worker in pool]
     for check in checks:
         if check["problem"]:
             raise InrError(check["problem"])
     info(f"{len(pool)} workers ({options.get('num_gpus', 0):g} GPU, {options.get('num_cpus', 0)} CPU each) on "
          f"{', '.join(sorted({c['backend'] for c in checks}))}")
-    retryable = _retryable(ray)
     queue = list(pending)
     attempts = {index: 0 for index in pending}
     running: dict = {}  # call -> (shard, worker)
@@ -247,3 +247,14 @@ def run_on_ray(ray, plan: Plan, out: Path, pending: list[int], on_shard, workers
     if queue:
         raise InrError("no worker is left to fit the remaining shards; the finished shards are kept")
 
+
+
+def _check(ray, worker, retryable) -> dict:
+    """The worker's check; one that dies starting up is restarted by Ray and asked again."""
+    for attempt in range(MAX_ATTEMPTS):
+        try:
+            return ray.get(worker.check.remote())
+        except retryable as exc:
+            if attempt == MAX_ATTEMPTS - 1:
+                raise InrError(f"a Ray worker died {MAX_ATTEMPTS} times while starting ({type(exc).__name__})") from None
+            notice(f"a Ray worker died while starting ({type(exc).__name__}); Ray restarts it")
