@@ -1,8 +1,11 @@
 """The test suite's hook module (inr_cli/hooks.py): armed with INR_HOOKS=tests.failpoints and one
-failpoint in INR_FAILPOINT, it SIGKILLs the process at that point:
+failpoint in INR_FAILPOINT, it SIGKILLs a process at that point:
 
-    driver-after=K      the fit-many driver, once K shards are on disk
+    driver-after=K      the fit-many driver, once at least K shards are on disk
     worker-at=NAME      the worker that starts fitting NAME's shard, once (a marker in OUT remembers it)
+    worker-always-at=NAME   that worker, every time: a poisoned input
+    node-at=RESOURCE    the whole Ray node (its raylet, then the worker) that declares the custom
+                        resource RESOURCE, when its worker starts its first shard, once
 
 A real kill of a real process, at a moment the test does not have to catch.
 """
@@ -17,16 +20,38 @@ from pathlib import Path
 def at(point: str, **details) -> None:
     wanted = os.environ.get("INR_FAILPOINT", "")
     if point == "shard-written":
-        value = str(len(list(Path(details["shards"]).glob("*.npz"))))
-        if wanted == f"driver-after={value}":
+        count = len(list(Path(details["shards"]).glob("*.npz")))
+        if wanted.startswith("driver-after=") and count >= int(wanted.split("=", 1)[1]):
             os.kill(os.getpid(), signal.SIGKILL)
     elif point == "shard-start":
         for name in details["names"]:
-            if wanted == f"worker-at={name}":
-                marker = Path(details["out"]) / f".failpoint-worker-at-{name}"
-                if not marker.exists():
-                    marker.touch()
-                    os.kill(os.getpid(), signal.SIGKILL)
+            if wanted == f"worker-at={name}" and _first_time(details["out"], f"worker-at-{name}"):
+                os.kill(os.getpid(), signal.SIGKILL)
+            if wanted == f"worker-always-at={name}":
+                os.kill(os.getpid(), signal.SIGKILL)
+        if wanted.startswith("node-at="):
+            resource = wanted.split("=", 1)[1]
+            if _node_has(resource) and _first_time(details["out"], f"node-at-{resource}"):
+                raylet = os.getppid()
+                with open(f"/proc/{raylet}/cmdline", "rb") as handle:
+                    assert b"raylet" in handle.read(), "a Ray worker's parent is its node's raylet"
+                os.kill(raylet, signal.SIGKILL)
+                os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _first_time(out, what: str) -> bool:
+    marker = Path(out) / f".failpoint-{what}"
+    if marker.exists():
+        return False
+    marker.touch()
+    return True
+
+
+def _node_has(resource: str) -> bool:
+    import ray
+
+    node_id = ray.get_runtime_context().get_node_id()
+    return any(node["NodeID"] == node_id and resource in node.get("Resources", {}) for node in ray.nodes())
 
 
 def environment(failpoint: str) -> dict:

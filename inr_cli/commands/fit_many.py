@@ -6,24 +6,22 @@ from typing import Optional
 import typer
 
 from inr_cli.sets import fit_many
-from inr_cli.backends import make_backend
 from inr_cli.commands.setting_options import given_settings, set_option, with_setting_options
 from inr_cli.config import build_config, flags_to_values
-from inr_cli.core.training_loop import Interrupted, Signals
-from inr_cli.console import info, notice
-from inr_cli.progress import ImageProgress
 from inr_cli.errors import UsageError
+from inr_cli.sets.inputs import is_url
 
 NAME = "fit-many"
-HELP = ("Fit one network per image of a folder, many per step, in-process or on a Ray cluster. "
-        "Running the same command again resumes.")
+HELP = ("Fit one network per image of a folder (searched recursively), a list of images or a bucket, many "
+        "per step, in-process or on a Ray cluster. Running the same command again resumes.")
 NEEDS_ARGS = True
 
 
 @with_setting_options(NAME)
 def command(
-    folder: Path = typer.Argument(..., metavar="FOLDER", help="Folder of images (every file in it, not in "
-                                  "subfolders).", show_default=False),
+    source: str = typer.Argument(..., metavar="INPUT", help="Folder of images (subfolders too: the first level is "
+                                 "the label), a list file (.txt: one path or URL per line) or a folder URL "
+                                 "(s3://..., gs://...; needs the remote extra of inr).", show_default=False),
     out: Path = typer.Option(..., "-o", "--output", metavar="DIR",
                              help="Folder for the set of networks (created; rerun: resumed)."),
     config_file: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML config (see configs/)."),
@@ -31,12 +29,15 @@ def command(
                                          help="Start from configs/NAME.toml (default: the model's)."),
     overrides: list[str] = set_option(),
     pack: Optional[int] = typer.Option(None, "--pack", metavar="N",
-                                       help="Networks per step (default: as many as fill the device)."),
+                                       help="Networks per step and per shard (default: as many as fill the "
+                                       "device; on Ray, shards of 512 that each worker packs for its device)."),
     ray_address: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="local | auto | "
                                               "ray://host:port: fit the shards on a Ray cluster (needs Ray: the "
                                               "'cluster' extra of inr)."),
     workers: Optional[int] = typer.Option(None, "--workers", metavar="N", help="Ray workers (default: one per "
-                                          "GPU, or one per machine's worth of CPUs)."),
+                                          "GPU share, or one per machine's worth of CPUs)."),
+    gpus_per_worker: Optional[float] = typer.Option(None, "--gpus-per-worker", metavar="F", help="Share of a GPU "
+                                                    "each Ray worker takes (0.5: two workers per GPU; default 1)."),
     skip_unreadable: bool = typer.Option(False, "--skip-unreadable", help="Skip and list files that do not decode "
                                          "(default: refuse before any work)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
@@ -46,38 +47,14 @@ def command(
         raise UsageError(f"--pack must be a positive number of networks, got {pack}")
     if workers is not None and workers <= 0:
         raise UsageError(f"--workers must be positive, got {workers}")
+    if gpus_per_worker is not None and not (0 < gpus_per_worker <= 1 or gpus_per_worker == int(gpus_per_worker)):
+        raise UsageError(f"--gpus-per-worker must be a share of one GPU (0 < F <= 1) or a whole number, "
+                         f"got {gpus_per_worker:g}")
+    if gpus_per_worker is not None and not ray_address:
+        raise UsageError("--gpus-per-worker places Ray workers: it needs --ray")
+    if not is_url(source):
+        source = str(Path(source).resolve())
     flags = {**given_settings(NAME, options, overrides), "preview_every": 0}
-    config = build_config(config_file, flags_to_values({**flags, "source": str(folder.resolve())}), preset)
-    backend = make_backend(config.training.device, config.training.matmul, quiet)
-    notices: list[str] = []
-    plan, pending = fit_many.prepare(folder, out, config, pack, backend, skip_unreadable, notices)
-    for message in notices:
-        notice(message)
-    total = len(plan.images)
-    done = total - sum(len(plan.shards[i]) for i in pending)
-    if not quiet:
-        where = f"Ray ({ray_address})" if ray_address else backend.name
-        info(f"fitting {total} images ({len(plan.shards)} shards of up to {plan.pack}; {done} done) on {where}: "
-             f"{plan.spec.model} {plan.spec.layers}x{plan.spec.hidden}, {config.training.steps} steps -> {out}")
-    with Signals() as signals, ImageProgress(total, done, quiet) as progress:
-        def on_shard(index, result):
-            progress.add(len(result["names"]), result["psnr"])
-
-        try:
-            if ray_address:
-                from inr_cli.sets.cluster import run_on_ray
-
-                run_on_ray(ray_address, plan, out, pending, on_shard, workers)
-            else:
-                fit_many.run_in_process(backend, plan, out, pending, on_shard, signals)
-        except Interrupted as exc:
-            signals.ignore()
-            progress.stop()
-            info(f"{exc}: {progress.done} of {total} images are fitted and kept in {out}; "
-                 f"run the same command again to fit the rest")
-            raise SystemExit(128 + exc.signum) from None
-    bytes_per_image = fit_many.assemble(out, plan)
-    if not quiet:
-        info(f"done: {total} networks of {plan.spec.parameter_count():,} parameters ({bytes_per_image:,} bytes "
-             f"each) in {out / fit_many.WEIGHTS}; one row per image in {out / fit_many.INDEX}")
+    config = build_config(config_file, flags_to_values({**flags, "source": source}), preset)
+    fit_many.fit_set(source, out, config, pack, ray_address, workers, gpus_per_worker, skip_unreadable, quiet)
     typer.echo(str(out))

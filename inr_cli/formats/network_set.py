@@ -1,7 +1,7 @@
 """The output folder of `inr fit-many`, a data set of networks: its file names, and reading it back.
 
     OUT/weights.npy     [N, P] float32, row i is the network of index.csv row i (np.load reads it)
-    OUT/index.csv       name, psnr, loss, steps, seed, width, height
+    OUT/index.csv       name, psnr, loss, steps, seed, width, height (and label, for class folders)
     OUT/network.json    the network's description (NetworkSpec) and the configuration that fitted it
     OUT/fit-many.json   the plan, and OUT/shards/ the finished shards, for resuming
 """
@@ -24,6 +24,7 @@ WEIGHTS = "weights.npy"
 INDEX = "index.csv"
 DESCRIPTION = "network.json"
 INDEX_COLUMNS = ("name", "psnr", "loss", "steps", "seed", "width", "height")
+LABEL = "label"  # the last column when the images came in class folders (the first folder level)
 FORMAT_VERSION = 1
 
 

@@ -1,38 +1,104 @@
-"""`inr fit-many --ray`: the shards of a plan fitted by workers on a Ray cluster.
+"""`inr fit-many --ray`: the plan's shards fitted by workers on a Ray cluster; the driver only plans
+and records.
 
-Ray does the scheduling, the placement on GPUs and the restarting of dead processes; this file only
-says what a worker is (ShardWorker: it loads the kernels once and fits shard after shard) and keeps
-every worker busy. The driver sends each shard's pixels through Ray's object store, so the workers
-need no shared file system, and writes each finished shard itself, atomically, as it arrives. A
-worker that dies mid-shard is restarted by Ray and its shard sent again; a driver that dies loses
-only the shards in flight, and the same command finishes the set.
+Workers read the images where they lie (storage every node mounts at the same path, or a URL
+through fsspec), decode, fit and write each finished shard atomically into the output folder,
+which they must reach too. The driver sends each worker the names of a shard (never pixels) and
+keeps two shards in flight per worker, so that the next shard is read and decoded while this one
+fits. What the plan must know of each image is probed by Ray tasks in parallel.
+
+Ray does the scheduling, the placement on GPUs and the restarting of dead processes. A shard lost
+to a dead worker or node, a lost object or an out-of-memory kill is sent again, and said; a shard
+that fails that way MAX_ATTEMPTS times stops the run naming its images, so a poisoned input
+cannot loop forever. A driver that dies loses only the shards in flight: the same command
+finishes the set.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
-from inr_cli.console import notice
+from inr_cli import config as configuration
+from inr_cli.console import info, notice
 from inr_cli.errors import InrError
 from inr_cli.hooks import hook
-from inr_cli.sets.fit_many import SHARDS, Plan, fit_shard, shard_images, write_shard
+from inr_cli.core.network import NetworkSpec
+from inr_cli.sets import inputs
+from inr_cli.sets.fit_many import SHARDS, Plan, default_pack, fit_shard, load_entry, write_shard
+
+MAX_ATTEMPTS = 3  # a shard whose worker dies this many times is a poisoned input, not bad luck
+IN_FLIGHT = 2  # shards queued on each worker: one fitting, the next being read and decoded
+PROBE_CHUNK = 1000  # images per probe task
+
+
+def gpu_problem(device: str, assigned_gpus: list, node_gpus: float, unavailable_reason: str | None) -> str | None:
+    """Why this worker would leave a GPU idle or cannot have one (None: all is well). A worker that
+    Ray gave a GPU, or one on a node with a GPU under --device auto, must use it."""
+    if device == "cpu":
+        return None
+    if assigned_gpus or node_gpus > 0:
+        if unavailable_reason is None:
+            return None
+        given = f"Ray gave it GPU {','.join(map(str, assigned_gpus))}" if assigned_gpus else "its node has a GPU"
+        return f"a worker cannot use its GPU ({given}): {unavailable_reason}"
+    if device == "gpu":
+        return "--device gpu: a worker's node has no GPU"
+    return None
 
 
 class ShardWorker:
-    """One per GPU (or per machine's CPUs): the backend, and with it the compiled kernels, made once."""
+    """One per GPU share (or per machine's CPUs): the backend, and with it the compiled kernels, made
+    once; shards decoded outside the fitting lock, so that the next one is ready when this one ends."""
 
-    def __init__(self, plan_json: str, out: str):
-        from inr_cli.backends import make_backend
+    def __init__(self, settings: dict):
+        import ray
 
-        self.plan = Plan.from_json(plan_json)
-        self.out = Path(out)
-        training = self.plan.config.training
-        self.backend = make_backend(training.device, training.matmul, quiet=True)
+        from inr_cli.backends import get_backend
+        from inr_cli.backends.gpu_probe import gpu_unavailable_reason
 
-    def fit(self, names: list[str], images) -> dict:
+        self.config = configuration.from_json(settings["config"])
+        self.spec = NetworkSpec.from_json(settings["spec"])
+        self.out = Path(settings["out"])
+        self.folder = settings["folder"]
+        self.shard_size = settings["pack"]
+        device = self.config.training.device
+        context = ray.get_runtime_context()
+        node = next((n for n in ray.nodes() if n["NodeID"] == context.get_node_id()), {})
+        node_gpus = node.get("Resources", {}).get("GPU", 0)
+        reason = gpu_unavailable_reason() if device != "cpu" else None
+        self.problem = gpu_problem(device, ray.get_gpu_ids(), node_gpus, reason)
+        use = "gpu" if device != "cpu" and reason is None else "cpu"
+        self.backend = None if self.problem else get_backend(use, self.config.training.matmul)
+        self.where = f"{node.get('NodeManagerAddress', '?')} (pid {os.getpid()})"
+        self.lock = threading.Lock()
+
+    def check(self) -> dict:
+        """What the driver must know before sending work: a reason this worker cannot do its job."""
+        problem = None
+        if self.problem:
+            problem = f"{self.where}: {self.problem}"
+        elif not os.access(self.out / SHARDS, os.W_OK):
+            problem = f"{self.where}: cannot write to {self.out / SHARDS} (the workers write the shards: the " \
+                      f"output folder must be on storage they share)"
+        return {"problem": problem, "backend": self.backend.name if self.backend else None}
+
+    def fit(self, index: int, entries: list) -> dict:
+        names = [entry.name for entry in entries]
         hook("shard-start", names=names, out=self.out)
-        return fit_shard(self.backend, self.plan, images, names)
+        plan = Plan(self.folder, self.config, self.spec, entries, [], self.shard_size)
+        images = [load_entry(entry, self.config) for entry in entries]
+        first = images[0]
+        pack = min(len(images), default_pack(self.backend, self.spec, self.config, first.width, first.height))
+        with self.lock:
+            result = fit_shard(self.backend, plan, images, names, pack=pack)
+        write_shard(self.out, index, result)
+        return {"names": result["names"], "psnr": result["psnr"]}
+
+
+def probe_task(pairs: list[tuple[str, str]], config_json: str) -> list[tuple]:
+    return inputs.probe(pairs, configuration.from_json(config_json))
 
 
 def connect(address: str):
@@ -41,68 +107,154 @@ def connect(address: str):
     except ImportError:
         raise InrError("--ray needs Ray: pip install 'inr[cluster]'") from None
     if not ray.is_initialized():
+        # The driver's INR_ settings (the hooks a test arms, say) travel to the workers.
+        settings = {name: value for name, value in os.environ.items() if name.startswith("INR_")}
         try:
             if address == "local":
-                ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+                ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False,
+                         runtime_env={"env_vars": settings})
             else:
-                ray.init(address=address, log_to_driver=False, configure_logging=False)
+                ray.init(address=address, log_to_driver=False, configure_logging=False,
+                         runtime_env={"env_vars": settings})
         except (ConnectionError, ValueError, RuntimeError) as exc:
             raise InrError(f"--ray {address}: cannot join the cluster ({str(exc).splitlines()[0]})") from None
     return ray
 
 
-def worker_options(ray, plan: Plan, workers: int | None) -> tuple[int, dict]:
+def probe_on_ray(ray, listed: list[inputs.Listed], config) -> list[tuple]:
+    """inputs.probe over the images, in chunks, as Ray tasks (retried by Ray if a worker dies)."""
+    config_ref = ray.put(configuration.to_json(config))
+    task = ray.remote(num_cpus=1)(probe_task)
+    pairs = [(item.name, item.location) for item in listed]
+    refs = [task.remote(pairs[i:i + PROBE_CHUNK], config_ref) for i in range(0, len(pairs), PROBE_CHUNK)]
+    found = []
+    for chunk in ray.get(refs):
+        found += chunk
+    return found
+
+
+def worker_options(ray, device: str, workers: int | None, gpus_per_worker: float | None) -> tuple[int, dict]:
     resources = ray.cluster_resources()
-    gpus, cpus = int(resources.get("GPU", 0)), int(resources.get("CPU", 1))
-    device = plan.config.training.device
-    if device == "gpu" or (device == "auto" and gpus > 0):
+    gpus, cpus = float(resources.get("GPU", 0)), int(resources.get("CPU", 1))
+    if gpus_per_worker is not None and gpus_per_worker <= 0:
+        raise InrError(f"--gpus-per-worker must be a positive share of a GPU, got {gpus_per_worker:g}")
+    if device == "gpu" or (device == "auto" and gpus > 0) or gpus_per_worker:
         if gpus == 0:
-            raise InrError("--device gpu: the Ray cluster has no GPU")
-        return workers or gpus, {"num_gpus": 1, "num_cpus": 1}
+            raise InrError(f"{'--device gpu' if device == 'gpu' else '--gpus-per-worker'}: the Ray cluster has no GPU")
+        share = gpus_per_worker or 1.0
+        # Placed by their GPU share alone: several small-pack workers may share one GPU.
+        return workers or max(1, int(gpus / share)), {"num_gpus": share, "num_cpus": 0}
     # A CPU worker's NumPy uses the cores of its machine: by default one worker per machine's worth.
     per_worker = max(1, cpus // workers) if workers else max(1, min(cpus, os.cpu_count() or 1))
     return workers or max(1, cpus // per_worker), {"num_cpus": per_worker}
 
 
-def run_on_ray(address: str, plan: Plan, out: Path, pending: list[int], on_shard, workers: int | None) -> None:
-    ray = connect(address)
-    count, options = worker_options(ray, plan, workers)
-    # A dead worker is restarted without end; its shard comes back to us as an error and is resent,
-    # so that the loss of a worker is said, not hidden.
-    # The driver's INR_ settings (the hooks a test arms, say) travel to the workers.
-    settings = {name: value for name, value in os.environ.items() if name.startswith("INR_")}
-    remote = ray.remote(max_restarts=-1, max_task_retries=0, runtime_env={"env_vars": settings},
-                        **options)(ShardWorker)
-    plan_json = plan.to_json()
-    pool = [remote.remote(plan_json, str(out)) for _ in range(min(count, len(pending)) or 1)]
+def _retryable(ray) -> tuple:
+    names = ("RayActorError", "ObjectLostError", "OwnerDiedError", "OutOfMemoryError", "WorkerCrashedError",
+             "NodeDiedError", "ActorUnavailableError")
+    return tuple(getattr(ray.exceptions, name) for name in names if hasattr(ray.exceptions, name))
+
+
+def run_on_ray(ray, plan: Plan, out: Path, pending: list[int], on_shard, workers: int | None,
+               gpus_per_worker: float | None = None) -> None:
+    count, options = worker_options(ray, plan.config.training.device, workers, gpus_per_worker)
+    # What every worker needs of the plan is small (the images travel shard by shard), so it is
+    # passed by value: an actor whose constructor arguments live in the object store cannot be
+    # restarted once they are lost.
+    settings = {"config": configuration.to_json(plan.config), "spec": plan.spec.to_json(), "out": str(out),
+                "folder": plan.folder, "pack": plan.pack}
+    # Ray restarts a dead worker without end; its shards come back to us as errors and are resent
+    # (to a worker known to be alive), so that a loss is said, not hidden, and counted.
+    remote = ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=IN_FLIGHT, **options)(ShardWorker)
+    pool = [remote.remote(settings) for _ in range(min(count, len(pending)) or 1)]
+    retryable = _retryable(ray)
+    checks = [_check(ray, worker, retryable) for worker in pool]
+    for check in checks:
+        if check["problem"]:
+            raise InrError(check["problem"])
+    info(f"{len(pool)} workers ({options.get('num_gpus', 0):g} GPU, {options.get('num_cpus', 0)} CPU each) on "
+         f"{', '.join(sorted({c['backend'] for c in checks}))}")
     queue = list(pending)
-    running: dict = {}
+    attempts = {index: 0 for index in pending}
+    running: dict = {}  # call -> (shard, worker)
+    pings: dict = {}  # check call -> worker that failed: it gets work again once it answers
+    load = {worker: 0 for worker in pool}  # shards in flight per worker still trusted
 
     def submit(worker) -> None:
         index = queue.pop(0)
-        images = shard_images(plan, index)
-        running[worker.fit.remote(plan.shards[index], images)] = (index, worker)
+        entries = [plan.entry(name) for name in plan.shards[index]]
+        running[worker.fit.remote(index, entries)] = (index, worker)
+        load[worker] += 1
 
-    for worker in pool:
-        if queue:
-            submit(worker)
-    while running:
-        ready, _ = ray.wait(list(running), num_returns=1)
+    # A lost shard is sent again alone to an idle worker: the shards in flight beside it die with
+    # it, so only a loss in isolation says for sure which shard kills its workers.
+    suspect: set[int] = set()
+    isolated: set = set()
+
+    def fill() -> None:
+        for worker in list(load):
+            while queue and load[worker] < IN_FLIGHT and worker not in isolated:
+                if queue[0] in suspect:
+                    if load[worker]:
+                        break
+                    isolated.add(worker)
+                submit(worker)
+
+    fill()
+    while running or (queue and pings):
+        ready, _ = ray.wait(list(running) + list(pings), num_returns=1)
+        if ready[0] in pings:  # a restarted worker answered: it is trusted again
+            worker = pings.pop(ready[0])
+            try:
+                ray.get(ready[0])
+                load.setdefault(worker, 0)
+            except retryable:
+                pings[worker.check.remote()] = worker
+            fill()
+            continue
         index, worker = running.pop(ready[0])
         try:
             result = ray.get(ready[0])
-        except ray.exceptions.RayActorError:
-            notice(f"a worker died while fitting shard {index}; Ray restarts it and the shard is sent again")
+        except retryable as exc:
+            attempts[index] += 1
+            suspect.add(index)
+            isolated.discard(worker)
+            names = plan.shards[index]
+            if attempts[index] >= MAX_ATTEMPTS:
+                listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+                raise InrError(f"shard {index} was lost {attempts[index]} times ({type(exc).__name__}); one of its "
+                               f"images may crash the workers: "
+                               f"{listed}. The finished shards are kept") from None
+            notice(f"shard {index} was lost ({type(exc).__name__}: a worker or its node died); it is sent again")
             queue.insert(0, index)
-            submit(worker)
+            if worker in load:  # not trusted until Ray has it back
+                del load[worker]
+                pings[worker.check.remote()] = worker
+            if not load and not pings:
+                raise InrError("every worker is gone; the finished shards are kept") from None
+            fill()
             continue
         except ray.exceptions.RayTaskError as exc:
             if isinstance(exc.cause, InrError):  # a pack that diverged, an image that does not decode
                 raise exc.cause from None
             raise InrError(f"shard {index} failed on a worker: {str(exc).strip().splitlines()[-1]}") from None
-        write_shard(out, index, result)
+        if worker in load:
+            load[worker] -= 1
+        isolated.discard(worker)
         on_shard(index, result)
         hook("shard-written", shards=out / SHARDS)
-        if queue:
-            submit(worker)
+        fill()
+    if queue:
+        raise InrError("no worker is left to fit the remaining shards; the finished shards are kept")
 
+
+
+def _check(ray, worker, retryable) -> dict:
+    """The worker's check; one that dies starting up is restarted by Ray and asked again."""
+    for attempt in range(MAX_ATTEMPTS):
+        try:
+            return ray.get(worker.check.remote())
+        except retryable as exc:
+            if attempt == MAX_ATTEMPTS - 1:
+                raise InrError(f"a Ray worker died {MAX_ATTEMPTS} times while starting ({type(exc).__name__})") from None
+            notice(f"a Ray worker died while starting ({type(exc).__name__}); Ray restarts it")

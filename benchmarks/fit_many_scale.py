@@ -1,0 +1,110 @@
+"""What the `inr fit-many --ray` driver costs per image, and what the whole pipeline delivers, at
+two set sizes (to show what grows with the set).
+
+For each folder, a local Ray cluster is started (ray.cluster_utils, random ports), then the
+command runs in its own process with a one-step fit, so that fitting costs almost nothing and
+what is left is the pipeline: listing, probing, planning, the workers' decoding, fitting and
+writing, and the assembly of weights.npy. The driver process reports its own CPU time (user +
+system) and its peak RSS at exit; images/s is the command's wall time.
+
+    PYTHONPATH=. python benchmarks/fit_many_scale.py /tmp/n10k /tmp/n100k --out benchmarks/results/fit-many-scale.json
+
+Make the folders once, e.g. JPEGs of 128x96 (this file's --make N FOLDER writes N of them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+ROOT = Path(__file__).resolve().parent.parent
+FIT = ["--size", "32", "--model", "siren", "--layers", "3", "--hidden", "64", "--steps", "1", "--device", "cpu", "-q"]
+
+
+def driver(report: str, args: list[str]) -> None:
+    """Run as the command's own process: `inr fit-many ARGS`, then its rusage into `report`."""
+    import resource
+
+    def write() -> None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        Path(report).write_text(json.dumps({"cpu_s": usage.ru_utime + usage.ru_stime,
+                                            "peak_rss_mb": usage.ru_maxrss / 1024}))
+
+    atexit.register(write)
+    from inr_cli.cli import main
+
+    sys.argv = ["inr", "fit-many", *args]
+    main()
+
+
+def measure(folder: Path, out: Path, cpus: int) -> dict:
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": cpus})
+    try:
+        with tempfile.NamedTemporaryFile(suffix=".json") as report:
+            command = [sys.executable, __file__, "--driver", report.name, str(folder), "-o", str(out),
+                       "--ray", cluster.address, *FIT]
+            start = time.perf_counter()
+            subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            wall = time.perf_counter() - start
+            usage = json.loads(Path(report.name).read_text())
+    finally:
+        cluster.shutdown()
+    count = sum(1 for _ in open(out / "index.csv")) - 1
+    weights = (out / "weights.npy").stat().st_size
+    return {"images": count, "wall_s": round(wall, 2), "images_per_s": round(count / wall, 1),
+            "driver_cpu_s": round(usage["cpu_s"], 2), "driver_cpu_ms_per_image": round(1000 * usage["cpu_s"] / count, 4),
+            "driver_peak_rss_mb": round(usage["peak_rss_mb"], 1), "weights_mb": round(weights / 2**20, 1),
+            "input_mb": round(sum(p.stat().st_size for p in folder.iterdir()) / 2**20, 1)}
+
+
+def make(count: int, folder: Path) -> None:
+    import numpy as np
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    yy, xx = np.mgrid[0:96, 0:128]
+    for i in range(count):
+        a, b, c = rng.uniform(2, 20, 3)
+        values = np.stack([np.sin(xx / a), np.cos(yy / b), np.sin((xx + yy) / c)], -1) * 0.4 + 0.5
+        Image.fromarray((values * 255).astype(np.uint8)).save(folder / f"img{i:06d}.jpg", quality=85)
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--driver"]:
+        return driver(sys.argv[2], sys.argv[3:])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("--cpus", type=int, default=os.cpu_count() or 1, help="CPUs of the local Ray cluster")
+    parser.add_argument("--make", type=int, default=0, metavar="N", help="write N JPEGs of 128x96 into the folder")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    if args.make:
+        return make(args.make, args.folders[0])
+    from benchmarks.common import environment, save_json
+
+    results = []
+    for folder in args.folders:
+        with tempfile.TemporaryDirectory(prefix="inr-scale-") as out:
+            result = {"folder": str(folder), **measure(folder, Path(out) / "set", args.cpus)}
+        print(json.dumps(result), flush=True)
+        results.append(result)
+    data = {**environment(), "command": " ".join(["fit-many FOLDER --ray LOCAL-CLUSTER", *FIT]), "cpus": args.cpus,
+            "results": results}
+    if args.out:
+        save_json(data, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""What `inr fit-many` fits: the inputs listed (never decoded) by the driver, read and decoded where
+the work runs.
+
+An input is a folder, searched recursively (hidden files and folders left out), a list file (one
+path or URL per line; a relative path is relative to the list), or a folder URL that fsspec can
+list (s3://, gs://, file://, ...; the 'remote' extra of inr). An image's name is its path inside
+the folder (the line itself for a list file); when the images of a folder are in subfolders, the
+first folder level is their label. Listing costs a directory read and no decode, so the driver
+of a million-image set only lists and plans.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from inr_cli.config import Config
+from inr_cli.errors import InrError
+from inr_cli.formats.data import load_training_data
+from inr_cli.formats.images import PixelImage
+
+LIST_SUFFIXES = (".txt", ".lst", ".list")
+
+
+@dataclass(frozen=True)
+class Listed:
+    name: str       # in index.csv, and what each image's seed is made from
+    location: str   # a local path or a URL, where a worker reads it
+    size: int       # the file's bytes: a rerun compares the listing, it does not read the files
+    label: str
+
+
+def is_url(text: str) -> bool:
+    return "://" in text
+
+
+def _fsspec():
+    try:
+        import fsspec
+    except ImportError:
+        raise InrError("reading images from a URL needs fsspec: pip install 'inr[remote]' (and the "
+                       "package of your storage, e.g. s3fs or gcsfs)") from None
+    return fsspec
+
+
+def list_inputs(source: str) -> list[Listed]:
+    """Every image of the input, sorted by name; a labelled list when the folder has class folders."""
+    if is_url(source):
+        listed = _list_url_folder(source)
+    elif Path(source).is_dir():
+        listed = _list_folder(Path(source))
+    elif Path(source).is_file() and Path(source).suffix.lower() in LIST_SUFFIXES:
+        listed = _list_file(Path(source))
+    elif Path(source).is_file():
+        raise InrError(f"{source}: not a folder of images nor a list of them (a list file ends in "
+                       f"{', '.join(LIST_SUFFIXES)}: one path or URL per line)")
+    else:
+        raise InrError(f"{source}: no such folder or list of images")
+    if not listed:
+        raise InrError(f"{source}: no images to fit")
+    return sorted(listed, key=lambda entry: entry.name)
+
+
+def _labelled(rows: list[tuple[str, str, int]]) -> list[Listed]:
+    """(relative name, location, bytes): the first folder level is the label when every image is in one."""
+    labelled = rows and all("/" in name for name, _, _ in rows)
+    return [Listed(name, location, size, name.split("/", 1)[0] if labelled else "") for name, location, size in rows]
+
+
+def _list_folder(folder: Path) -> list[Listed]:
+    rows, stack = [], [(folder, "")]
+    while stack:  # os.scandir: the entries' kinds come with the directory read, one stat per file
+        directory, prefix = stack.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError as exc:
+            raise InrError(f"{directory}: cannot list ({exc.strerror or exc})") from None
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir():
+                stack.append((Path(entry.path), f"{prefix}{entry.name}/"))
+            elif entry.is_file():
+                rows.append((prefix + entry.name, entry.path, entry.stat().st_size))
+    return _labelled(rows)
+
+
+def _list_url_folder(url: str) -> list[Listed]:
+    fsspec = _fsspec()
+    try:
+        fs, root = fsspec.core.url_to_fs(url)
+        found = fs.find(root, detail=True)
+    except (OSError, ValueError, ImportError) as exc:
+        raise InrError(f"{url}: cannot list ({exc})") from None
+    root = root.rstrip("/") + "/"
+    protocol = fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
+    rows = []
+    for path, info in found.items():
+        name = path[len(root):] if path.startswith(root) else path.rsplit("/", 1)[-1]
+        if info.get("type") == "file" and not any(part.startswith(".") for part in name.split("/")):
+            rows.append((name, f"{protocol}://{path}" if protocol != "file" else path, int(info.get("size") or 0)))
+    return _labelled(rows)
+
+
+def _list_file(list_path: Path) -> list[Listed]:
+    rows, seen = [], {}
+    for number, line in enumerate(list_path.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line in seen:
+            raise InrError(f"{list_path}, line {number}: {line} is listed twice (first on line {seen[line]})")
+        seen[line] = number
+        location = line if is_url(line) or os.path.isabs(line) else str(list_path.parent / line)
+        size = os.path.getsize(location) if not is_url(location) and os.path.isfile(location) else -1
+        rows.append(Listed(line, location, size, ""))
+    return rows
+
+
+def read_bytes(location: str) -> bytes:
+    if is_url(location):
+        try:
+            with _fsspec().open(location, "rb") as handle:
+                return handle.read()
+        except (OSError, ValueError) as exc:
+            raise InrError(f"{location}: cannot read ({exc})") from None
+    try:
+        return Path(location).read_bytes()
+    except OSError as exc:
+        raise InrError(f"{location}: cannot read ({exc.strerror or exc})") from None
+
+
+def fingerprint(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def decode(name: str, data: bytes, config: Config) -> PixelImage:
+    """The file's bytes decoded exactly as `inr train FILE --size --gray` would load the file (the
+    same decoder, from a private temporary copy), errors naming the image."""
+    suffix = Path(name).suffix
+    with tempfile.TemporaryDirectory(prefix="inr-image-") as folder:
+        path = Path(folder) / f"image{suffix}"
+        path.write_bytes(data)
+        try:
+            return load_training_data(str(path), config.data.size, config.data.gray)
+        except InrError as exc:
+            raise InrError(str(exc).replace(str(path), name)) from None
+
+
+def load(location: str, name: str, config: Config, expected: str | None = None) -> tuple[PixelImage, str]:
+    """An image and the fingerprint of its file; with `expected`, a file whose fingerprint differs
+    (it changed since it was planned) is refused before it is decoded."""
+    data = read_bytes(location)
+    digest = fingerprint(data)
+    if expected is not None and digest != expected:
+        raise InrError(f"{location}: the file changed since this set was planned; fit it into another -o")
+    if is_url(location):
+        return decode(name, data, config), digest
+    return load_training_data(location, config.data.size, config.data.gray), digest
+
+
+def probe(locations: list[tuple[str, str]], config: Config) -> list[tuple]:
+    """(name, location) -> (width, height, channels, fingerprint) of each image as it will be fitted,
+    or the one-line reason it cannot be: what the plan needs, learned where the images are read."""
+    found = []
+    for name, location in locations:
+        try:
+            image, digest = load(location, name, config)
+        except InrError as exc:
+            found.append(("error", str(exc)))
+            continue
+        found.append((image.width, image.height, ",".join(image.channels), digest))
+    return found
