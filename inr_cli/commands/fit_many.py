@@ -42,11 +42,19 @@ def command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     **options,  # one per setting: with_setting_options
 ) -> None:
+    fit_folder(folder, out, given_settings(NAME, options, overrides), config_file, preset, pack, ray_address, workers,
+               skip_unreadable, quiet)
+    typer.echo(str(out))
+
+
+def fit_folder(folder: Path, out: Path, flags: dict, config_file: Path | None, preset: str | None, pack: int | None,
+               ray_address: str | None, workers: int | None, skip_unreadable: bool, quiet: bool) -> None:
+    """`inr fit-many FOLDER -o OUT` (flags: {flag name: value}); the API's fit_many calls it too."""
     if pack is not None and pack <= 0:
         raise UsageError(f"--pack must be a positive number of networks, got {pack}")
     if workers is not None and workers <= 0:
         raise UsageError(f"--workers must be positive, got {workers}")
-    flags = {**given_settings(NAME, options, overrides), "preview_every": 0}
+    flags = {**flags, "preview_every": 0}
     config = build_config(config_file, flags_to_values({**flags, "source": str(folder.resolve())}), preset)
     backend = make_backend(config.training.device, config.training.matmul, quiet)
     notices: list[str] = []
@@ -80,4 +88,3 @@ def command(
     if not quiet:
         info(f"done: {total} networks of {plan.spec.parameter_count():,} parameters ({bytes_per_image:,} bytes "
              f"each) in {out / fit_many.WEIGHTS}; one row per image in {out / fit_many.INDEX}")
-    typer.echo(str(out))
