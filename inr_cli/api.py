@@ -163,8 +163,10 @@ def load(path: PathLike) -> TrainedNetwork | TrainedSet:
     """A trained network from an `inr train` run directory or its checkpoint.npz, or the set of an
     `inr fit-many` output folder."""
     path = Path(path)
-    if is_network_set(path):
-        return TrainedSet(path)
+    return TrainedSet(path) if is_network_set(path) else _load_run(path)
+
+
+def _load_run(path: Path) -> TrainedNetwork:
     saved = one_network(path, None)
     return TrainedNetwork(saved.spec, saved.params, saved.channels, saved.width, saved.height)
 
@@ -181,7 +183,7 @@ def fit(image: PathLike | None = None, *, preset: str | None = None, config: Pat
     data = None if image is None else str(image)
     with _interrupt_as_keyboard_interrupt():
         result = train.start_run(data, flags, _path(config), _path(run_dir), quiet, preset)
-    return load(result.run_dir)
+    return _load_run(result.run_dir)
 
 
 def fit_many(folder: PathLike, out: PathLike, *, preset: str | None = None, config: PathLike | None = None,
