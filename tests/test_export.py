@@ -72,7 +72,7 @@ def test_render_checks_the_image_extension_before_rendering(run_dir, tmp_path, m
     def never(*args, **kwargs):
         raise AssertionError("rendered before checking the output name")
 
-    monkeypatch.setattr(render_command, "render_uint8", never)
+    monkeypatch.setattr(render_command, "render_at_depth", never)
     result = runner.invoke(app, ["render", str(run_dir), "--size", "9999", "-o", str(tmp_path / "big.xyz")])
     assert result.exit_code == 2 and "unknown image extension '.xyz'" in result.output
 

@@ -6,25 +6,36 @@ from typing import Optional
 import typer
 
 from inr_cli.formats import export as exporter
+from inr_cli.formats.network_set import is_network_set, load_network_set
 from inr_cli.loading import one_network
 from inr_cli.commands.paths import output_target, run_sources
 from inr_cli.errors import UsageError
 
 NAME = "export"
 HELP = ("Write a trained network for other tools: -o model.safetensors (weights, named per layer) or "
-        "-o model.onnx (the whole function: coordinates in, colours out).")
+        "-o model.onnx (the whole function: coordinates in, colours out); a whole inr fit-many set as "
+        "-o set.safetensors (each layer stacked over the networks).")
 NEEDS_ARGS = True
 
 
 def command(
-    run: Path = typer.Argument(..., metavar="RUN", help="Run directory, checkpoint.npz, or an inr fit-many folder (with --image)."),
+    run: Path = typer.Argument(..., metavar="RUN", help="Run directory, checkpoint.npz, or an inr fit-many folder (the whole set, or one network with --image)."),
     output: Path = typer.Option(..., "-o", "--output", help="model.safetensors or model.onnx."),
-    image: Optional[str] = typer.Option(None, "--image", help="With an inr fit-many folder: whose network."),
+    image: Optional[str] = typer.Option(None, "--image", help="With an inr fit-many folder: export only this image's network."),
     force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
 ) -> None:
     if Path(output).suffix.lower() not in exporter.FORMATS:  # checked before any work
         raise UsageError(f"{output}: unknown export format '{Path(output).suffix}' (use .safetensors or .onnx)")
+    whole_set = image is None and is_network_set(run)
+    if whole_set and Path(output).suffix.lower() != ".safetensors":
+        raise UsageError(f"{output}: a set of networks is exported whole as .safetensors; for ONNX name one "
+                         f"network with --image NAME")
     output = output_target(output, None, force, [run, *run_sources(run, image)])
-    network = one_network(run, image)
-    exporter.export(network.spec, network.params, network.channels, output)
+    if whole_set:
+        networks = load_network_set(run)
+        exporter.write_set_safetensors(networks.spec, networks.weights, networks.channels,
+                                       [row["name"] for row in networks.index], output)
+    else:
+        network = one_network(run, image)
+        exporter.export(network.spec, network.params, network.channels, output)
     typer.echo(str(output))

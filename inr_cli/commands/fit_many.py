@@ -43,6 +43,15 @@ def command(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     **options,  # one per setting: with_setting_options
 ) -> None:
+    fit_folder(source, out, given_settings(NAME, options, overrides), config_file, preset, pack, ray_address, workers,
+               gpus_per_worker, skip_unreadable, quiet)
+    typer.echo(str(out))
+
+
+def fit_folder(source: str, out: Path, flags: dict, config_file: Path | None, preset: str | None, pack: int | None,
+               ray_address: str | None, workers: int | None, gpus_per_worker: float | None, skip_unreadable: bool,
+               quiet: bool) -> None:
+    """`inr fit-many INPUT -o OUT` (flags: {flag name: value}); the API's fit_many calls it too."""
     if pack is not None and pack <= 0:
         raise UsageError(f"--pack must be a positive number of networks, got {pack}")
     if workers is not None and workers <= 0:
@@ -54,7 +63,6 @@ def command(
         raise UsageError("--gpus-per-worker places Ray workers: it needs --ray")
     if not is_url(source):
         source = str(Path(source).resolve())
-    flags = {**given_settings(NAME, options, overrides), "preview_every": 0}
+    flags = {**flags, "preview_every": 0}
     config = build_config(config_file, flags_to_values({**flags, "source": source}), preset)
     fit_many.fit_set(source, out, config, pack, ray_address, workers, gpus_per_worker, skip_unreadable, quiet)
-    typer.echo(str(out))

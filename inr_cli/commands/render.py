@@ -17,7 +17,7 @@ from inr_cli.commands.paths import output_target, run_sources
 from inr_cli.console import err, info
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.images import image_format, save_tiff, save_uint16, save_uint8
-from inr_cli.core.render import render_float, render_uint8
+from inr_cli.core.render import render_at_depth
 
 NAME = "render"
 HELP = "Draw a trained network on a canvas of any size."
@@ -57,12 +57,7 @@ def command(
     backend = make_backend(device, quiet=quiet)
     start = time.perf_counter()
     with _progress(f"render {w}x{h}", h, quiet) as on_chunk:
-        if depth > 8:
-            values = render_float(backend, network.spec, network.params, w, h, clip=depth == 16, on_chunk=on_chunk)
-            if depth == 16:
-                values = np.round(values * 65535).astype(np.uint16)
-        else:
-            values = render_uint8(backend, network.spec, network.params, w, h, on_chunk=on_chunk)
+        values = render_at_depth(backend, network.spec, network.params, w, h, depth, on_chunk=on_chunk)
     seconds = time.perf_counter() - start
     if to_stdout:
         _write_stdout(values)

@@ -14,7 +14,7 @@ from inr_cli.console import info, notice
 from inr_cli.formats.data import SAMPLE, fingerprint, load_training_data
 from inr_cli.errors import InrError, UsageError
 from inr_cli.core.runs import RunLock, latest_run, new_run_dir
-from inr_cli.core.training_loop import run_training
+from inr_cli.core.training_loop import TrainingResult, run_training
 
 NAME = "train"
 HELP = "Train a network on a pixel CSV or an image (no DATA: the built-in sample), or --resume a run."
@@ -48,10 +48,11 @@ def command(
             raise UsageError("--preset cannot be used with --resume: the run keeps its saved configuration")
         _resume(data, flags, config_file, run_dir, allow_data_change, quiet, as_json)
     else:
-        _start(data, flags, config_file, run_dir, quiet, preset, as_json)
+        _finish(start_run(data, flags, config_file, run_dir, quiet, preset), quiet, as_json)
 
 
-def _start(data, flags, config_file, run_dir, quiet, preset=None, as_json=False) -> None:
+def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> TrainingResult:
+    """A new run, as `inr train DATA` starts it (flags: {flag name: value}); the API's fit calls it too."""
     values = flags_to_values(flags)
     if data is not None:  # else the --config file's [data] source, or the preset's (the sample)
         values["data.source"] = "" if data == SAMPLE else str(Path(data).resolve())
@@ -74,7 +75,7 @@ def _start(data, flags, config_file, run_dir, quiet, preset=None, as_json=False)
         net = config.network
         info(f"training {net.model} ({net.layers}x{net.hidden}) on {source or 'the built-in sample'} "
              f"({image.width}x{image.height}, {','.join(image.channels)}) -> {run_dir}")
-    _finish(run_training(config, image, run_dir, None, quiet), quiet, as_json)
+    return run_training(config, image, run_dir, None, quiet)
 
 
 def _resume(data, flags, config_file, run_dir, allow_data_change, quiet, as_json=False) -> None:

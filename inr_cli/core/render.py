@@ -55,6 +55,14 @@ def render_uint8(backend, spec, flat_params, width: int, height: int, on_chunk=N
     return image
 
 
+def render_at_depth(backend, spec, flat_params, width: int, height: int, depth: int, on_chunk=None) -> np.ndarray:
+    """What `inr render --depth` writes: (H, W, C) uint8 (8), uint16 (16) or float32 not clipped (32)."""
+    if depth == 8:
+        return render_uint8(backend, spec, flat_params, width, height, on_chunk=on_chunk)
+    values = render_float(backend, spec, flat_params, width, height, clip=depth == 16, on_chunk=on_chunk)
+    return np.round(values * 65535).astype(np.uint16) if depth == 16 else values
+
+
 def render_networks(backend, spec: NetworkSpec, params, width: int, height: int,
                     chunk_pixels: int = CHUNK_PIXELS) -> np.ndarray:
     """Every network of [N, P] parameters drawn on one canvas: (N, H, W, C) float32, clipped to [0, 1].
@@ -79,3 +87,30 @@ def render_networks(backend, spec: NetworkSpec, params, width: int, height: int,
         np.clip(out.reshape(n, row_stop - row_start, width, spec.out_features), 0.0, 1.0,
                 out=image[:, row_start:row_stop])
     return image
+
+
+def evaluate_points(backend, spec: NetworkSpec, params, coords: np.ndarray, clip: bool = True,
+                    chunk_pixels: int = CHUNK_PIXELS) -> np.ndarray:
+    """Every network of [N, P] parameters at given points: coords [rows, 2] (one table for all) or
+    [N, rows, 2] (a table each), in the coordinate convention; (N, rows, C) float32 on the host,
+    clipped to [0, 1] as a render is unless asked not to."""
+    if isinstance(params, np.ndarray):
+        params = backend.to_device(params)
+    network = Network(spec, params)
+    n = network.count
+    coords = np.asarray(coords, dtype=np.float32)
+    table = coords[None] if coords.ndim == 2 else coords
+    total = table.shape[1]
+    out = np.empty((n, total, spec.out_features), dtype=np.float32)
+    rows_per_chunk = max(1, min(total, chunk_pixels // n))
+    ws = None
+    for start in range(0, total, rows_per_chunk):
+        stop = min(total, start + rows_per_chunk)
+        rows = stop - start
+        if ws is None or rows != ws.batch:  # a workspace of the chunk's own size keeps operands contiguous
+            ws = Workspace(spec, n, rows, backend, training=False)
+            x = backend.empty((table.shape[0], rows, spec.in_features), np.float32)
+        backend.copy_from_host(x, np.ascontiguousarray(table[:, start:stop]))
+        values = backend.to_host(network.forward(backend, ws, x, rows))
+        out[:, start:stop] = np.clip(values, 0.0, 1.0) if clip else values
+    return out

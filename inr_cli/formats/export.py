@@ -28,26 +28,48 @@ def _need(module: str):
         raise InrError(f"writing {module} files needs the '{module}' package: pip install 'inr[export]'") from None
 
 
-def named_tensors(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarray]:
-    """layers.I.weight [out, in], layers.I.bias [out], and encoding.frequencies [m, 2] with Fourier features."""
-    flat = np.asarray(params, dtype=np.float32).reshape(1, -1)
+def stacked_tensors(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarray]:
+    """The tensors of [N, P] parameters stacked over the networks: layers.I.weight [N, out, in],
+    layers.I.bias [N, out], and encoding.frequencies [N, m, 2] with Fourier features."""
+    flat = np.asarray(params, dtype=np.float32)
     tensors = {}
     frequencies = frequency_view(spec, flat)
     if frequencies is not None:
-        tensors["encoding.frequencies"] = np.ascontiguousarray(frequencies[0])
+        tensors["encoding.frequencies"] = np.ascontiguousarray(frequencies)
     for i, (weight, bias) in enumerate(layer_views(spec, flat)):
-        tensors[f"layers.{i}.weight"] = np.ascontiguousarray(weight[0])
-        tensors[f"layers.{i}.bias"] = np.ascontiguousarray(bias[0])
+        tensors[f"layers.{i}.weight"] = np.ascontiguousarray(weight)
+        tensors[f"layers.{i}.bias"] = np.ascontiguousarray(bias)
     return tensors
 
 
-def write_safetensors(spec: NetworkSpec, params: np.ndarray, channels, path: Path) -> None:
+def named_tensors(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarray]:
+    """layers.I.weight [out, in], layers.I.bias [out], and encoding.frequencies [m, 2] with Fourier features."""
+    stack = stacked_tensors(spec, np.asarray(params, dtype=np.float32).reshape(1, -1))
+    return {name: tensor[0] for name, tensor in stack.items()}
+
+
+def _metadata(spec: NetworkSpec, channels) -> dict[str, str]:
+    return {"spec": spec.to_json(), "activations": json.dumps(spec.activations()), "channels": ",".join(channels),
+            "convention": CONVENTION}
+
+
+def _save_safetensors(tensors: dict[str, np.ndarray], metadata: dict[str, str], path: Path) -> None:
     _need("safetensors")
     from safetensors.numpy import save_file
-    metadata = {"spec": spec.to_json(), "activations": json.dumps(spec.activations()),
-                "channels": ",".join(channels), "convention": CONVENTION}
+
     with atomic_path(path, suffix=".safetensors") as tmp:
-        save_file(named_tensors(spec, params), str(tmp), metadata=metadata)
+        save_file(tensors, str(tmp), metadata=metadata)
+
+
+def write_safetensors(spec: NetworkSpec, params: np.ndarray, channels, path: Path) -> None:
+    _save_safetensors(named_tensors(spec, params), _metadata(spec, channels), path)
+
+
+def write_set_safetensors(spec: NetworkSpec, weights: np.ndarray, channels, names, path: Path) -> None:
+    """A set of networks in one file: the tensors stacked over the networks (stacked_tensors), the
+    image names in row order (metadata "names", a JSON list) beside the description."""
+    metadata = {**_metadata(spec, channels), "names": json.dumps(list(names))}
+    _save_safetensors(stacked_tensors(spec, weights), metadata, path)
 
 
 def onnx_model(spec: NetworkSpec, params: np.ndarray, channels):

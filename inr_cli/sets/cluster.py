@@ -111,7 +111,9 @@ def connect(address: str):
         settings = {name: value for name, value in os.environ.items() if name.startswith("INR_")}
         try:
             if address == "local":
-                ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False,
+                # address="local": a new instance of our own, even when another (a `ray start`, a
+                # test's cluster) runs on this machine, which a bare ray.init() would join.
+                ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False,
                          runtime_env={"env_vars": settings})
             else:
                 ray.init(address=address, log_to_driver=False, configure_logging=False,

@@ -1,0 +1,287 @@
+"""inr from Python: load trained networks, evaluate and draw them, fit new ones with the commands'
+settings, and hand them to PyTorch or JAX.
+
+    import inr_cli
+    net = inr_cli.load("runs/photo")            # a run directory or checkpoint -> TrainedNetwork
+    pixels = net.render(size=512)               # [H, W, C] uint8, the pixels `inr render` writes
+    nets = inr_cli.load("photos-inr")           # an `inr fit-many` folder -> TrainedSet
+    module = nets.to_torch()                    # [N, rows, 2] -> [N, rows, C], differentiable
+
+Settings are keyword arguments named as the commands' flags without the dashes (steps=, hidden=,
+fourier_sigma=, lr_min=...), or a dict of configuration keys (settings={"optimizer.beta2": 0.99}),
+which also reaches the keys that have no flag. Bad input raises inr_cli.InrError (UsageError for a
+bad setting) carrying the one-line message the command would print.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from inr_cli.config import _coerce
+from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
+from inr_cli.errors import UsageError
+from inr_cli.formats.network_set import is_network_set, load_network_set
+from inr_cli.loading import one_network
+from inr_cli.settings import BY_KEY, POSITIVE, for_command
+
+PathLike = str | Path
+EVALUATION_DEVICE = "cpu"  # net(coords) takes and gives NumPy arrays: a GPU would only add copies
+
+
+class TrainedNetwork:
+    """One trained network: its description (`spec`), its flat parameters (`params` [P] float32),
+    the channels it draws (`channels`, e.g. ("r", "g", "b")) and the size it was trained at."""
+
+    def __init__(self, spec: NetworkSpec, params: np.ndarray, channels: Sequence[str], width: int, height: int):
+        self.spec = spec
+        self.params = np.asarray(params, dtype=np.float32)
+        if self.params.shape != (spec.parameter_count(),):
+            raise ValueError(f"parameters of shape {self.params.shape}, expected [{spec.parameter_count()}]")
+        self.channels = tuple(channels)
+        self.width, self.height = int(width), int(height)
+
+    def __repr__(self) -> str:
+        return (f"TrainedNetwork({self.spec.model} {self.spec.layers}x{self.spec.hidden}, encoding "
+                f"{self.spec.encoding}, {self.spec.parameter_count()} parameters, trained at "
+                f"{self.width}x{self.height}, channels {','.join(self.channels)})")
+
+    @property
+    def layers(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(W [out, in], b [out]) per layer, first to last: views into `params`."""
+        return [(w[0], b[0]) for w, b in layer_views(self.spec, self.params[None])]
+
+    @property
+    def frequencies(self) -> np.ndarray | None:
+        """The Fourier features' B [m, 2] (a view into `params`), or None without an encoding."""
+        view = frequency_view(self.spec, self.params[None])
+        return None if view is None else view[0]
+
+    def __call__(self, coords: np.ndarray, clip: bool = True) -> np.ndarray:
+        """Colours [rows, C] float32 at coords [rows, 2] (u, v) in [-1, 1], pixel centres at
+        u = (x + 0.5) / W * 2 - 1; clipped to [0, 1] as a render is, unless clip=False."""
+        coords = _coords(coords, single=True)
+        return _evaluate(self.spec, self.params[None], coords, clip)[0]
+
+    def render(self, size: int | None = None, width: int | None = None, height: int | None = None,
+               depth: int = 8, device: str = "auto") -> np.ndarray:
+        """[H, W, C]: the very pixels `inr render` writes with the same options (uint8; depth=16:
+        uint16; depth=32: float32, not clipped). No size: the training size; size: the longer side,
+        the aspect ratio kept; width and height: exactly that canvas."""
+        from inr_cli.backends import make_backend
+        from inr_cli.core.canvas import canvas_size
+        from inr_cli.core.render import render_at_depth
+
+        if depth not in (8, 16, 32):
+            raise UsageError(f"depth is 8, 16 or 32 bits per channel, got {depth}")
+        w, h = canvas_size(self.width, self.height, size, width, height)
+        backend = make_backend(device, quiet=True)
+        return render_at_depth(backend, self.spec, self.params, w, h, depth)
+
+    def to_torch(self, clip: bool = True):
+        """A torch.nn.Module: coords [rows, 2] -> colours [rows, C], the same function as __call__,
+        differentiable, on whatever device it is moved to. Needs the 'torch' extra."""
+        from inr_cli.frameworks import to_torch
+
+        return to_torch(self.spec, self.params[None], single=True, clip=clip)
+
+    def to_jax(self, clip: bool = True):
+        """(params, apply) with apply(params, coords [rows, 2]) -> colours [rows, C], jittable and
+        vmappable. Needs the 'jax' extra."""
+        from inr_cli.frameworks import to_jax
+
+        return to_jax(self.spec, self.params[None], single=True, clip=clip)
+
+
+class TrainedSet:
+    """The networks of an `inr fit-many` folder, one per image, all of one shape (`spec`)."""
+
+    def __init__(self, folder: PathLike):
+        saved = load_network_set(Path(folder))
+        self.folder = Path(folder)
+        self.spec = saved.spec
+        self.channels = tuple(saved.channels)
+        self._saved = saved
+        self.index: list[dict] = [_typed_row(row) for row in saved.index]
+        """The rows of index.csv, one dict per network, every column (numbers as numbers)."""
+
+    @property
+    def names(self) -> list[str]:
+        return [row["name"] for row in self.index]
+
+    @property
+    def weights(self) -> np.ndarray:
+        """[N, P] float32, row i the parameters of network i (read from disk as they are used)."""
+        return self._saved.weights
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __repr__(self) -> str:
+        return (f"TrainedSet({len(self)} networks of {self.spec.parameter_count()} parameters, "
+                f"{self.spec.model} {self.spec.layers}x{self.spec.hidden}, from {self.folder})")
+
+    def __getitem__(self, key: str | int) -> TrainedNetwork:
+        """The network of an image, by its file name (s["cat.png"]) or its row (s[0])."""
+        if isinstance(key, (int, np.integer)):
+            if not -len(self) <= key < len(self):
+                raise IndexError(f"network {key} of a set of {len(self)}")
+            row = int(key) % len(self)
+        else:
+            row = self._saved.row(str(key))
+        entry = self.index[row]
+        return TrainedNetwork(self.spec, np.array(self.weights[row]), self.channels, entry["width"], entry["height"])
+
+    def __iter__(self) -> Iterator[TrainedNetwork]:
+        return (self[i] for i in range(len(self)))
+
+    def __call__(self, coords: np.ndarray, clip: bool = True) -> np.ndarray:
+        """Colours [N, rows, C] of every network at coords [rows, 2] (the same points for all) or
+        [N, rows, 2] (points of their own)."""
+        coords = _coords(coords, single=False, networks=len(self))
+        return _evaluate(self.spec, np.asarray(self.weights), coords, clip)
+
+    def to_torch(self, clip: bool = True):
+        """A torch.nn.Module: coords [N, rows, 2] (or [rows, 2] for all) -> colours [N, rows, C];
+        its parameters are the layers stacked over the networks (layers.I.weight [N, out, in])."""
+        from inr_cli.frameworks import to_torch
+
+        return to_torch(self.spec, np.asarray(self.weights), single=False, clip=clip)
+
+    def to_jax(self, clip: bool = True):
+        """(params, apply): the parameters stacked over the networks, and apply(params, coords
+        [N, rows, 2] or [rows, 2]) -> [N, rows, C], the one-network function vmapped."""
+        from inr_cli.frameworks import to_jax
+
+        return to_jax(self.spec, np.asarray(self.weights), single=False, clip=clip)
+
+
+def load(path: PathLike) -> TrainedNetwork | TrainedSet:
+    """A trained network from an `inr train` run directory or its checkpoint.npz, or the set of an
+    `inr fit-many` output folder."""
+    path = Path(path)
+    return TrainedSet(path) if is_network_set(path) else _load_run(path)
+
+
+def _load_run(path: Path) -> TrainedNetwork:
+    saved = one_network(path, None)
+    return TrainedNetwork(saved.spec, saved.params, saved.channels, saved.width, saved.height)
+
+
+def fit(image: PathLike | None = None, *, preset: str | None = None, config: PathLike | None = None,
+        run_dir: PathLike | None = None, quiet: bool = False, settings: dict | None = None,
+        **options) -> TrainedNetwork:
+    """Train a network on an image or pixel CSV (None: the built-in sample), as `inr train` does
+    with the same settings, and return it. The run is written where `inr train` writes it
+    (runs/<name>, or run_dir). Ctrl-C saves the checkpoint and raises KeyboardInterrupt."""
+    from inr_cli.commands import train
+
+    flags = _flags(train.NAME, options, settings or {})
+    data = None if image is None else str(image)
+    with _interrupt_as_keyboard_interrupt():
+        result = train.start_run(data, flags, _path(config), _path(run_dir), quiet, preset)
+    return _load_run(result.run_dir)
+
+
+def fit_many(folder: PathLike, out: PathLike, *, preset: str | None = None, config: PathLike | None = None,
+             pack: int | None = None, ray: str | None = None, workers: int | None = None,
+             gpus_per_worker: float | None = None, skip_unreadable: bool = False, quiet: bool = False,
+             settings: dict | None = None, **options) -> TrainedSet:
+    """One network per image of `folder` (a folder, class folders, a list file or a folder URL), as
+    `inr fit-many INPUT -o OUT` fits them with the same settings, and return the set; running it
+    again resumes (ray: "local", "auto" or "ray://host:port", as --ray)."""
+    from inr_cli.commands import fit_many as command
+
+    flags = _flags(command.NAME, options, settings or {})
+    with _interrupt_as_keyboard_interrupt():
+        command.fit_folder(str(folder), Path(out), flags, _path(config), preset, pack, ray, workers,
+                           gpus_per_worker, skip_unreadable, quiet)
+    return TrainedSet(out)
+
+
+def _flags(command: str, options: dict, settings: dict) -> dict:
+    """{flag name: value} from keyword arguments (named as the flags) and {"section.key": value},
+    checked as the command checks its flags and --set."""
+    takes = for_command(command)
+    by_name = {s.name: s for s in takes if s.flag}
+    flags = {}
+    for name, value in options.items():
+        if name not in by_name:
+            close = difflib.get_close_matches(name, list(by_name), n=1)
+            hint = f"; did you mean {close[0]}=?" if close else " (settings: " + ", ".join(by_name) + ")"
+            raise UsageError(f"{name}= is not a setting of {command}{hint}")
+        if value is None:
+            continue
+        setting = by_name[name]
+        value = _coerce(f"{name}=", setting.type, value)
+        if setting.flag_bound == POSITIVE and value <= 0:
+            raise UsageError(f"{name}= must be positive, got {value}; for {setting.key} = {value} pass "
+                             f"settings={{'{setting.key}': {value}}}")
+        flags[name] = value
+    allowed = {s.key for s in takes}
+    for key, value in settings.items():
+        if key not in allowed:
+            known = "" if key in BY_KEY else " (keys: " + ", ".join(sorted(allowed)) + ")"
+            raise UsageError(f"settings: {key} is not a setting of {command}{known}")
+        setting = BY_KEY[key]
+        value = _coerce(f"settings: {key}", setting.type, value)
+        if setting.name in flags and flags[setting.name] != value:
+            raise UsageError(f"{key} is given twice, differently ({setting.name}= and settings)")
+        flags[setting.name] = value
+    return flags
+
+
+class _interrupt_as_keyboard_interrupt:
+    """The commands end an interrupted run (its checkpoint or shards saved, what to do next said)
+    with SystemExit(128 + signal); from Python that is a KeyboardInterrupt, which a notebook survives."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, traceback):
+        if kind is SystemExit and isinstance(exc.code, int) and exc.code > 128:
+            raise KeyboardInterrupt(f"interrupted (signal {exc.code - 128}); the work so far is saved") from None
+        return False
+
+
+def _path(value: PathLike | None) -> Path | None:
+    return None if value is None else Path(value)
+
+
+def _coords(coords, single: bool, networks: int = 1) -> np.ndarray:
+    array = np.asarray(coords, dtype=np.float32)
+    shared = array.ndim == 2 and array.shape[1] == 2
+    own = not single and array.ndim == 3 and array.shape[0] == networks and array.shape[2] == 2
+    if not (shared or own):
+        expected = "[rows, 2]" if single else f"[rows, 2] or [{networks}, rows, 2]"
+        raise UsageError(f"coords of shape {list(array.shape)}: expected {expected} (u, v) in [-1, 1]")
+    return array
+
+
+def _evaluate(spec: NetworkSpec, params: np.ndarray, coords: np.ndarray, clip: bool) -> np.ndarray:
+    from inr_cli.backends import get_backend
+    from inr_cli.core.render import evaluate_points
+
+    return evaluate_points(get_backend(EVALUATION_DEVICE), spec, params, coords, clip)
+
+
+def _typed_row(row: dict) -> dict:
+    """An index.csv row with its numbers as int or float; the name stays text."""
+    typed = {}
+    for column, text in row.items():
+        typed[column] = text if column == "name" else _number(text)
+    return typed
+
+
+def _number(text):
+    if text is None:
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text

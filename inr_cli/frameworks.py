@@ -1,0 +1,136 @@
+"""The networks as PyTorch modules and JAX functions, the same function as `inr render` draws.
+
+Neither framework is a dependency: each is imported when asked for, and its absence is one line
+naming the extra to install. Both follow the parameter layout of core/network.py: per layer
+z = x Wᵀ + b with W [out, in], then the layer's activation (sin(omega0 z), sigmoid or ReLU; the
+output layer of a SIREN is linear); a Fourier encoding first maps x to [cos(2 pi x Bᵀ), sin(2 pi x Bᵀ)];
+the colours are clipped to [0, 1] unless asked not to. For a set every tensor gains a leading
+dimension N, one network per row of the set.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
+from inr_cli.errors import InrError
+
+TWO_PI = 2.0 * math.pi
+
+
+def _require(module: str, what: str, extra: str):
+    try:
+        return __import__(module)
+    except ImportError:
+        raise InrError(f"{what} needs {module}, which is not installed: pip install 'inr[{extra}]'") from None
+
+
+def stacked(spec: NetworkSpec, params: np.ndarray) -> tuple[np.ndarray | None, list[tuple[np.ndarray, np.ndarray]]]:
+    """(frequencies [N, m, 2] or None, [(W [N, out, in], b [N, out]) per layer]) of [N, P] parameters,
+    as contiguous float32 arrays of their own."""
+    flat = np.ascontiguousarray(params, dtype=np.float32)
+    frequencies = frequency_view(spec, flat)
+    layers = [(np.array(w), np.array(b)) for w, b in layer_views(spec, flat)]
+    return (None if frequencies is None else np.array(frequencies)), layers
+
+
+@lru_cache(maxsize=None)
+def _torch_module_class():
+    torch = _require("torch", "to_torch()", "torch")
+
+    class Linear(torch.nn.Module):
+        """z = x Wᵀ + b, for one network (W [out, in]) or a stack of them (W [N, out, in])."""
+
+        def __init__(self, weight: np.ndarray, bias: np.ndarray):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.from_numpy(weight))
+            self.bias = torch.nn.Parameter(torch.from_numpy(bias))
+
+        def forward(self, x):
+            return torch.matmul(x, self.weight.transpose(-1, -2)) + self.bias.unsqueeze(-2)
+
+    class FourierEncoding(torch.nn.Module):
+        def __init__(self, frequencies: np.ndarray):
+            super().__init__()
+            self.register_buffer("frequencies", torch.from_numpy(frequencies))  # fixed, never trained
+
+        def forward(self, x):
+            angle = TWO_PI * torch.matmul(x, self.frequencies.transpose(-1, -2))
+            return torch.cat([torch.cos(angle), torch.sin(angle)], dim=-1)
+
+    class InrModule(torch.nn.Module):
+        """coords [rows, 2] (a set: [N, rows, 2], or [rows, 2] shared by all) -> colours [rows, C]
+        (a set: [N, rows, C]). Its state_dict names are those of `inr export`'s safetensors."""
+
+        def __init__(self, spec: NetworkSpec, params: np.ndarray, single: bool, clip: bool):
+            super().__init__()
+            frequencies, layers = stacked(spec, params)
+            pick = (lambda array: array[0]) if single else (lambda array: array)
+            self.spec, self.clip = spec, clip
+            self.activations = spec.activations()
+            self.encoding = None if frequencies is None else FourierEncoding(pick(frequencies))
+            self.layers = torch.nn.ModuleList(Linear(pick(w), pick(b)) for w, b in layers)
+
+        def forward(self, coords):
+            h = coords if self.encoding is None else self.encoding(coords)
+            for layer, activation in zip(self.layers, self.activations):
+                h = layer(h)
+                if activation == "sine":
+                    h = torch.sin(self.spec.omega0 * h)
+                elif activation == "sigmoid":
+                    h = torch.sigmoid(h)
+                elif activation == "relu":
+                    h = torch.relu(h)
+            return torch.clamp(h, 0.0, 1.0) if self.clip else h
+
+    return InrModule
+
+
+def to_torch(spec: NetworkSpec, params: np.ndarray, single: bool, clip: bool = True):
+    """A torch.nn.Module of [N, P] parameters (single: the one network of [1, P], without the N
+    dimension); its parameters are trainable, float32, on the CPU until moved."""
+    return _torch_module_class()(spec, params, single, clip)
+
+
+def to_jax(spec: NetworkSpec, params: np.ndarray, single: bool, clip: bool = True):
+    """(params, apply): a pytree {"layers": [{"weight", "bias"}...], "frequencies" (with Fourier
+    features)} and apply(params, coords) -> colours, jittable and vmappable. single: one network,
+    coords [rows, 2]; else the leaves have a leading N and apply maps the one-network function over
+    it (coords [N, rows, 2], or [rows, 2] shared by all)."""
+    _require("jax", "to_jax()", "jax")
+    import jax
+    import jax.numpy as jnp
+
+    frequencies, layers = stacked(spec, params)
+    pick = (lambda array: array[0]) if single else (lambda array: array)
+    tree = {"layers": [{"weight": jnp.asarray(pick(w)), "bias": jnp.asarray(pick(b))} for w, b in layers]}
+    if frequencies is not None:
+        tree["frequencies"] = jnp.asarray(pick(frequencies))
+    activations, omega0 = spec.activations(), spec.omega0
+
+    def apply_one(params, coords):
+        h = coords
+        if "frequencies" in params:
+            angle = TWO_PI * (h @ params["frequencies"].T)
+            h = jnp.concatenate([jnp.cos(angle), jnp.sin(angle)], axis=-1)
+        for layer, activation in zip(params["layers"], activations):
+            h = h @ layer["weight"].T + layer["bias"]
+            if activation == "sine":
+                h = jnp.sin(omega0 * h)
+            elif activation == "sigmoid":
+                h = jax.nn.sigmoid(h)
+            elif activation == "relu":
+                h = jax.nn.relu(h)
+        return jnp.clip(h, 0.0, 1.0) if clip else h
+
+    if single:
+        return tree, apply_one
+
+    def apply_set(params, coords):
+        coords_axis = 0 if coords.ndim == 3 else None
+        return jax.vmap(apply_one, in_axes=(0, coords_axis))(params, coords)
+
+    return tree, apply_set

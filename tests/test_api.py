@@ -1,0 +1,303 @@
+"""inr from Python: load() gives the very pixels `inr render` writes, fit() and fit_many() the very
+networks the commands fit, and the PyTorch and JAX forms compute the same function (checked against a
+NumPy forward pass written here from the README's description of the format)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+import inr_cli
+from inr_cli.cli import app
+from inr_cli.errors import InrError, UsageError
+from tests.conftest import make_image
+from tests.test_fit_many import make_folder
+
+ROOT = Path(__file__).resolve().parent.parent
+runner = CliRunner()
+NET = ["--hidden", "16", "--layers", "2", "--steps", "20", "--device", "cpu", "-q"]
+KINDS = {"siren": ["--preset", "siren", "--omega0", "30"],
+         "fourier": ["--preset", "fourier", "--fourier-features", "6"],
+         "sigmoid": ["--preset", "sigmoid", "--fourier-features", "6"]}
+
+
+def invoke(*args):
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.fixture(scope="module", params=list(KINDS))
+def trained(request, tmp_path_factory):
+    """A run and a set of three networks of one model kind, fitted by the commands."""
+    base = tmp_path_factory.mktemp(request.param)
+    image = make_image(base / "held-back.png", "RGB", size=(12, 8), seed=7)
+    invoke("train", image, "--run-dir", base / "run", *NET, *KINDS[request.param])
+    folder = make_folder(base / "images", count=3, size=(12, 8))
+    invoke("fit-many", folder, "-o", base / "set", *NET, *KINDS[request.param])
+    return base
+
+
+def reference_forward(spec, params: np.ndarray, coords: np.ndarray) -> np.ndarray:
+    """The format as the README writes it down, in float64: per layer W [out, in] then b [out],
+    after the Fourier frequencies B [m, 2] when there are any."""
+    params, h = params.astype(np.float64), coords.astype(np.float64)
+    at = 0
+    if spec.encoding == "fourier":
+        frequencies = params[: spec.fourier_features * 2].reshape(spec.fourier_features, 2)
+        at = frequencies.size
+        h = np.concatenate([np.cos(2 * np.pi * h @ frequencies.T), np.sin(2 * np.pi * h @ frequencies.T)], -1)
+    sizes = [h.shape[1]] + [spec.hidden] * spec.layers + [spec.out_features]
+    for i in range(len(sizes) - 1):
+        weight = params[at : at + sizes[i + 1] * sizes[i]].reshape(sizes[i + 1], sizes[i])
+        at += weight.size
+        bias = params[at : at + sizes[i + 1]]
+        at += bias.size
+        h = h @ weight.T + bias
+        last = i == len(sizes) - 2
+        if spec.model == "siren":
+            h = h if last else np.sin(spec.omega0 * h)
+        elif spec.model == "relu" and not last:
+            h = np.maximum(h, 0)
+        else:
+            h = 1 / (1 + np.exp(-h))
+    assert at == params.size
+    return np.clip(h, 0, 1)
+
+
+def random_coords(rows: int, seed: int = 0, networks: int | None = None) -> np.ndarray:
+    shape = (rows, 2) if networks is None else (networks, rows, 2)
+    return np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
+
+
+def test_render_is_the_file_inr_render_writes(trained, tmp_path):
+    import tifffile
+
+    net = inr_cli.load(trained / "run")
+    assert isinstance(net, inr_cli.TrainedNetwork) and net.channels == ("r", "g", "b")
+    invoke("render", trained / "run", "--width", "30", "--height", "17", "--device", "cpu", "-o", tmp_path / "r.png")
+    assert np.array_equal(net.render(width=30, height=17, device="cpu"), np.asarray(Image.open(tmp_path / "r.png")))
+    for depth in (16, 32):
+        invoke("render", trained / "run", "--size", "25", "--depth", depth, "--device", "cpu", "-o", tmp_path / f"{depth}.tif")
+        pixels = net.render(size=25, depth=depth, device="cpu")
+        assert pixels.dtype == {16: np.uint16, 32: np.float32}[depth]
+        assert np.array_equal(pixels, tifffile.imread(tmp_path / f"{depth}.tif"))
+    assert net.render(device="cpu").shape == (8, 12, 3)  # the training size
+
+    networks = inr_cli.load(trained / "set")
+    invoke("render", trained / "set", "--image", "img1.png", "--size", "20", "--device", "cpu", "-o", tmp_path / "s.png")
+    assert np.array_equal(networks["img1.png"].render(size=20, device="cpu"), np.asarray(Image.open(tmp_path / "s.png")))
+
+
+def test_networks_evaluate_the_format_the_readme_describes(trained):
+    net = inr_cli.load(trained / "run")
+    coords = random_coords(300)
+    colours = net(coords)
+    assert colours.shape == (300, 3) and colours.dtype == np.float32
+    assert np.abs(colours - reference_forward(net.spec, net.params, coords)).max() < 1e-5
+    assert np.array_equal(np.clip(net(coords, clip=False), 0, 1), colours)  # clip=False: the network's own values
+
+    networks = inr_cli.load(trained / "set")
+    assert len(networks) == 3 and networks.names == ["img0.png", "img1.png", "img2.png"]
+    assert networks.weights.shape == (3, networks.spec.parameter_count())
+    shared, own = networks(coords), networks(random_coords(50, 1, networks=3))
+    assert shared.shape == (3, 300, 3) and own.shape == (3, 50, 3)
+    for i, one in enumerate(networks):
+        assert np.array_equal(one.params, networks.weights[i])
+        assert np.abs(shared[i] - reference_forward(networks.spec, one.params, coords)).max() < 1e-5
+    # the per-layer views are the flat parameters, in the README's order
+    weight, bias = net.layers[0]
+    assert weight.shape == (16, net.spec.encoded_features) and bias.shape == (16,)
+    assert np.shares_memory(weight, net.params)
+
+
+def test_torch_computes_the_same_function(trained):
+    torch = pytest.importorskip("torch")
+    net, networks = inr_cli.load(trained / "run"), inr_cli.load(trained / "set")
+    coords = random_coords(257)
+    module = net.to_torch()
+    assert isinstance(module, torch.nn.Module)
+    assert np.abs(module(torch.from_numpy(coords)).detach().numpy() - net(coords)).max() < 1e-5
+    stack = networks.to_torch()
+    own = random_coords(64, 2, networks=3)
+    assert np.abs(stack(torch.from_numpy(own)).detach().numpy() - networks(own)).max() < 1e-5
+    assert np.abs(stack(torch.from_numpy(coords)).detach().numpy() - networks(coords)).max() < 1e-5
+    # its parameters are trainable, and moving it moves them
+    assert all(p.requires_grad for p in module.parameters())
+    assert module.to(torch.float64).layers[0].weight.dtype == torch.float64
+
+
+def test_torch_gradients_equal_finite_differences(trained):
+    torch = pytest.importorskip("torch")
+    for network in (inr_cli.load(trained / "run"), inr_cli.load(trained / "set")):
+        # float64, so that central differences are accurate; unclipped, so that the function is smooth
+        module = network.to_torch(clip=False).to(torch.float64)
+        single = isinstance(network, inr_cli.TrainedNetwork)
+        coords = torch.from_numpy(random_coords(5, 3, networks=None if single else len(network))).double()
+        coords.requires_grad_(True)
+        names = [name for name, _ in module.named_parameters()]
+
+        def function(coords, *values):
+            return torch.func.functional_call(module, dict(zip(names, values)), (coords,))
+
+        values = tuple(p.detach().clone().requires_grad_(True) for p in module.parameters())
+        assert torch.autograd.gradcheck(function, (coords, *values), eps=1e-6, atol=1e-6, rtol=1e-4)
+
+
+def test_jax_computes_the_same_function_jitted_and_vmapped(trained):
+    jax = pytest.importorskip("jax")
+    net, networks = inr_cli.load(trained / "run"), inr_cli.load(trained / "set")
+    coords = random_coords(200)
+    params, apply = net.to_jax()
+    assert np.abs(np.asarray(jax.jit(apply)(params, coords)) - net(coords)).max() < 1e-5
+    stacked, apply_set = networks.to_jax()
+    own = random_coords(40, 4, networks=3)
+    assert np.abs(np.asarray(jax.jit(apply_set)(stacked, own)) - networks(own)).max() < 1e-5
+    assert np.abs(np.asarray(apply_set(stacked, coords)) - networks(coords)).max() < 1e-5
+    # the one-network function vmapped over the stacked parameters by hand is the set's
+    one_params, apply_one = networks[0].to_jax()
+    by_hand = jax.vmap(apply_one, in_axes=(0, None))(stacked, coords)
+    assert np.array_equal(np.asarray(by_hand), np.asarray(apply_set(stacked, coords)))
+    assert jax.tree_util.tree_structure(one_params) == jax.tree_util.tree_structure(stacked)
+
+
+def test_fit_is_inr_train_bit_for_bit(tmp_path, capfd):
+    image = make_image(tmp_path / "photo.png", "RGB", size=(10, 7), seed=3)
+    invoke("train", image, "--run-dir", tmp_path / "by-command", "--hidden", "8", "--layers", "2", "--steps", "12",
+           "--device", "cpu", "-q", "--set", "optimizer.beta2=0.99", "--omega0", "25")
+    capfd.readouterr()
+    net = inr_cli.fit(image, run_dir=tmp_path / "by-api", hidden=8, layers=2, steps=12, device="cpu", quiet=True,
+                      settings={"optimizer.beta2": 0.99}, omega0=25)
+    assert capfd.readouterr() == ("", "")  # quiet: nothing printed at all
+    assert np.array_equal(net.params, inr_cli.load(tmp_path / "by-command").params)
+    assert (tmp_path / "by-api" / "config.toml").read_text() == (tmp_path / "by-command" / "config.toml").read_text()
+
+    inr_cli.fit(image, run_dir=tmp_path / "shown", hidden=8, layers=2, steps=3, device="cpu")
+    shown = capfd.readouterr()
+    assert "training siren (2x8)" in shown.err and shown.out == ""  # progress as the command shows it
+
+
+def test_fit_many_is_inr_fit_many_bit_for_bit(tmp_path):
+    folder = make_folder(tmp_path / "images", count=3, size=(9, 6))
+    args = ["--hidden", "8", "--layers", "2", "--steps", "10", "--device", "cpu", "-q"]
+    invoke("fit-many", folder, "-o", tmp_path / "by-command", "--pack", "2", *args)
+    networks = inr_cli.fit_many(folder, tmp_path / "by-api", pack=2, hidden=8, layers=2, steps=10, device="cpu",
+                                quiet=True)
+    assert isinstance(networks, inr_cli.TrainedSet) and networks.names == ["img0.png", "img1.png", "img2.png"]
+    assert np.array_equal(np.load(tmp_path / "by-command" / "weights.npy"), networks.weights)
+    by_command = (tmp_path / "by-command" / "index.csv").read_text()
+    assert (tmp_path / "by-api" / "index.csv").read_text() == by_command
+    # index: every column of index.csv, numbers as numbers, whatever columns there are
+    assert networks.index[1]["name"] == "img1.png" and networks.index[1]["width"] == 9
+    assert isinstance(networks.index[1]["psnr"], float)
+    rows = list(csv.DictReader(by_command.splitlines()))
+    with open(tmp_path / "by-api" / "index.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, [*rows[0], "label"])
+        writer.writeheader()
+        writer.writerows({**row, "label": ["cat", "dog", "cat"][i]} for i, row in enumerate(rows))
+    assert [row["label"] for row in inr_cli.load(tmp_path / "by-api").index] == ["cat", "dog", "cat"]
+
+
+def cli_error(*args) -> str:
+    result = runner.invoke(app, [str(a) for a in args])
+    assert result.exit_code != 0
+    return result.output.strip().removeprefix("error: ")
+
+
+def test_errors_carry_the_commands_messages(tmp_path):
+    image = make_image(tmp_path / "photo.png", "RGB", size=(10, 7))
+    with pytest.raises(InrError) as raised:
+        inr_cli.fit(tmp_path / "missing.png", steps=5, quiet=True)
+    assert str(raised.value) == cli_error("train", tmp_path / "missing.png", "--steps", "5", "-q")
+    with pytest.raises(UsageError) as raised:
+        inr_cli.fit(image, steps=-3, quiet=True, run_dir=tmp_path / "r")
+    assert str(raised.value) == cli_error("train", image, "--steps", "-3", "-q", "--run-dir", tmp_path / "r")
+    with pytest.raises(UsageError) as raised:
+        inr_cli.fit(image, settings={"optimizer.lr": 1e-3, "optimizer.lr_min": 1e-2}, quiet=True)
+    assert str(raised.value) == cli_error("train", image, "--set", "optimizer.lr=1e-3", "--set",
+                                          "optimizer.lr_min=1e-2", "-q")
+    with pytest.raises(InrError) as raised:
+        inr_cli.load(tmp_path)
+    assert str(raised.value) == cli_error("render", tmp_path)
+    # what only Python can get wrong: a misspelt keyword, a value of the wrong type, bad coordinates
+    with pytest.raises(UsageError, match="stpes= is not a setting of train; did you mean steps="):
+        inr_cli.fit(image, stpes=5)
+    with pytest.raises(UsageError, match="hidden= must be an integer, got '8'"):
+        inr_cli.fit(image, hidden="8")
+    with pytest.raises(UsageError, match="checkpoint_every is not a setting of fit-many"):
+        inr_cli.fit_many(tmp_path, tmp_path / "out", settings={"training.checkpoint_every": 5})
+    assert not (tmp_path / "out").exists()
+    net = inr_cli.fit(image, steps=2, hidden=8, layers=1, device="cpu", quiet=True, run_dir=tmp_path / "tiny")
+    with pytest.raises(UsageError, match=r"coords of shape \[5, 3\]: expected \[rows, 2\]"):
+        net(np.zeros((5, 3)))
+    with pytest.raises(UsageError, match="depth is 8, 16 or 32"):
+        net.render(depth=12)
+
+
+def test_missing_framework_is_one_line_naming_the_extra(trained, monkeypatch):
+    from inr_cli import frameworks
+
+    net = inr_cli.load(trained / "run")
+    frameworks._torch_module_class.cache_clear()
+    monkeypatch.setitem(sys.modules, "torch", None)  # what `import torch` meets where it is not installed
+    monkeypatch.setitem(sys.modules, "jax", None)
+    with pytest.raises(InrError, match=r"^to_torch\(\) needs torch, which is not installed: pip install 'inr\[torch\]'$"):
+        net.to_torch()
+    with pytest.raises(InrError, match=r"^to_jax\(\) needs jax, which is not installed: pip install 'inr\[jax\]'$"):
+        net.to_jax()
+    frameworks._torch_module_class.cache_clear()
+
+
+def test_import_inr_cli_stays_light():
+    """`import inr_cli` loads none of the heavy modules; the API loads NumPy, but neither framework nor
+    the command line's modules."""
+    heavy = ["numpy", "torch", "jax", "rich", "typer"]
+    code = ("import sys, json, inr_cli; first = [m for m in {heavy} if m in sys.modules]; "
+            "inr_cli.load; inr_cli.fit; second = [m for m in {heavy} if m in sys.modules]; "
+            "print(json.dumps([first, second]))").format(heavy=heavy)
+    output = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    first, second = json.loads(output)
+    assert first == []
+    assert "numpy" in second and not {"torch", "jax", "rich", "typer"} & set(second)
+
+
+def test_export_of_a_whole_set_stacks_each_layer(trained, tmp_path):
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    from safetensors import safe_open
+
+    from inr_cli.core.network import frequency_view, layer_views
+
+    networks = inr_cli.load(trained / "set")
+    invoke("export", trained / "set", "-o", tmp_path / "set.safetensors")
+    tensors = safetensors_numpy.load_file(str(tmp_path / "set.safetensors"))
+    weights = np.asarray(networks.weights)
+    for i, (weight, bias) in enumerate(layer_views(networks.spec, weights)):
+        assert np.array_equal(tensors[f"layers.{i}.weight"], weight) and tensors[f"layers.{i}.weight"].shape[0] == 3
+        assert np.array_equal(tensors[f"layers.{i}.bias"], bias)
+    frequencies = frequency_view(networks.spec, weights)
+    assert ("encoding.frequencies" in tensors) == (frequencies is not None)
+    if frequencies is not None:
+        assert np.array_equal(tensors["encoding.frequencies"], frequencies)
+    with safe_open(str(tmp_path / "set.safetensors"), framework="numpy") as handle:
+        metadata = handle.metadata()
+    assert json.loads(metadata["names"]) == networks.names
+    assert json.loads(metadata["spec"])["hidden"] == 16
+    # the file's names are the PyTorch module's: it loads straight into it
+    pytest.importorskip("torch")
+    from safetensors.torch import load_file
+
+    module = networks.to_torch()
+    module.load_state_dict(load_file(str(tmp_path / "set.safetensors")))
+    assert sorted(module.state_dict()) == sorted(tensors)
+
+    result = runner.invoke(app, ["export", str(trained / "set"), "-o", str(tmp_path / "set.onnx")])
+    assert result.exit_code == 2 and "exported whole as .safetensors" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "set.onnx").exists()
