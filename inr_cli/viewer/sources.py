@@ -119,8 +119,9 @@ class RunView:
         return _curve(self.metrics)
 
     def state(self, net: int) -> dict:
-        shown = self.network(net)
-        saved = self.saved
+        self.network(net)
+        with self.lock:  # the checkpoint and what was drawn from it, from one reading
+            saved, shown = self.saved, self.shown
         curve = self._curve()
         return {
             "kind": self.kind, "net": 0, "name": self.name, "version": shown.version,
