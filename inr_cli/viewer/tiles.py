@@ -35,7 +35,7 @@ class Pyramid:
     @classmethod
     def for_image(cls, width: int, height: int) -> "Pyramid":
         longer = max(width, height)
-        base = max(0, math.ceil(math.log2(longer / TILE))) if longer > TILE else 0
+        base = max(0, math.ceil(math.log2(longer / TILE)))
         above = max(MIN_ZOOM_LEVELS, math.ceil(math.log2(DEEPEST_SIDE / longer)))
         return cls(width, height, base, base + above)
 

@@ -152,7 +152,7 @@ async function loadGallery() {
   gallery.total = page.total;
   if (page.labels && !gallery.labelsFilled) {
     $("label-filter").hidden = false;
-    for (const label of page.labels) $("label").add(new Option(label || "(none)", label));
+    for (const label of page.labels) if (label) $("label").add(new Option(label, label));
     gallery.labelsFilled = true;
   }
   const cards = $("cards");
