@@ -3,7 +3,7 @@ sorted by PSNR or name (the first time, and again), filtered by label, and a pag
 
     PYTHONPATH=. python benchmarks/view_gallery.py [--networks 100000]
 
-A real `inr fit-many` set of two small images, its index and weights then repeated to the size asked
+A real `inr fit-many` set of two small images (small networks, so that the weights stay small), its index and weights then repeated to the size asked
 (new names, PSNRs and labels), so the server reads a set laid out exactly as fit-many writes one.
 """
 
@@ -32,7 +32,8 @@ def make_set(folder: Path, networks: int) -> Path:
         Image.fromarray(np.random.default_rng(i).integers(0, 256, (32, 32, 3), dtype=np.uint8)).save(
             images / f"img{i}.png")
     out = folder / "set"
-    result = CliRunner().invoke(app, ["fit-many", str(images), "-o", str(out), "--steps", "10", "--device", "cpu"])
+    result = CliRunner().invoke(app, ["fit-many", str(images), "-o", str(out), "--steps", "10", "--hidden", "16",
+                                      "--layers", "2", "--device", "cpu"])
     assert result.exit_code == 0, result.output
     with open(out / "index.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
@@ -44,7 +45,7 @@ def make_set(folder: Path, networks: int) -> Path:
             writer.writerow({**rows[i % 2], "name": f"image-{i:06d}.png", "psnr": f"{rng.uniform(15, 45):.4f}",
                              "label": f"class-{i % 10}"})
     weights = np.load(out / "weights.npy")
-    np.save(out / "weights.npy", np.resize(weights, (networks, weights.shape[1])))
+    np.save(out / "weights.npy", weights[np.arange(networks) % len(weights)])
     return out
 
 
