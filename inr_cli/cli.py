@@ -89,9 +89,9 @@ def handles_errors(command):
 
 
 def _register() -> None:
-    from inr_cli.commands import decode, doctor, encode, evaluate, export, fit_many, info, render, train
+    from inr_cli.commands import decode, doctor, encode, evaluate, export, fit_many, info, render, train, view
 
-    for module in (encode, decode, train, fit_many, render, export, evaluate, info, doctor):
+    for module in (encode, decode, train, fit_many, render, view, export, evaluate, info, doctor):
         app.command(name=module.NAME, help=module.HELP, no_args_is_help=module.NEEDS_ARGS)(
             handles_errors(module.command)
         )

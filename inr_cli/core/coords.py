@@ -11,12 +11,17 @@ def axis_centres(n: int) -> np.ndarray:
     return ((np.arange(n, dtype=np.float64) + 0.5) / n * 2.0 - 1.0).astype(np.float32)
 
 
-def pixel_grid(width: int, height: int, row_start: int = 0, row_stop: int | None = None) -> np.ndarray:
-    """(rows * W, 2) float32 table of (u, v) for image rows [row_start, row_stop), row-major."""
+def pixel_grid(width: int, height: int, row_start: int = 0, row_stop: int | None = None,
+               columns: tuple[int, int] | None = None) -> np.ndarray:
+    """(rows * cols, 2) float32 table of (u, v) for image rows [row_start, row_stop) and the columns
+    [left, right) of a W x H canvas (all of them by default), row-major. A part of a canvas gets the
+    very coordinates the whole canvas gives those pixels."""
     row_stop = height if row_stop is None else row_stop
     u = axis_centres(width)
+    if columns is not None:
+        u = u[columns[0]:columns[1]]
     v = axis_centres(height)[row_start:row_stop]
-    grid = np.empty((len(v), width, 2), dtype=np.float32)
+    grid = np.empty((len(v), len(u), 2), dtype=np.float32)
     grid[..., 0] = u[None, :]
     grid[..., 1] = v[:, None]
     return grid.reshape(-1, 2)

@@ -11,23 +11,28 @@ from inr_cli.core.workspace import Workspace
 CHUNK_PIXELS = 1 << 16  # rows of the workspace; ~64 MB of activations at width 256
 
 
-def render_rows(backend, spec: NetworkSpec, params, width: int, height: int, chunk_pixels: int = CHUNK_PIXELS):
+def render_rows(backend, spec: NetworkSpec, params, width: int, height: int, chunk_pixels: int = CHUNK_PIXELS,
+                region: tuple[int, int, int, int] | None = None):
     """Yield (row_start, row_stop, values) with values a host (rows, W, C) float32 array.
-    params: one network's, [P] or [1, P], on the host or already on the backend."""
+    params: one network's, [P] or [1, P], on the host or already on the backend.
+    region (left, top, right, bottom): draw only that part of the W x H canvas (rows are then counted
+    from its top, and values are (rows, right - left, C))."""
     if isinstance(params, np.ndarray):
         params = backend.to_device(params)
+    left, top, right, bottom = region if region is not None else (0, 0, width, height)
+    columns = right - left
     network = Network(spec, params.reshape(1, -1))
-    rows_per_chunk = max(1, chunk_pixels // width)
-    ws = Workspace(spec, 1, rows_per_chunk * width, backend, training=False)
-    for row_start in range(0, height, rows_per_chunk):
-        row_stop = min(height, row_start + rows_per_chunk)
-        n = (row_stop - row_start) * width
+    rows_per_chunk = max(1, chunk_pixels // columns)
+    ws = Workspace(spec, 1, rows_per_chunk * columns, backend, training=False)
+    for row_start in range(top, bottom, rows_per_chunk):
+        row_stop = min(bottom, row_start + rows_per_chunk)
+        n = (row_stop - row_start) * columns
         x = ws.x[:, :n]
-        backend.copy_from_host(x, pixel_grid(width, height, row_start, row_stop)[None])
+        backend.copy_from_host(x, pixel_grid(width, height, row_start, row_stop, (left, right))[None])
         out = network.forward(backend, ws, x, n)
         # A copy: the workspace is reused by the next chunk.
         values = np.array(backend.to_host(out[0]), copy=True)
-        yield row_start, row_stop, values.reshape(row_stop - row_start, width, spec.out_features)
+        yield row_start - top, row_stop - top, values.reshape(row_stop - row_start, columns, spec.out_features)
 
 
 def render_float(backend, spec, flat_params, width: int, height: int, clip: bool = True,
@@ -45,10 +50,13 @@ def render_float(backend, spec, flat_params, width: int, height: int, clip: bool
     return image
 
 
-def render_uint8(backend, spec, flat_params, width: int, height: int, on_chunk=None) -> np.ndarray:
-    """(H, W, C) uint8: a quarter of the float image's memory, for large canvases."""
-    image = np.empty((height, width, spec.out_features), dtype=np.uint8)
-    for start, stop, values in render_rows(backend, spec, flat_params, width, height):
+def render_uint8(backend, spec, flat_params, width: int, height: int, on_chunk=None,
+                 region: tuple[int, int, int, int] | None = None) -> np.ndarray:
+    """(H, W, C) uint8: a quarter of the float image's memory, for large canvases. region (left, top,
+    right, bottom): only that part of the W x H canvas, the same pixels as the whole canvas has there."""
+    left, top, right, bottom = region if region is not None else (0, 0, width, height)
+    image = np.empty((bottom - top, right - left, spec.out_features), dtype=np.uint8)
+    for start, stop, values in render_rows(backend, spec, flat_params, width, height, region=region):
         image[start:stop] = np.round(np.clip(values, 0.0, 1.0) * 255.0)
         if on_chunk is not None:
             on_chunk(stop)

@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import sys
+import webbrowser
+from pathlib import Path
+
+import typer
+
+from inr_cli.backends import make_backend
+from inr_cli.config import Device
+from inr_cli.console import info
+from inr_cli.errors import InrError, UsageError
+
+NAME = "view"
+HELP = "Look at a run or a set in the browser: zoom into the function, follow a training run, browse a set."
+NEEDS_ARGS = True
+
+
+def command(
+    run: Path = typer.Argument(..., metavar="RUN|SET", help="Run directory, checkpoint.npz, or an inr fit-many folder."),
+    port: int = typer.Option(0, "--port", help="Port to listen on (default: a free one)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; another than loopback lets "
+                             "other machines see the run."),
+    no_browser: bool = typer.Option(False, "--no-browser", help="Do not open the page in a browser."),
+    device: Device = typer.Option("auto", "--device", help="auto | cpu | gpu: where tiles are drawn."),
+) -> None:
+    from inr_cli.viewer.server import ViewServer
+    from inr_cli.viewer.sources import open_view
+    from inr_cli.viewer.tiles import TileRenderer
+
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port is 0..65535, got {port}")
+    view = open_view(run)
+    renderer = TileRenderer(make_backend(device))
+    try:
+        server = ViewServer((host, port), view, renderer)
+    except OSError as exc:
+        raise InrError(f"cannot listen on {host}:{port} ({exc.strerror})") from None
+    typer.echo(server.url)
+    sys.stdout.flush()
+    info(f"serving {run} on {renderer.backend.name}; Ctrl-C stops")
+    if not no_browser:
+        webbrowser.open(server.url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        info("stopped")
+    finally:
+        server.server_close()

@@ -1,0 +1,247 @@
+"""What `inr view` shows: one run, followed as it trains, or a set of networks, browsed by page.
+
+Both answer the server's questions the same way: the network `net` (with a version that changes when
+its weights do), its state for the page, and the image it was trained on, re-encoded as PNG.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from inr_cli.core.network import NetworkSpec
+from inr_cli.core.runs import read_metrics
+from inr_cli.errors import InrError
+from inr_cli.formats import checkpoint as ckpt
+from inr_cli.formats.data import load_training_data
+from inr_cli.formats.images import fit_longer_side
+from inr_cli.formats.network_set import PLAN, is_network_set, load_network_set
+from inr_cli.formats.png import png_bytes
+from inr_cli.sets import inputs
+from inr_cli.sets.fit_many import Plan
+from inr_cli.sets.inputs import is_url
+from inr_cli.viewer.tiles import Pyramid
+
+CURVE_POINTS = 400  # the loss curve is drawn from at most this many rows of metrics.csv
+THUMBNAIL_SIDE = 128
+PAGE_LIMIT = 500
+SORTS = ("psnr", "-psnr", "name", "-name", "loss", "-loss")
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One network as drawn: its weights at one version, and the training image's size."""
+
+    version: str
+    spec: NetworkSpec
+    params: np.ndarray  # [P]
+    width: int
+    height: int
+
+    @property
+    def pyramid(self) -> Pyramid:
+        return Pyramid.for_image(self.width, self.height)
+
+
+def image_png(read) -> bytes | None:
+    """The training image as the training loaded it (read() -> PixelImage), as PNG bytes; None when
+    it cannot be read."""
+    try:
+        image = read()
+    except (InrError, OSError, ValueError):
+        return None
+    return png_bytes(np.round(np.clip(image.values, 0.0, 1.0) * 255.0).astype(np.uint8), threads=1)
+
+
+def _curve(rows: list[dict]) -> dict:
+    stride = max(1, -(-len(rows) // CURVE_POINTS))
+    kept = rows[::stride] + ([rows[-1]] if rows and (len(rows) - 1) % stride else [])
+    return {key: [row[key] for row in kept] for key in ("step", "loss", "psnr")}
+
+
+class RunView:
+    """An `inr train` run. Its checkpoint is read again whenever the file changes (a training run
+    replaces it atomically), so the page follows the run as it learns."""
+
+    kind = "run"
+
+    def __init__(self, path: Path):
+        self.checkpoint_path = ckpt.resolve(Path(path))
+        self.run_dir = self.checkpoint_path.parent
+        self.name = self.run_dir.resolve().name
+        self.lock = threading.Lock()
+        self.stamp = None
+        self.saved = None
+        self.shown: Shown | None = None
+        self.metrics_stamp = None
+        self.metrics: list[dict] = []
+        self.source: bytes | None = None
+        self._refresh()
+        data = self.saved.config.data
+        self.source = image_png(lambda: load_training_data(data.source, data.size, data.gray))
+
+    def _refresh(self) -> None:
+        """Read the checkpoint again if it changed; a checkpoint that cannot be read keeps the last one."""
+        with self.lock:
+            try:
+                status = os.stat(self.checkpoint_path)
+            except OSError:
+                return
+            stamp = (status.st_mtime_ns, status.st_size, status.st_ino)
+            if stamp == self.stamp:
+                return
+            try:
+                saved = ckpt.load(self.checkpoint_path)
+            except InrError:
+                if self.saved is None:
+                    raise
+                return
+            height, width, _ = saved.data_shape
+            self.stamp, self.saved = stamp, saved
+            self.shown = Shown(f"{saved.step}-{status.st_mtime_ns:x}", saved.spec, saved.params, width, height)
+
+    def network(self, net: int) -> Shown:
+        if net != 0:
+            raise KeyError(net)
+        self._refresh()
+        return self.shown
+
+    def _curve(self) -> dict:
+        path = self.run_dir / "metrics.csv"
+        try:
+            stamp = os.stat(path).st_mtime_ns
+        except OSError:
+            return _curve([])
+        if stamp != self.metrics_stamp:
+            self.metrics, self.metrics_stamp = read_metrics(self.run_dir), stamp
+        return _curve(self.metrics)
+
+    def state(self, net: int) -> dict:
+        self.network(net)
+        with self.lock:  # the checkpoint and what was drawn from it, from one reading
+            saved, shown = self.saved, self.shown
+        curve = self._curve()
+        return {
+            "kind": self.kind, "net": 0, "name": self.name, "version": shown.version,
+            "step": saved.step, "total_steps": saved.total_steps, "seconds": saved.state.seconds,
+            "loss": saved.last_loss, "psnr": curve["psnr"][-1] if curve["psnr"] else None,
+            "width": shown.width, "height": shown.height, "channels": list(saved.channels),
+            "settings": asdict(saved.config), "pyramid": shown.pyramid.to_json(), "curve": curve,
+            "source": self.source is not None,
+        }
+
+    def source_png(self, net: int) -> bytes | None:
+        if net != 0:
+            raise KeyError(net)
+        return self.source
+
+
+class SetView:
+    """An `inr fit-many` folder: its index sorted, filtered and paged here, so that a set of a hundred
+    thousand networks sends the page one page at a time."""
+
+    kind = "set"
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.name = self.path.resolve().name
+        self.set = load_network_set(self.path)
+        try:
+            self.plan = Plan.from_json((self.path / PLAN).read_text())
+            self.config = self.plan.config
+        except (OSError, ValueError, KeyError, TypeError, InrError) as exc:
+            raise InrError(f"{self.path / PLAN}: damaged plan ({exc})") from None
+        index = self.set.index
+        self.names = [row["name"] for row in index]
+        self.psnr = np.array([_number(row.get("psnr")) for row in index])
+        self.loss = np.array([_number(row.get("loss")) for row in index])
+        self.has_labels = bool(index) and "label" in index[0]
+        self.labels = [row.get("label") or "" for row in index] if self.has_labels else []
+        self.orders: dict[str, np.ndarray] = {}
+
+    def order(self, sort: str) -> np.ndarray:
+        """Row numbers in the order asked for (NaN last either way), computed once per order."""
+        if sort not in SORTS:
+            raise ValueError(f"sort is one of {', '.join(SORTS)}, got '{sort}'")
+        if sort not in self.orders:
+            key = sort.lstrip("-")
+            if key == "name":
+                order = np.array(sorted(range(len(self.names)), key=self.names.__getitem__), dtype=np.int64)
+                order = order[::-1] if sort.startswith("-") else order
+            else:
+                values = self.psnr if key == "psnr" else self.loss
+                signed = -values if sort.startswith("-") else values
+                order = np.argsort(np.where(np.isnan(signed), np.inf, signed), kind="stable")
+            self.orders[sort] = order
+        return self.orders[sort]
+
+    def page(self, sort: str = "-psnr", label: str | None = None, query: str = "", offset: int = 0,
+             limit: int = 60) -> dict:
+        if not 1 <= limit <= PAGE_LIMIT or offset < 0:
+            raise ValueError(f"limit is 1..{PAGE_LIMIT} and offset at least 0, got {limit} and {offset}")
+        order = self.order(sort)
+        if label:
+            if not self.has_labels:
+                raise ValueError("this set's index.csv has no label column")
+            order = order[np.array([self.labels[i] == label for i in order], dtype=bool)]
+        if query:
+            needle = query.lower()
+            order = order[np.array([needle in self.names[i].lower() for i in order], dtype=bool)]
+        rows = [self.row(int(i)) for i in order[offset:offset + limit]]
+        return {"total": int(len(order)), "count": len(self.names), "offset": offset, "rows": rows,
+                "labels": sorted(set(self.labels)) if self.has_labels else None}
+
+    def row(self, net: int) -> dict:
+        entry = self.set.index[net]
+        row = {"net": net, "name": entry["name"], "psnr": _json_number(self.psnr[net]),
+               "loss": _json_number(self.loss[net]), "width": int(entry["width"]), "height": int(entry["height"])}
+        if self.has_labels:
+            row["label"] = self.labels[net]
+        return row
+
+    def network(self, net: int) -> Shown:
+        if not 0 <= net < len(self.names):
+            raise KeyError(net)
+        entry = self.set.index[net]
+        return Shown("set", self.set.spec, np.array(self.set.weights[net]), int(entry["width"]), int(entry["height"]))
+
+    def thumbnail_size(self, net: int) -> tuple[int, int]:
+        entry = self.set.index[net]
+        return fit_longer_side(int(entry["width"]), int(entry["height"]), THUMBNAIL_SIDE)
+
+    def state(self, net: int) -> dict:
+        shown = self.network(net)
+        return {"kind": self.kind, "net": net, "name": self.names[net], "version": shown.version,
+                "width": shown.width, "height": shown.height, "channels": list(self.set.channels),
+                "settings": asdict(self.config), "pyramid": shown.pyramid.to_json(), "row": self.row(net),
+                "count": len(self.names), "source": self._source_reachable(net)}
+
+    def _source_reachable(self, net: int) -> bool:
+        location = self.plan.entry(self.names[net]).location
+        return is_url(location) or Path(location).is_file()
+
+    def source_png(self, net: int) -> bytes | None:
+        if not 0 <= net < len(self.names):
+            raise KeyError(net)
+        entry = self.plan.entry(self.names[net])
+        return image_png(lambda: inputs.load(entry.location, entry.name, self.config)[0])
+
+
+def _number(text) -> float:
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _json_number(value: float) -> float | None:
+    return None if np.isnan(value) else float(value)
+
+
+def open_view(path: Path) -> RunView | SetView:
+    """The run or set at `path`, read once now so that a bad path is one error before any serving."""
+    return SetView(path) if is_network_set(path) else RunView(path)
