@@ -21,7 +21,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from inr_cli.config import _coerce
+from inr_cli.config import coerce_value
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
 from inr_cli.errors import UsageError
 from inr_cli.formats.network_set import is_network_set, load_network_set
@@ -216,7 +216,7 @@ def _flags(command: str, options: dict, settings: dict) -> dict:
         if value is None:
             continue
         setting = by_name[name]
-        value = _coerce(f"{name}=", setting.type, value)
+        value = coerce_value(f"{name}=", setting.type, value)
         if setting.flag_bound == POSITIVE and value <= 0:
             raise UsageError(f"{name}= must be positive, got {value}; for {setting.key} = {value} pass "
                              f"settings={{'{setting.key}': {value}}}")
@@ -227,7 +227,7 @@ def _flags(command: str, options: dict, settings: dict) -> dict:
             known = "" if key in BY_KEY else " (keys: " + ", ".join(sorted(allowed)) + ")"
             raise UsageError(f"settings: {key} is not a setting of {command}{known}")
         setting = BY_KEY[key]
-        value = _coerce(f"settings: {key}", setting.type, value)
+        value = coerce_value(f"settings: {key}", setting.type, value)
         if setting.name in flags and flags[setting.name] != value:
             raise UsageError(f"{key} is given twice, differently ({setting.name}= and settings)")
         flags[setting.name] = value

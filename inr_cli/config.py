@@ -93,11 +93,11 @@ def _flatten(where: str, document: dict) -> dict:
             if dotted not in KEY_TYPES:
                 known = ", ".join(f.name for f in fields(SECTION_TYPES[section]))
                 raise UsageError(f"{where}: unknown key '{dotted}' (known in [{section}]: {known})")
-            values[dotted] = _coerce(f"{where}: {dotted}", KEY_TYPES[dotted], value)
+            values[dotted] = coerce_value(f"{where}: {dotted}", KEY_TYPES[dotted], value)
     return values
 
 
-def _coerce(where: str, expected: type, value):
+def coerce_value(where: str, expected: type, value):
     if expected is bool:
         if not isinstance(value, bool):
             raise UsageError(f"{where} must be true or false, got {value!r}")
