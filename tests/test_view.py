@@ -221,6 +221,28 @@ def test_cli_prints_its_address_and_stops_cleanly_on_ctrl_c(run_dir):
         process.wait()
 
 
+def test_cli_waits_for_the_first_checkpoint_of_a_run_that_has_just_started(run_dir, tmp_path):
+    """`inr view` started beside `inr train`, before its first checkpoint: it waits, then serves it."""
+    started = tmp_path / "started"
+    started.mkdir()
+    shutil.copy(run_dir / "config.toml", started / "config.toml")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen([sys.executable, "-m", "inr_cli", "view", str(started), "--no-browser", "--device",
+                                "cpu"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert "waiting for the first checkpoint" in process.stderr.readline()
+        atomic_copy = started / "checkpoint.npz.part"
+        shutil.copy(run_dir / "checkpoint.npz", atomic_copy)
+        atomic_copy.rename(started / "checkpoint.npz")
+        address = process.stdout.readline().strip()
+        assert address.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(address + "api/state", timeout=60) as response:
+            assert json.loads(response.read())["step"] == ckpt.load(run_dir).step
+    finally:
+        process.kill()
+        process.wait()
+
+
 def test_cli_errors_are_one_line(tmp_path):
     result = runner.invoke(app, ["view", str(tmp_path / "nothing")])
     assert result.exit_code == 1 and "no such run directory" in result.output

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import sys
+import time
 import webbrowser
 from pathlib import Path
 
@@ -30,6 +31,8 @@ def command(
 
     if not 0 <= port <= 65535:
         raise UsageError(f"--port is 0..65535, got {port}")
+    if _run_without_checkpoint(run):
+        _wait_for_first_checkpoint(run)
     view = open_view(run)
     renderer = TileRenderer(make_backend(device))
     try:
@@ -47,3 +50,24 @@ def command(
         info("stopped")
     finally:
         server.server_close()
+
+
+def _run_without_checkpoint(path: Path) -> bool:
+    """A run directory that `inr train` has started (its config.toml is written first) but that has
+    no checkpoint yet: viewed from its first steps."""
+    from inr_cli.formats import checkpoint as ckpt
+
+    return path.is_dir() and (path / "config.toml").is_file() and not ckpt.resolve_exists(path)
+
+
+def _wait_for_first_checkpoint(run: Path) -> None:
+    from inr_cli.formats import checkpoint as ckpt
+
+    info(f"waiting for the first checkpoint of {run} (--checkpoint-every sets how often train writes one; "
+         f"Ctrl-C stops)")
+    try:
+        while not ckpt.resolve_exists(run):
+            time.sleep(0.2)  # a user waits on this, not a test: polling the file is enough
+    except KeyboardInterrupt:
+        info("stopped")
+        raise typer.Exit(0) from None
