@@ -24,7 +24,7 @@ import numpy as np
 from inr_cli.config import coerce_value
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
 from inr_cli.errors import UsageError
-from inr_cli.formats.network_set import is_network_set, load_network_set
+from inr_cli.formats.network_set import LABEL, is_network_set, load_network_set
 from inr_cli.loading import one_network
 from inr_cli.settings import BY_KEY, POSITIVE, for_command
 
@@ -269,10 +269,11 @@ def _evaluate(spec: NetworkSpec, params: np.ndarray, coords: np.ndarray, clip: b
 
 
 def _typed_row(row: dict) -> dict:
-    """An index.csv row with its numbers as int or float; the name stays text."""
+    """An index.csv row with its numbers as int or float; the name and the label stay text (class
+    folders are often named 0, 1, 2 ...)."""
     typed = {}
     for column, text in row.items():
-        typed[column] = text if column == "name" else _number(text)
+        typed[column] = text if column in ("name", LABEL) else _number(text)
     return typed
 
 

@@ -202,8 +202,8 @@ def test_fit_many_is_inr_fit_many_bit_for_bit(tmp_path):
     with open(tmp_path / "by-api" / "index.csv", "w", newline="") as handle:
         writer = csv.DictWriter(handle, [*rows[0], "label"])
         writer.writeheader()
-        writer.writerows({**row, "label": ["cat", "dog", "cat"][i]} for i, row in enumerate(rows))
-    assert [row["label"] for row in inr_cli.load(tmp_path / "by-api").index] == ["cat", "dog", "cat"]
+        writer.writerows({**row, "label": ["cat", "7", "cat"][i]} for i, row in enumerate(rows))
+    assert [row["label"] for row in inr_cli.load(tmp_path / "by-api").index] == ["cat", "7", "cat"]
 
 
 def cli_error(*args) -> str:
