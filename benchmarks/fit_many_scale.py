@@ -49,6 +49,9 @@ def driver(report: str, args: list[str]) -> None:
 def measure(folder: Path, out: Path, cpus: int) -> dict:
     from ray.cluster_utils import Cluster
 
+    # Ray starts its workers at nice 15; on a machine shared with other work they would measure the
+    # neighbours, not the pipeline, so they run at the driver's priority.
+    os.environ["RAY_worker_niceness"] = "0"
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": cpus})
     try:
         with tempfile.NamedTemporaryFile(suffix=".json") as report:

@@ -230,8 +230,13 @@ def read_shard(out: Path, index: int) -> dict:
 
 
 def load_entry(entry: ImageEntry, config: Config) -> PixelImage:
-    """An image of the plan, as `inr train FILE --size --gray` loads it, checked to be the file planned."""
-    return inputs.load(entry.location, entry.name, config, expected=entry.sha256)[0]
+    """An image of the plan, as `inr train FILE --size --gray` loads it, checked to be the file planned
+    and to decode to the size and channels its header promised."""
+    image = inputs.load(entry.location, entry.name, config, expected=entry.sha256)[0]
+    if (image.width, image.height, image.channels) != (entry.width, entry.height, entry.channels):
+        raise InrError(f"{entry.name}: decodes to {image.width}x{image.height} {','.join(image.channels)}, but its "
+                       f"header said {entry.width}x{entry.height} {','.join(entry.channels)}")
+    return image
 
 
 def shard_images(plan: Plan, index: int) -> list[PixelImage]:
