@@ -335,10 +335,11 @@ def assemble(out: Path, plan: Plan) -> int:
                 rows = np.array([row_of[name] for name in shard["names"].tolist()])
                 params = np.ascontiguousarray(shard["params"], dtype="<f4")
                 psnr[rows], loss[rows] = shard["psnr"], shard["loss"]
-                # consecutive rows go out in one write: a shard of one size is mostly a run of rows
-                breaks = np.flatnonzero(np.diff(rows) != 1) + 1
-                for run in np.split(np.arange(len(rows)), breaks):
-                    os.pwrite(handle.fileno(), params[run].tobytes(), len(header) + int(rows[run[0]]) * width * 4)
+                # consecutive rows go out in one write, straight from the shard's array (no copy): a
+                # shard of one size is mostly a run of rows
+                starts = np.concatenate([[0], np.flatnonzero(np.diff(rows) != 1) + 1, [len(rows)]])
+                for start, stop in zip(starts[:-1].tolist(), starts[1:].tolist()):
+                    os.pwrite(handle.fileno(), params[start:stop], len(header) + int(rows[start]) * width * 4)
             handle.flush()
     labelled = plan.labelled
     with atomic_path(out / INDEX, suffix=".csv") as tmp:
