@@ -300,3 +300,54 @@ def test_a_rerun_reads_no_image_and_notices_changed_files(reference, tmp_path):
     (copy / "extra.png").write_bytes((folder / "img0.png").read_bytes())
     result = fit(*args[1:])
     assert result.exit_code == 1 and "extra.png is new" in result.output
+
+
+def odd_images(folder: Path) -> Path:
+    """Images whose header and decoded pixels could disagree: palettes with and without
+    transparency, grey, 1-bit, CMYK, 16-bit grey, EXIF turned a quarter (JPEG and PNG)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rgb = (np.random.default_rng(0).random((20, 30, 3)) * 255).astype(np.uint8)
+    image = Image.fromarray(rgb)
+    image.save(folder / "rgb.jpg")
+    Image.fromarray(rgb[..., 0]).save(folder / "grey.png")
+    image.convert("P").save(folder / "palette.png")
+    image.convert("P").save(folder / "palette-alpha.png", transparency=0)
+    Image.fromarray(np.dstack([rgb, rgb[..., :1]])).save(folder / "rgba.png")
+    image.convert("1").save(folder / "one-bit.png")
+    image.convert("LA").save(folder / "grey-alpha.png")
+    image.convert("CMYK").save(folder / "cmyk.jpg")
+    Image.fromarray((rgb[..., 0].astype(np.uint16) * 257)).save(folder / "grey16.png")
+    exif = image.getexif()
+    exif[0x0112] = 6  # turned a quarter
+    image.save(folder / "turned.jpg", exif=exif)
+    image.save(folder / "turned.png", exif=exif)
+    (folder / "pixels.csv").write_text("x,y,l\n0,0,0.5\n1,0,0.25\n")
+    return folder
+
+
+@pytest.mark.parametrize("size,gray", [(0, False), (16, False), (16, True)])
+def test_the_header_probe_says_what_the_decoder_gives(tmp_path, size, gray):
+    """The plan reads only each file's header: its size and channels must be the decoded image's."""
+    from inr_cli.config import build_config, flags_to_values
+    from inr_cli.sets import inputs
+
+    config = build_config(None, flags_to_values({"size": size, "gray": gray, "source": "x"}), None)
+    for path in sorted(odd_images(tmp_path / "odd").iterdir()):
+        image, digest = inputs.load(str(path), path.name, config)
+        wanted = (image.width, image.height, ",".join(image.channels), digest)
+        assert inputs.probe([(path.name, str(path))], config) == [wanted], path.name
+
+
+def test_an_image_whose_pixels_are_broken_stops_the_run_naming_it(tmp_path):
+    """Its header reads (the plan takes it), its pixels do not: the shard fails with one line."""
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for i in range(3):
+        noise = (np.random.default_rng(i).random((64, 64, 3)) * 255).astype(np.uint8)
+        Image.fromarray(noise).save(folder / f"img{i}.jpg")
+    data = (folder / "img1.jpg").read_bytes()
+    (folder / "img1.jpg").write_bytes(data[:len(data) * 3 // 4])  # the header whole, the pixels cut
+    result = fit(folder, "-o", tmp_path / "out", "--pack", "1", *NET)
+    assert result.exit_code == 1 and "img1.jpg: broken or truncated" in result.output
+    assert "--skip-unreadable" not in result.output and "Traceback" not in result.output
+    assert fit_many.shard_path(tmp_path / "out", 0).is_file()  # the shard before it is kept

@@ -17,7 +17,7 @@ finishes the set.
 from __future__ import annotations
 
 import os
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from inr_cli import config as configuration
@@ -50,7 +50,8 @@ def gpu_problem(device: str, assigned_gpus: list, node_gpus: float, unavailable_
 
 class ShardWorker:
     """One per GPU share (or per machine's CPUs): the backend, and with it the compiled kernels, made
-    once; shards decoded outside the fitting lock, so that the next one is ready when this one ends."""
+    once; shards decoded on Ray's threads while another fits, so that the next one is ready when
+    this one ends."""
 
     def __init__(self, settings: dict):
         import ray
@@ -72,7 +73,11 @@ class ShardWorker:
         use = "gpu" if device != "cpu" and reason is None else "cpu"
         self.backend = None if self.problem else get_backend(use, self.config.training.matmul)
         self.where = f"{node.get('NodeManagerAddress', '?')} (pid {os.getpid()})"
-        self.lock = threading.Lock()
+        # Shards fit one at a time, always on this one thread: the CPU backend holds the BLAS to one
+        # thread inside its own, and OpenBLAS keeps that limit only for the thread that first set
+        # it; a fit from the next of Ray's threads ran its BLAS on every core inside every backend
+        # thread, several times slower.
+        self.fitting = ThreadPoolExecutor(1, thread_name_prefix="inr-fit")
 
     def check(self) -> dict:
         """What the driver must know before sending work: a reason this worker cannot do its job."""
@@ -91,8 +96,7 @@ class ShardWorker:
         images = [load_entry(entry, self.config) for entry in entries]
         first = images[0]
         pack = min(len(images), default_pack(self.backend, self.spec, self.config, first.width, first.height))
-        with self.lock:
-            result = fit_shard(self.backend, plan, images, names, pack=pack)
+        result = self.fitting.submit(fit_shard, self.backend, plan, images, names, pack=pack).result()
         write_shard(self.out, index, result)
         return {"names": result["names"], "psnr": result["psnr"]}
 

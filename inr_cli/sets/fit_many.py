@@ -23,6 +23,8 @@ import hashlib
 import io
 import json
 import os
+import struct
+import zipfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -230,8 +232,13 @@ def read_shard(out: Path, index: int) -> dict:
 
 
 def load_entry(entry: ImageEntry, config: Config) -> PixelImage:
-    """An image of the plan, as `inr train FILE --size --gray` loads it, checked to be the file planned."""
-    return inputs.load(entry.location, entry.name, config, expected=entry.sha256)[0]
+    """An image of the plan, as `inr train FILE --size --gray` loads it, checked to be the file planned
+    and to decode to the size and channels its header promised."""
+    image = inputs.load(entry.location, entry.name, config, expected=entry.sha256)[0]
+    if (image.width, image.height, image.channels) != (entry.width, entry.height, entry.channels):
+        raise InrError(f"{entry.name}: decodes to {image.width}x{image.height} {','.join(image.channels)}, but its "
+                       f"header said {entry.width}x{entry.height} {','.join(entry.channels)}")
+    return image
 
 
 def shard_images(plan: Plan, index: int) -> list[PixelImage]:
@@ -326,14 +333,15 @@ def assemble(out: Path, plan: Plan) -> int:
             handle.write(header)
             handle.truncate(len(header) + count * width * 4)
             for index in range(len(plan.shards)):
-                shard = read_shard(out, index)
-                rows = np.array([row_of[name] for name in shard["names"].tolist()])
-                params = np.ascontiguousarray(shard["params"], dtype="<f4")
-                psnr[rows], loss[rows] = shard["psnr"], shard["loss"]
-                # consecutive rows go out in one write: a shard of one size is mostly a run of rows
-                breaks = np.flatnonzero(np.diff(rows) != 1) + 1
-                for run in np.split(np.arange(len(rows)), breaks):
-                    os.pwrite(handle.fileno(), params[run].tobytes(), len(header) + int(rows[run[0]]) * width * 4)
+                with np.load(shard_path(out, index), allow_pickle=False) as npz:
+                    names, psnr_of, loss_of = npz["names"], npz["psnr"], npz["loss"]
+                rows = np.array([row_of[name] for name in names.tolist()])
+                psnr[rows], loss[rows] = psnr_of, loss_of
+                # consecutive rows go out in one copy: a shard of one size is mostly a run of rows
+                starts = np.concatenate([[0], np.flatnonzero(np.diff(rows) != 1) + 1, [len(rows)]]).tolist()
+                runs = [(start, stop, len(header) + int(rows[start]) * width * 4)
+                        for start, stop in zip(starts[:-1], starts[1:])]
+                _copy_params(out, index, handle.fileno(), runs, len(rows), width)
             handle.flush()
     labelled = plan.labelled
     with atomic_path(out / INDEX, suffix=".csv") as tmp:
@@ -349,6 +357,57 @@ def assemble(out: Path, plan: Plan) -> int:
                    "parameters_per_network": plan.spec.parameter_count(), "dtype": "float32"}
     atomic_write_text(out / DESCRIPTION, json.dumps(description, indent=1) + "\n")
     return plan.spec.parameter_count() * 4
+
+
+def _copy_params(out: Path, index: int, fd: int, runs: list[tuple[int, int, int]], count: int, width: int) -> None:
+    """The rows [start, stop) of the shard's params at byte `at` of `fd`, for each run. np.savez
+    stores the array uncompressed: its rows are then copied file to file by the kernel, never
+    through this process's memory (a shard is renamed into place whole, and its size is checked).
+    Any other layout is read with NumPy."""
+    path = shard_path(out, index)
+    offset = _stored_params_offset(path, count, width)
+    if offset is None:
+        params = np.ascontiguousarray(read_shard(out, index)["params"], dtype="<f4")
+        for start, stop, at in runs:
+            os.pwrite(fd, params[start:stop], at)
+        return
+    with open(path, "rb") as source:
+        for start, stop, at in runs:
+            _copy_range(source.fileno(), fd, (stop - start) * width * 4, offset + start * width * 4, at)
+
+
+def _stored_params_offset(path: Path, count: int, width: int) -> int | None:
+    """Where the float32 [count, width] C-ordered params of a shard start in its file, when stored
+    uncompressed; None otherwise."""
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo("params.npy")
+        if info.compress_type != zipfile.ZIP_STORED:
+            return None
+        with archive.open(info) as member:
+            version = np.lib.format.read_magic(member)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read_header(member)
+            data_at = member.tell()
+        if shape != (count, width) or fortran or dtype != np.dtype("<f4") or \
+                info.file_size != data_at + count * width * 4:
+            return None
+        with open(path, "rb") as handle:  # the member's data follows its local header
+            handle.seek(info.header_offset)
+            local = handle.read(zipfile.sizeFileHeader)
+        name_length, extra_length = struct.unpack("<2H", local[-4:])
+        return info.header_offset + zipfile.sizeFileHeader + name_length + extra_length + data_at
+
+
+def _copy_range(source: int, target: int, count: int, source_at: int, target_at: int) -> None:
+    while count:
+        try:
+            done = os.copy_file_range(source, target, count, source_at, target_at)
+        except (AttributeError, OSError):  # not Linux, or two file systems it cannot copy between
+            done = os.pwrite(target, os.pread(source, min(count, 1 << 24), source_at), target_at)
+        if done <= 0:
+            raise InrError(f"shard ended early while assembling {WEIGHTS}")
+        count, source_at, target_at = count - done, source_at + done, target_at + done
 
 
 def _npy_header(shape: tuple[int, int]) -> bytes:

@@ -12,17 +12,22 @@ of a million-image set only lists and plans.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from PIL import Image, UnidentifiedImageError
+
 from inr_cli.config import Config
 from inr_cli.errors import InrError
 from inr_cli.formats.data import load_training_data
-from inr_cli.formats.images import PixelImage
+from inr_cli.formats.images import MAX_IMAGE_PIXELS, PixelImage, _to_pixels, fit_longer_side
 
 LIST_SUFFIXES = (".txt", ".lst", ".list")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+ORIENTATION = 0x0112  # the EXIF tag
 
 
 @dataclass(frozen=True)
@@ -164,13 +169,49 @@ def load(location: str, name: str, config: Config, expected: str | None = None) 
 
 def probe(locations: list[tuple[str, str]], config: Config) -> list[tuple]:
     """(name, location) -> (width, height, channels, fingerprint) of each image as it will be fitted,
-    or the one-line reason it cannot be: what the plan needs, learned where the images are read."""
+    or the one-line reason it cannot be: what the plan needs, learned where the images are read.
+    The file is read once (for its fingerprint) and only its header is parsed, so that an image is
+    decoded once, when it is fitted; a file whose header reads but whose pixels do not stops the
+    run there, naming it."""
     found = []
     for name, location in locations:
         try:
-            image, digest = load(location, name, config)
+            data = read_bytes(location)
+            found.append((*describe(name, data, config), fingerprint(data)))
         except InrError as exc:
             found.append(("error", str(exc)))
-            continue
-        found.append((image.width, image.height, ",".join(image.channels), digest))
     return found
+
+
+def describe(name: str, data: bytes, config: Config) -> tuple[int, int, str]:
+    """Width, height and channels of the image in `data` as load_training_data will give them, from
+    its header. What the header cannot say alone (a pixel CSV, a 16-bit colour PNG, which keeps its
+    16 bits through another reader, and a PNG whose EXIF comes after the pixels) is decoded."""
+    if Path(name).suffix.lower() == ".csv" or (data[:8] == PNG_SIGNATURE and len(data) > 25 and data[24] == 16
+                                               and data[25] in (2, 4, 6) and not config.data.gray):
+        image = decode(name, data, config)
+        return image.width, image.height, ",".join(image.channels)
+    if not data:
+        raise InrError(f"{name}: the file is empty")
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            width, height, mode, info = im.width, im.height, im.mode, dict(im.info)
+            orientation = im.getexif().get(ORIENTATION, 1)
+    except UnidentifiedImageError:
+        raise InrError(f"{name}: not an image file Pillow can read") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise InrError(f"{name}: broken or truncated image ({exc})") from None
+    if width * height > MAX_IMAGE_PIXELS:
+        raise InrError(f"{name}: declared image size is too large (limit {MAX_IMAGE_PIXELS} pixels)")
+    if orientation in (5, 6, 7, 8):  # exif_transpose turns these a quarter
+        width, height = height, width
+    if config.data.size:
+        width, height = fit_longer_side(width, height, config.data.size)
+    # The channels of a one-pixel image of the same mode, through the very conversion of the decoder.
+    try:
+        sample = Image.new(mode, (1, 1))
+    except ValueError:  # a mode Pillow reads but cannot make: the decoder says
+        image = decode(name, data, config)
+        return image.width, image.height, ",".join(image.channels)
+    sample.info.update({key: info[key] for key in ("transparency",) if key in info})
+    return width, height, ",".join(_to_pixels(sample, config.data.gray).channels)
