@@ -47,6 +47,13 @@ def inr(*args, failpoint: str = "") -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
+def finish(process: subprocess.Popen, timeout: float = 600) -> tuple[int, str]:
+    """Its exit code and stderr. Both pipes are read while it runs: a process that says much (Ray's
+    own log lines when a worker dies) would otherwise block on a full pipe, and the test with it."""
+    _, stderr = process.communicate(timeout=timeout)
+    return process.returncode, stderr
+
+
 def shards_on_disk(out: Path) -> int:
     folder = out / fit_many.SHARDS
     return len(list(folder.glob("*.npz"))) if folder.is_dir() else 0
@@ -145,7 +152,8 @@ def test_driver_killed_then_same_command_completes_bit_identical(reference, tmp_
     target = tmp_path / "out"
     args = ["fit-many", folder, "-o", target, "--pack", "1", *NET]
     process = inr(*args, failpoint="driver-after=2")
-    assert process.wait(timeout=300) == -signal.SIGKILL, process.stderr.read()
+    code, stderr = finish(process)
+    assert code == -signal.SIGKILL, stderr
     assert shards_on_disk(target) == 2 and not (target / fit_many.WEIGHTS).exists()
     result = fit(*args[1:])
     assert result.exit_code == 0, result.output
@@ -191,8 +199,7 @@ def test_on_a_local_ray_with_a_worker_killed_mid_shard(ray_available, reference,
     target = tmp_path / "ray"
     process = inr("fit-many", folder, "-o", target, "--pack", "2", "--ray", "local", "--workers", "1", *NET,
                   failpoint="worker-at=img2.png")
-    code = process.wait(timeout=600)
-    stderr = process.stderr.read()
+    code, stderr = finish(process)
     assert code == 0, stderr
     assert "shard 1 was lost" in stderr and "it is sent again" in stderr
     assert np.array_equal(np.load(target / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
@@ -203,10 +210,12 @@ def test_on_a_local_ray_driver_killed_then_rerun(ray_available, reference, tmp_p
     target = tmp_path / "ray"
     args = ["fit-many", folder, "-o", target, "--pack", "2", "--ray", "local", "--workers", "1", *NET]
     process = inr(*args, failpoint="driver-after=1")
-    assert process.wait(timeout=600) == -signal.SIGKILL, process.stderr.read()
+    code, stderr = finish(process)
+    assert code == -signal.SIGKILL, stderr
     assert 1 <= shards_on_disk(target) < 3 and not (target / fit_many.WEIGHTS).exists()
     rerun = inr(*args)
-    assert rerun.wait(timeout=600) == 0, rerun.stderr.read()
+    code, stderr = finish(rerun)
+    assert code == 0, stderr
     assert np.array_equal(np.load(target / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
 
 
@@ -216,8 +225,8 @@ def test_ctrl_c_keeps_the_finished_shards_and_says_how_to_go_on(tmp_path):
     process = inr("fit-many", folder, "-o", out, "--pack", "1", "--hidden", "12", "--steps", "5000", "--device", "cpu")
     assert wait_for_shards(process, out, 1), process.stderr.read()
     process.send_signal(signal.SIGINT)
-    assert process.wait(timeout=120) == 130
-    stderr = process.stderr.read()
+    code, stderr = finish(process)
+    assert code == 130, stderr
     assert "run the same command again" in stderr and "Traceback" not in stderr
     assert shards_on_disk(out) >= 1
 
@@ -287,7 +296,7 @@ def test_a_rerun_reads_no_image_and_notices_changed_files(reference, tmp_path):
         (copy / path.name).write_bytes(path.read_bytes())
     out = tmp_path / "out"
     args = ["fit-many", copy, "-o", out, "--pack", "1", *NET]
-    assert inr(*args, failpoint="driver-after=2").wait(timeout=300) == -signal.SIGKILL
+    assert finish(inr(*args, failpoint="driver-after=2"))[0] == -signal.SIGKILL
     (copy / "img0.png").write_bytes(b"")  # finished already: a rerun does not read it
     data = bytearray((copy / "img4.png").read_bytes())
     data[-20] ^= 0xFF  # same size, other bytes: not fitted yet

@@ -12,7 +12,7 @@ import pytest
 from inr_cli.sets import fit_many
 from inr_cli.sets.cluster import MAX_ATTEMPTS, gpu_problem, worker_options
 from tests import test_fit_many
-from tests.test_fit_many import NET, inr, shards_on_disk
+from tests.test_fit_many import NET, finish, inr, shards_on_disk
 
 reference = test_fit_many.reference  # the in-process set every run here must reproduce, bit for bit
 
@@ -35,8 +35,7 @@ def cluster():
 
 def run(cluster, *args, failpoint: str = ""):
     process = inr("fit-many", *args, "--ray", cluster.address, failpoint=failpoint)
-    code = process.wait(timeout=600)
-    return code, process.stderr.read()
+    return finish(process)
 
 
 def test_a_node_killed_mid_run(cluster, reference, tmp_path):
