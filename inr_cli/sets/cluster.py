@@ -73,10 +73,9 @@ class ShardWorker:
         use = "gpu" if device != "cpu" and reason is None else "cpu"
         self.backend = None if self.problem else get_backend(use, self.config.training.matmul)
         self.where = f"{node.get('NodeManagerAddress', '?')} (pid {os.getpid()})"
-        # Shards fit one at a time, always on this one thread: the CPU backend holds the BLAS to one
-        # thread inside its own, and OpenBLAS keeps that limit only for the thread that first set
-        # it; a fit from the next of Ray's threads ran its BLAS on every core inside every backend
-        # thread, several times slower.
+        # Shards fit one at a time, always on this one thread: fitted on whichever of Ray's threads
+        # took the call, every shard after the first ran several times slower on the CPU backend
+        # (measured, and gone with one fitting thread; the BLAS threading is the likely cause).
         self.fitting = ThreadPoolExecutor(1, thread_name_prefix="inr-fit")
 
     def check(self) -> dict:
