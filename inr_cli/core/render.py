@@ -71,32 +71,6 @@ def render_at_depth(backend, spec, flat_params, width: int, height: int, depth: 
     return np.round(values * 65535).astype(np.uint16) if depth == 16 else values
 
 
-def render_networks(backend, spec: NetworkSpec, params, width: int, height: int,
-                    chunk_pixels: int = CHUNK_PIXELS) -> np.ndarray:
-    """Every network of [N, P] parameters drawn on one canvas: (N, H, W, C) float32, clipped to [0, 1].
-    One forward pass per chunk covers all N (for scoring a pack of fitted networks at once)."""
-    if isinstance(params, np.ndarray):
-        params = backend.to_device(params)
-    network = Network(spec, params)
-    n = network.count
-    rows_per_chunk = max(1, chunk_pixels // (width * n))
-    ws = Workspace(spec, n, rows_per_chunk * width, backend, training=False)
-    image = np.empty((n, height, width, spec.out_features), dtype=np.float32)
-    for row_start in range(0, height, rows_per_chunk):
-        row_stop = min(height, row_start + rows_per_chunk)
-        rows = (row_stop - row_start) * width
-        if rows == ws.batch:
-            x = ws.x
-        else:  # the last, shorter chunk: a workspace of its own size keeps every operand contiguous
-            ws = Workspace(spec, n, rows, backend, training=False)
-            x = ws.x
-        backend.copy_from_host(x, pixel_grid(width, height, row_start, row_stop)[None])
-        out = backend.to_host(network.forward(backend, ws, x, rows))
-        np.clip(out.reshape(n, row_stop - row_start, width, spec.out_features), 0.0, 1.0,
-                out=image[:, row_start:row_stop])
-    return image
-
-
 def evaluate_points(backend, spec: NetworkSpec, params, coords: np.ndarray, clip: bool = True,
                     chunk_pixels: int = CHUNK_PIXELS) -> np.ndarray:
     """Every network of [N, P] parameters at given points: coords [rows, 2] (one table for all) or
@@ -122,3 +96,11 @@ def evaluate_points(backend, spec: NetworkSpec, params, coords: np.ndarray, clip
         values = backend.to_host(network.forward(backend, ws, x, rows))
         out[:, start:stop] = np.clip(values, 0.0, 1.0) if clip else values
     return out
+
+
+def render_networks(backend, spec: NetworkSpec, params, width: int, height: int,
+                    chunk_pixels: int = CHUNK_PIXELS) -> np.ndarray:
+    """Every network of [N, P] parameters drawn on one canvas: (N, H, W, C) float32, clipped to [0, 1].
+    One forward pass per chunk covers all N (for scoring a pack of fitted networks at once)."""
+    values = evaluate_points(backend, spec, params, pixel_grid(width, height), chunk_pixels=chunk_pixels)
+    return values.reshape(len(values), height, width, spec.out_features)
