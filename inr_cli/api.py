@@ -189,17 +189,18 @@ def fit(image: PathLike | None = None, *, preset: str | None = None, config: Pat
 def fit_many(folder: PathLike, out: PathLike, *, preset: str | None = None, config: PathLike | None = None,
              pack: int | None = None, ray: str | None = None, workers: int | None = None,
              gpus_per_worker: float | None = None, skip_unreadable: bool = False, quiet: bool = False,
-             settings: dict | None = None, **options) -> TrainedSet:
+             settings: dict | None = None, **options) -> TrainedSet | None:
     """One network per image of `folder` (a folder, class folders, a list file or a folder URL), as
-    `inr fit-many INPUT -o OUT` fits them with the same settings, and return the set; running it
-    again resumes (ray: "local", "auto" or "ray://host:port", as --ray)."""
+    `inr fit-many INPUT -o OUT` fits them with the same settings, and return the set (None when
+    `out` is a URL: the set is read where it lies, or copied); running it again resumes (ray:
+    "local", "auto" or "ray://host:port", as --ray)."""
     from inr_cli.commands import fit_many as command
 
     flags = _flags(command.NAME, options, settings or {})
     with _interrupt_as_keyboard_interrupt():
-        command.fit_folder(str(folder), Path(out), flags, _path(config), preset, pack, ray, workers,
+        command.fit_folder(str(folder), str(out), flags, _path(config), preset, pack, ray, workers,
                            gpus_per_worker, skip_unreadable, quiet)
-    return TrainedSet(out)
+    return None if "://" in str(out) else TrainedSet(out)
 
 
 def _flags(command: str, options: dict, settings: dict) -> dict:

@@ -161,6 +161,77 @@ def test_driver_killed_then_same_command_completes_bit_identical(reference, tmp_
     assert not list((target / fit_many.SHARDS).glob(".*.tmp"))
 
 
+def test_networks_are_written_at_their_rows_and_a_rerun_fits_only_what_lost_them(reference, tmp_path):
+    """Each shard's networks go straight to their rows of weights.npy.part (its shard file keeps
+    names and scores, not networks); the shards whose rows file is gone, and a shard removed from a
+    finished set, are fitted again, and the set is the uninterrupted one, bit for bit."""
+    folder, out = reference
+    expected = np.load(out / fit_many.WEIGHTS)
+    target = tmp_path / "out"
+    args = ["fit-many", folder, "-o", target, "--pack", "1", *NET]
+    assert finish(inr(*args, failpoint="driver-after=2"))[0] == -signal.SIGKILL
+    part = np.load(target / fit_many.WEIGHTS_PART)
+    fitted = [i for i in range(5) if (target / fit_many.shard_name(i)).is_file()]
+    assert len(fitted) == 2 and all("params" not in np.load(target / fit_many.shard_name(i)).files for i in fitted)
+    assert all(np.array_equal(part[i], expected[i]) == (i in fitted) for i in range(5))
+    (target / fit_many.WEIGHTS_PART).unlink()
+    result = fit(*args[1:-1])  # not quiet: its notice is read
+    assert result.exit_code == 0 and "2 finished shards had their networks in a weights.npy.part" in result.output
+    assert np.array_equal(np.load(target / fit_many.WEIGHTS), expected)
+    assert not (target / fit_many.WEIGHTS_PART).exists()
+    kept = {i: (target / fit_many.shard_name(i)).stat().st_mtime_ns for i in (0, 1, 2, 4)}
+    (target / fit_many.shard_name(3)).unlink()
+    weights = np.load(target / fit_many.WEIGHTS, mmap_mode="r+")
+    weights[3] = 0
+    weights.flush()
+    del weights
+    result = fit(*args[1:])
+    assert result.exit_code == 0, result.output
+    assert np.array_equal(np.load(target / fit_many.WEIGHTS), expected)
+    assert kept == {i: (target / fit_many.shard_name(i)).stat().st_mtime_ns for i in kept}
+
+
+def test_a_shard_file_that_holds_its_networks_is_assembled(reference, tmp_path):
+    """Shard files that hold the networks (an output in a bucket, an older inr's) are written
+    into weights.npy at their rows."""
+    folder, out = reference
+    expected = np.load(out / fit_many.WEIGHTS)
+    target = tmp_path / "out"
+    assert fit(folder, "-o", target, "--pack", "2", *NET).exit_code == 0
+    shard = dict(np.load(target / fit_many.shard_name(1)))
+    rows = [int(name[3]) for name in shard["names"]]  # img2.png, img3.png
+    with open(target / fit_many.shard_name(1), "wb") as handle:
+        np.savez(handle, **shard, params=expected[rows])
+    weights = np.load(target / fit_many.WEIGHTS, mmap_mode="r+")
+    weights[rows] = 0
+    weights.flush()
+    del weights
+    assert fit(folder, "-o", target, "--pack", "2", *NET).exit_code == 0
+    assert np.array_equal(np.load(target / fit_many.WEIGHTS), expected)
+
+
+def test_an_output_in_a_bucket(reference, tmp_path):
+    """-o URL through fsspec (here its in-memory file system, which this process alone sees): the
+    shard files hold the networks, the driver streams them into weights.npy, and the files are
+    the local set's, byte for byte; a rerun fits only the missing shards."""
+    fsspec = pytest.importorskip("fsspec")
+    folder, out = reference
+    bucket = fsspec.filesystem("memory")
+    url = f"memory://inr-test-{os.getpid()}-{tmp_path.name}/set"
+    result = fit(folder, "-o", url, "--pack", "2", *NET)
+    assert result.exit_code == 0, result.output
+    root = url.removeprefix("memory:/")
+    for name in (fit_many.WEIGHTS, fit_many.INDEX):
+        assert bucket.cat_file(f"{root}/{name}") == (out / name).read_bytes(), name
+    assert not [p for p in bucket.find(root) if p.endswith(".tmp")]
+    bucket.rm_file(f"{root}/{fit_many.shard_name(2)}")
+    bucket.rm_file(f"{root}/{fit_many.WEIGHTS}")
+    result = fit(folder, "-o", url, "--pack", "2", *NET)
+    assert result.exit_code == 0, result.output
+    assert bucket.cat_file(f"{root}/{fit_many.WEIGHTS}") == (out / fit_many.WEIGHTS).read_bytes()
+    bucket.rm(root, recursive=True)
+
+
 def test_bad_folders(tmp_path):
     folder = make_folder(tmp_path / "mixed", count=2)
     make_folder(tmp_path / "other", count=1, size=(9, 9))
@@ -359,4 +430,4 @@ def test_an_image_whose_pixels_are_broken_stops_the_run_naming_it(tmp_path):
     result = fit(folder, "-o", tmp_path / "out", "--pack", "1", *NET)
     assert result.exit_code == 1 and "img1.jpg: broken or truncated" in result.output
     assert "--skip-unreadable" not in result.output and "Traceback" not in result.output
-    assert fit_many.shard_path(tmp_path / "out", 0).is_file()  # the shard before it is kept
+    assert (tmp_path / "out" / fit_many.shard_name(0)).is_file()  # the shard before it is kept

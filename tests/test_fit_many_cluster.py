@@ -83,6 +83,18 @@ def test_a_poisoned_input_stops_the_run_naming_it(cluster, reference, tmp_path):
     assert names and names <= {"img0.png", "img1.png", "img2.png", "img4.png"}
 
 
+def test_an_output_url_the_workers_write(cluster, reference, tmp_path):
+    """-o URL (file:// through fsspec, as a bucket is written): the workers write their shards there,
+    networks included, and the driver streams them into weights.npy: the in-process set, bit for bit."""
+    pytest.importorskip("fsspec")
+    folder, out = reference
+    code, stderr = run(cluster, folder, "-o", f"file://{tmp_path}/set", "--pack", "2", "--workers", "2", *NET)
+    assert code == 0, stderr
+    assert np.array_equal(np.load(tmp_path / "set" / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
+    assert "params" in np.load(tmp_path / "set" / fit_many.shard_name(0)).files
+    assert not (tmp_path / "set" / fit_many.WEIGHTS_PART).exists()
+
+
 def test_a_worker_given_a_gpu_it_cannot_use_stops_the_run(cluster, reference, tmp_path):
     """Ray gives two workers half of the head's GPU each (--gpus-per-worker 0.5); with no CuPy they
     could only fit on the CPU, so the run stops with one line saying why."""

@@ -81,7 +81,7 @@ def test_fit_many_stops_a_pack_that_diverges_naming_its_images(tmp_path, monkeyp
                                  "--hidden", "8", "--device", "cpu", "-q"])
     assert result.exit_code == 1, result.output
     assert "img2.png" in result.output and "img0.png" not in result.output and "--lr" in result.output
-    assert fit_many.shard_path(out, 0).is_file() and not fit_many.shard_path(out, 1).exists()
+    assert (out / fit_many.shard_name(0)).is_file() and not (out / fit_many.shard_name(1)).exists()
 
 
 def test_checkpoints_follow_the_clock_as_well_as_the_steps(monkeypatch):

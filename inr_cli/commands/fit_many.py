@@ -22,8 +22,9 @@ def command(
     source: str = typer.Argument(..., metavar="INPUT", help="Folder of images (subfolders too: the first level is "
                                  "the label), a list file (.txt: one path or URL per line) or a folder URL "
                                  "(s3://..., gs://...; needs the remote extra of inr).", show_default=False),
-    out: Path = typer.Option(..., "-o", "--output", metavar="DIR",
-                             help="Folder for the set of networks (created; rerun: resumed)."),
+    out: str = typer.Option(..., "-o", "--output", metavar="DIR",
+                            help="Folder for the set of networks, or a URL (s3://...; needs the remote extra) "
+                            "(created; rerun: resumed)."),
     config_file: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML config (see configs/)."),
     preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME",
                                          help="Start from configs/NAME.toml (default: the model's)."),
@@ -45,10 +46,10 @@ def command(
 ) -> None:
     fit_folder(source, out, given_settings(NAME, options, overrides), config_file, preset, pack, ray_address, workers,
                gpus_per_worker, skip_unreadable, quiet)
-    typer.echo(str(out))
+    typer.echo(out)
 
 
-def fit_folder(source: str, out: Path, flags: dict, config_file: Path | None, preset: str | None, pack: int | None,
+def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, preset: str | None, pack: int | None,
                ray_address: str | None, workers: int | None, gpus_per_worker: float | None, skip_unreadable: bool,
                quiet: bool) -> None:
     """`inr fit-many INPUT -o OUT` (flags: {flag name: value}); the API's fit_many calls it too."""
@@ -63,6 +64,8 @@ def fit_folder(source: str, out: Path, flags: dict, config_file: Path | None, pr
         raise UsageError("--gpus-per-worker places Ray workers: it needs --ray")
     if not is_url(source):
         source = str(Path(source).resolve())
+    if not is_url(out):
+        out = str(Path(out).resolve())
     flags = {**flags, "preview_every": 0}
     config = build_config(config_file, flags_to_values({**flags, "source": source}), preset)
     fit_many.fit_set(source, out, config, pack, ray_address, workers, gpus_per_worker, skip_unreadable, quiet)

@@ -4,6 +4,7 @@
     OUT/index.csv       name, psnr, loss, steps, seed, width, height (and label, for class folders)
     OUT/network.json    the network's description (NetworkSpec) and the configuration that fitted it
     OUT/fit-many.json   the plan, and OUT/shards/ the finished shards, for resuming
+    OUT/weights.npy.part    weights.npy while it is being fitted (each network written at its row)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from inr_cli.errors import InrError
 PLAN = "fit-many.json"
 SHARDS = "shards"
 WEIGHTS = "weights.npy"
+WEIGHTS_PART = "weights.npy.part"  # the rows as they are written, renamed weights.npy when all are there
 INDEX = "index.csv"
 DESCRIPTION = "network.json"
 INDEX_COLUMNS = ("name", "psnr", "loss", "steps", "seed", "width", "height")

@@ -2,8 +2,8 @@
 and records.
 
 Workers read the images where they lie (storage every node mounts at the same path, or a URL
-through fsspec), decode, fit and write each finished shard atomically into the output folder,
-which they must reach too. The driver sends each worker the names of a shard (never pixels) and
+through fsspec), decode, fit and write: each network into its row of weights.npy.part, then the
+shard's file atomically, in an output folder they must reach too (shared storage, or a URL). The driver sends each worker the names of a shard (never pixels) and
 keeps two shards in flight per worker, so that the next shard is read and decoded while this one
 fits. What the plan must know of each image is probed by Ray tasks in parallel.
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from inr_cli import config as configuration
 from inr_cli.console import info, notice
@@ -26,7 +25,8 @@ from inr_cli.errors import InrError
 from inr_cli.hooks import hook
 from inr_cli.core.network import NetworkSpec
 from inr_cli.sets import inputs
-from inr_cli.sets.fit_many import SHARDS, Plan, default_pack, fit_shard, load_entry, write_shard
+from inr_cli.sets.fit_many import SHARDS, WEIGHTS_PART, Plan, default_pack, fit_shard, load_entry, write_shard
+from inr_cli.sets.set_folder import SetFolder
 
 MAX_ATTEMPTS = 3  # a shard whose worker dies this many times is a poisoned input, not bad luck
 IN_FLIGHT = 2  # shards queued on each worker: one fitting, the next being read and decoded
@@ -61,7 +61,7 @@ class ShardWorker:
 
         self.config = configuration.from_json(settings["config"])
         self.spec = NetworkSpec.from_json(settings["spec"])
-        self.out = Path(settings["out"])
+        self.out = SetFolder(settings["out"])
         self.folder = settings["folder"]
         self.shard_size = settings["pack"]
         device = self.config.training.device
@@ -83,20 +83,24 @@ class ShardWorker:
         problem = None
         if self.problem:
             problem = f"{self.where}: {self.problem}"
-        elif not os.access(self.out / SHARDS, os.W_OK):
-            problem = f"{self.where}: cannot write to {self.out / SHARDS} (the workers write the shards: the " \
-                      f"output folder must be on storage they share)"
+        else:
+            cannot = self.out.cannot_write(SHARDS)
+            if not cannot and self.out.local and not os.access(self.out.local / WEIGHTS_PART, os.W_OK):
+                cannot = f"cannot write to {self.out.local / WEIGHTS_PART}"
+            if cannot:
+                problem = f"{self.where}: {cannot} (the workers write the networks: the output must be on storage " \
+                          f"they share, or a URL they can write)"
         return {"problem": problem, "backend": self.backend.name if self.backend else None}
 
-    def fit(self, index: int, entries: list) -> dict:
+    def fit(self, index: int, entries: list, rows: list[int]) -> dict:
         names = [entry.name for entry in entries]
-        hook("shard-start", names=names, out=self.out)
+        hook("shard-start", names=names, out=str(self.out))
         plan = Plan(self.folder, self.config, self.spec, entries, [], self.shard_size)
         images = [load_entry(entry, self.config) for entry in entries]
         first = images[0]
         pack = min(len(images), default_pack(self.backend, self.spec, self.config, first.width, first.height))
         result = self.fitting.submit(fit_shard, self.backend, plan, images, names, pack=pack).result()
-        write_shard(self.out, index, result)
+        write_shard(self.out, index, result, rows)
         return {"names": result["names"], "psnr": result["psnr"]}
 
 
@@ -160,7 +164,7 @@ def _retryable(ray) -> tuple:
     return tuple(getattr(ray.exceptions, name) for name in names if hasattr(ray.exceptions, name))
 
 
-def run_on_ray(ray, plan: Plan, out: Path, pending: list[int], on_shard, workers: int | None,
+def run_on_ray(ray, plan: Plan, out: SetFolder, pending: list[int], on_shard, workers: int | None,
                gpus_per_worker: float | None = None) -> None:
     count, options = worker_options(ray, plan.config.training.device, workers, gpus_per_worker)
     # What every worker needs of the plan is small (the images travel shard by shard), so it is
@@ -187,8 +191,9 @@ def run_on_ray(ray, plan: Plan, out: Path, pending: list[int], on_shard, workers
 
     def submit(worker) -> None:
         index = queue.pop(0)
-        entries = [plan.entry(name) for name in plan.shards[index]]
-        running[worker.fit.remote(index, entries)] = (index, worker)
+        names = plan.shards[index]
+        entries = [plan.entry(name) for name in names]
+        running[worker.fit.remote(index, entries, [plan.row_of[name] for name in names])] = (index, worker)
         load[worker] += 1
 
     # A lost shard is sent again alone to an idle worker: the shards in flight beside it die with
@@ -247,7 +252,7 @@ def run_on_ray(ray, plan: Plan, out: Path, pending: list[int], on_shard, workers
             load[worker] -= 1
         isolated.discard(worker)
         on_shard(index, result)
-        hook("shard-written", shards=out / SHARDS)
+        hook("shard-written", shards=out.join(SHARDS))
         fill()
     if queue:
         raise InrError("no worker is left to fit the remaining shards; the finished shards are kept")

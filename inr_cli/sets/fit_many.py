@@ -4,11 +4,14 @@ through the core's networks dimension.
 The inputs become a plan (fit-many.json): every image with its size, a fingerprint of its file and
 its seed, the settings, and the shards (images of one size, fitted together). What the plan needs
 to know of each image is learned by a probe that runs where the images are read (on the workers,
-with --ray); the driver itself only lists the inputs, plans and records. Each finished shard is
-written atomically to shards/ by whoever fitted it; running the same command again lists the
-inputs, compares them with the plan and fits only the shards that are missing, so a killed run
-loses at most the shards in flight. When every shard is done, the set is assembled by streaming
-shard after shard into weights.npy (inr_cli/formats/network_set.py says what its files hold).
+with --ray); the driver itself only lists the inputs, plans and records. Whoever fits a shard
+writes its networks straight into their rows of weights.npy.part, then the shard's file (names and
+scores) atomically into shards/; running the same command again lists the inputs, compares them
+with the plan and fits only the shards that are missing, so a killed run loses at most the shards
+in flight. When every shard is done, weights.npy.part becomes weights.npy, and index.csv is written
+(inr_cli/formats/network_set.py says what the files hold). An output in a bucket, which cannot be
+written in place, gets the networks in the shards' files, and the driver streams them into
+weights.npy, shard after shard.
 
 An image's seed comes from --seed and its name alone (image_seed), and a network trained in a pack
 gets the bits it would get alone, so its network does not depend on the pack, the worker or the
@@ -23,8 +26,9 @@ import hashlib
 import io
 import json
 import os
-import struct
+import tempfile
 import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -32,14 +36,14 @@ import numpy as np
 
 from inr_cli import config as configuration
 from inr_cli.console import info, notice
-from inr_cli.formats.atomic import atomic_path, atomic_write_text
+from inr_cli.formats.atomic import atomic_path
 from inr_cli.formats.checkpoint import TrainingState
 from inr_cli.config import Config, with_values
 from inr_cli.errors import InrError, UsageError
 from inr_cli.hooks import hook
 from inr_cli.formats.images import PixelImage
 from inr_cli.formats.network_set import (DESCRIPTION, FORMAT_VERSION, INDEX, INDEX_COLUMNS, LABEL, PLAN, SHARDS,
-                                         WEIGHTS)
+                                         WEIGHTS, WEIGHTS_PART)
 from inr_cli.core.metrics import psnr_from_mse
 from inr_cli.core.network import NetworkSpec, output_means
 from inr_cli.core.sizing import AUTO, SIZED_KEYS, fit_to_image
@@ -47,6 +51,7 @@ from inr_cli.core.render import render_networks
 from inr_cli.core.trainer import Trainer
 from inr_cli.core.training_loop import Diverged, Interrupted, Signals, run_steps
 from inr_cli.sets import inputs
+from inr_cli.sets.set_folder import SetFolder
 from inr_cli.settings import FIT_MANY_FREE_KEYS
 
 # The settings a rerun may change: they decide where and how fast, not what is fitted.
@@ -123,6 +128,11 @@ class Plan:
     def by_name(self) -> dict[str, ImageEntry]:
         return {e.name: e for e in self.images}
 
+    @functools.cached_property
+    def row_of(self) -> dict[str, int]:
+        """Each image's row of weights.npy."""
+        return {e.name: i for i, e in enumerate(self.images)}
+
     @property
     def labelled(self) -> bool:
         return any(e.label for e in self.images)
@@ -182,8 +192,8 @@ def default_pack(backend, spec: NetworkSpec, config: Config, width: int, height:
     return int(max(1, min(4096, budget // max(per_network, 1))))
 
 
-def shard_path(out: Path, index: int) -> Path:
-    return out / SHARDS / f"{index:05d}.npz"
+def shard_name(index: int) -> str:
+    return f"{SHARDS}/{index:05d}.npz"
 
 
 def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], signals: Signals | None = None) -> dict:
@@ -220,15 +230,65 @@ def fit_shard(backend, plan: Plan, images: list[PixelImage], names: list[str], s
     return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
 
 
-def write_shard(out: Path, index: int, result: dict) -> None:
-    with atomic_path(shard_path(out, index), suffix=".npz") as tmp:
-        with open(tmp, "wb") as handle:
-            np.savez(handle, **result)
+def write_shard(folder: SetFolder, index: int, result: dict, rows: list[int]) -> None:
+    """A finished shard. In a local folder its networks go straight to their rows of
+    weights.npy.part (synced before the shard file says they are there), and the shard file keeps
+    their names and scores; a bucket cannot be written in place, so there the shard file keeps the
+    networks too and the driver assembles them."""
+    if folder.local:
+        write_rows(folder.local / WEIGHTS_PART, rows, result["params"])
+        result = {key: value for key, value in result.items() if key != "params"}
+    with folder.writing(shard_name(index)) as handle:
+        np.savez(handle, **result)
 
 
-def read_shard(out: Path, index: int) -> dict:
-    with np.load(shard_path(out, index), allow_pickle=False) as npz:
+def read_shard(folder: SetFolder, index: int) -> dict:
+    with np.load(io.BytesIO(folder.read_bytes(shard_name(index))), allow_pickle=False) as npz:
         return {name: npz[name] for name in npz.files}
+
+
+def write_rows(path: Path, rows: list[int], params: np.ndarray) -> None:
+    """Networks into their rows of the .npy file `path`, each run of consecutive rows in one write."""
+    params = np.ascontiguousarray(params, dtype="<f4")
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except OSError as exc:
+        raise InrError(f"cannot write the networks into {path} ({exc.strerror or exc}): the output folder must be "
+                       f"on storage every worker shares") from None
+    try:
+        shape, data_at = _npy_layout(fd)
+        if shape[1] != params.shape[1] or max(rows) >= shape[0]:
+            raise InrError(f"{path} holds {shape[0]} networks of {shape[1]} parameters, not this set's")
+        _write_runs(fd, data_at, rows, params)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_runs(fd: int, data_at: int, rows, params: np.ndarray) -> None:
+    rows = np.asarray(rows)
+    row_bytes = params.shape[1] * 4
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(rows) != 1) + 1, [len(rows)]]).tolist()
+    for start, stop in zip(starts[:-1], starts[1:]):
+        data, at = memoryview(params[start:stop]).cast("B"), data_at + int(rows[start]) * row_bytes
+        while data:
+            written = os.pwrite(fd, data, at)
+            data, at = data[written:], at + written
+
+
+def _npy_layout(fd: int) -> tuple[tuple[int, ...], int]:
+    """The shape of the float32 .npy file open as `fd`, and where its data starts."""
+    header = io.BytesIO(os.pread(fd, 4096, 0))
+    try:
+        version = np.lib.format.read_magic(header)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+            np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read_header(header)
+    except ValueError as exc:
+        raise InrError(f"not a .npy file ({exc})") from None
+    if fortran or dtype != np.dtype("<f4") or len(shape) != 2:
+        raise InrError(f"a .npy file of {dtype} {shape}, not float32 networks")
+    return shape, header.tell()
 
 
 def load_entry(entry: ImageEntry, config: Config) -> PixelImage:
@@ -245,24 +305,24 @@ def shard_images(plan: Plan, index: int) -> list[PixelImage]:
     return [load_entry(plan.entry(name), plan.config) for name in plan.shards[index]]
 
 
-def prepare(source: str, out: Path, config: Config, pack: int | None, skip_unreadable: bool, notices: list,
-            probe=probe_in_process, default_pack_for=None) -> tuple[Plan, list[int]]:
-    """The plan (new, or the one in OUT checked against this command) and the shards still to fit.
-    `probe(listed, config)` learns each image's size and fingerprint (in-process, or on the workers);
-    `default_pack_for(spec, config, width, height)` is the shard size when --pack is not given."""
+def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, skip_unreadable: bool,
+            notices: list, probe=probe_in_process, default_pack_for=None) -> tuple[Plan, list[int]]:
+    """The plan (new, or the one in the output checked against this command) and the shards still
+    to fit. `probe(listed, config)` learns each image's size and fingerprint (in-process, or on the
+    workers); `default_pack_for(spec, config, width, height)` is the shard size when --pack is not
+    given."""
     listed = inputs.list_inputs(source)
-    existing = out / PLAN
-    if existing.is_file():
+    if folder.exists(PLAN):
         try:
-            saved = Plan.from_json(existing.read_text())
+            saved = Plan.from_json(folder.read_bytes(PLAN).decode())
         except (ValueError, KeyError, TypeError, UsageError) as exc:
-            raise InrError(f"{existing}: not a plan this inr can read ({exc})") from None
-        _refuse_changed_inputs(out, saved, listed)
+            raise InrError(f"{folder.join(PLAN)}: not a plan this inr can read ({exc})") from None
+        _refuse_changed_inputs(folder, saved, listed)
         # A setting left to the size is the one this data set already got (an older inr may have
         # chosen it differently); one given by hand is checked against it below.
         config = with_values(config, {key: saved.config.get(key) for key in SIZED_KEYS if config.get(key) == AUTO})
         wanted = Plan(saved.folder, config, saved.spec, [], [], pack or saved.pack)
-        _refuse_changed_settings(out, saved, wanted)
+        _refuse_changed_settings(folder, saved, wanted)
         plan = saved
         plan.config = config  # the free keys (device, ...) may differ; the rest was just checked
     else:
@@ -274,21 +334,58 @@ def prepare(source: str, out: Path, config: Config, pack: int | None, skip_unrea
             spec = NetworkSpec.from_config(config, len(first.channels))
             pack = default_pack_for(spec, config, first.width, first.height) if default_pack_for else RAY_SHARD
         plan = make_plan(source, config, entries, pack, skipped)
-        try:
-            (out / SHARDS).mkdir(parents=True, exist_ok=True)
-            atomic_write_text(existing, plan.to_json())
-        except OSError as exc:
-            raise InrError(f"cannot write to {out} ({exc.strerror or exc})") from None
+        folder.make_folder(SHARDS)
+        folder.write_bytes(PLAN, plan.to_json().encode())
     for name, why in plan.skipped:
         notices.append(f"skipped {name}: {why}")
-    for leftover in (out / SHARDS).glob(".*.tmp"):  # a write killed before its rename
-        leftover.unlink(missing_ok=True)
-    done = {path.name for path in (out / SHARDS).glob("*.npz")}
-    pending = [i for i in range(len(plan.shards)) if shard_path(out, i).name not in done]
+    files = folder.files(SHARDS)
+    for leftover in files:
+        if leftover.startswith(".") and leftover.endswith(".tmp"):  # a write killed before its rename
+            folder.remove(f"{SHARDS}/{leftover}")
+    done = set(files)
+    pending = [i for i in range(len(plan.shards)) if shard_name(i).rpartition("/")[2] not in done]
+    if folder.local:
+        pending = _rows_file_ready(folder.local, plan, pending, notices)
     return plan, pending
 
 
-def _refuse_changed_inputs(out: Path, saved: Plan, listed: list[inputs.Listed]) -> None:
+def _rows_file_ready(out: Path, plan: Plan, pending: list[int], notices: list) -> list[int]:
+    """weights.npy.part, where the workers write each network at its row, made ready for them; the
+    shards to fit (finished shards whose networks were in a rows file now gone are fitted again)."""
+    part, finished = out / WEIGHTS_PART, out / WEIGHTS
+    shape = (len(plan.images), plan.spec.parameter_count())
+    if part.is_file():
+        with open(part, "rb") as handle:
+            try:
+                if _npy_layout(handle.fileno())[0] == shape:
+                    return pending
+            except InrError:  # not a rows file of ours: made again below
+                pass
+    elif finished.is_file():
+        if pending:  # a finished set missing shards (removed to fit them again): its rows stay
+            os.replace(finished, part)
+        return pending
+    header = _npy_header(shape)
+    with atomic_path(part, suffix=".npy") as tmp:
+        with open(tmp, "wb") as handle:  # a sparse file: the rows take room as they are written
+            handle.write(header)
+            handle.truncate(len(header) + shape[0] * shape[1] * 4)
+    waiting = set(pending)
+    lost = [i for i in range(len(plan.shards)) if i not in waiting and "params.npy" not in _shard_members(out, i)]
+    for index in lost:
+        (out / shard_name(index)).unlink()
+    if lost:
+        notices.append(f"{len(lost)} finished shards had their networks in a {WEIGHTS_PART} that is gone; "
+                       f"they are fitted again")
+    return sorted(waiting.union(lost))
+
+
+def _shard_members(out: Path, index: int) -> list[str]:
+    with zipfile.ZipFile(out / shard_name(index)) as archive:
+        return archive.namelist()
+
+
+def _refuse_changed_inputs(out: SetFolder, saved: Plan, listed: list[inputs.Listed]) -> None:
     planned = {e.name: e.bytes for e in saved.images}
     planned.update((name, -1) for name, _ in saved.skipped)
     now = {item.name: item.size for item in listed}
@@ -301,7 +398,7 @@ def _refuse_changed_inputs(out: Path, saved: Plan, listed: list[inputs.Listed]) 
             raise InrError(f"{out} was started on other images ({name} changed since); use another -o")
 
 
-def _refuse_changed_settings(out: Path, saved: Plan, plan: Plan) -> None:
+def _refuse_changed_settings(out: SetFolder, saved: Plan, plan: Plan) -> None:
     old, new = saved.settings(), plan.settings()
     if old["pack"] != new["pack"]:
         raise InrError(f"{out} was started with --pack {old['pack']}, not {new['pack']}; "
@@ -312,102 +409,75 @@ def _refuse_changed_settings(out: Path, saved: Plan, plan: Plan) -> None:
                            f"rerun with the same settings, or use another -o")
 
 
-def run_in_process(backend, plan: Plan, out: Path, pending: list[int], on_shard, signals: Signals) -> None:
+def run_in_process(backend, plan: Plan, folder: SetFolder, pending: list[int], on_shard, signals: Signals) -> None:
     for index in pending:
-        result = fit_shard(backend, plan, shard_images(plan, index), plan.shards[index], signals)
-        write_shard(out, index, result)
+        names = plan.shards[index]
+        result = fit_shard(backend, plan, shard_images(plan, index), names, signals)
+        write_shard(folder, index, result, [plan.row_of[name] for name in names])
         on_shard(index, result)
-        hook("shard-written", shards=out / SHARDS)
+        hook("shard-written", shards=folder.join(SHARDS))
 
 
-def assemble(out: Path, plan: Plan) -> int:
+def assemble(folder: SetFolder, plan: Plan) -> int:
     """weights.npy, index.csv and network.json from the finished shards; returns the bytes per image.
-    Shard after shard, each network is written at its row (rows sorted by name, whatever the
-    shards were), so the memory needed is one shard's, whatever the size of the set."""
-    row_of = {entry.name: i for i, entry in enumerate(plan.images)}
+    In a local folder the networks are in their rows already (weights.npy.part, renamed when whole);
+    those a shard file holds (in a bucket, or from an older inr) are written at their rows, shard
+    after shard, so the memory needed is one shard's whatever the size of the set."""
     count, width = len(plan.images), plan.spec.parameter_count()
     psnr, loss = np.full(count, np.nan), np.full(count, np.nan)
-    header = _npy_header((count, width))
-    with atomic_path(out / WEIGHTS, suffix=".npy") as tmp:
-        with open(tmp, "wb") as handle:
-            handle.write(header)
-            handle.truncate(len(header) + count * width * 4)
-            for index in range(len(plan.shards)):
-                with np.load(shard_path(out, index), allow_pickle=False) as npz:
-                    names, psnr_of, loss_of = npz["names"], npz["psnr"], npz["loss"]
-                rows = np.array([row_of[name] for name in names.tolist()])
-                psnr[rows], loss[rows] = psnr_of, loss_of
-                # consecutive rows go out in one copy: a shard of one size is mostly a run of rows
-                starts = np.concatenate([[0], np.flatnonzero(np.diff(rows) != 1) + 1, [len(rows)]]).tolist()
-                runs = [(start, stop, len(header) + int(rows[start]) * width * 4)
-                        for start, stop in zip(starts[:-1], starts[1:])]
-                _copy_params(out, index, handle.fileno(), runs, len(rows), width)
-            handle.flush()
+    with _rows_file(folder, (count, width)) as fd:
+        data_at = _npy_layout(fd)[1]
+        for index in range(len(plan.shards)):
+            shard = read_shard(folder, index)
+            rows = np.array([plan.row_of[name] for name in shard["names"].tolist()])
+            psnr[rows], loss[rows] = shard["psnr"], shard["loss"]
+            if "params" in shard:
+                _write_runs(fd, data_at, rows, np.ascontiguousarray(shard["params"], dtype="<f4"))
     labelled = plan.labelled
-    with atomic_path(out / INDEX, suffix=".csv") as tmp:
-        with open(tmp, "w", newline="") as handle:
-            writer = csv.writer(handle, lineterminator="\n")
-            writer.writerow(INDEX_COLUMNS + ((LABEL,) if labelled else ()))
-            steps = plan.config.training.steps
-            for i, entry in enumerate(plan.images):
-                writer.writerow((entry.name, f"{psnr[i]:.4f}", f"{loss[i]:.8g}", steps, entry.seed, entry.width,
-                                 entry.height) + ((entry.label,) if labelled else ()))
+    with folder.writing(INDEX) as handle:
+        text = io.TextIOWrapper(handle, encoding="utf-8", newline="")
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(INDEX_COLUMNS + ((LABEL,) if labelled else ()))
+        steps = plan.config.training.steps
+        for i, entry in enumerate(plan.images):
+            writer.writerow((entry.name, f"{psnr[i]:.4f}", f"{loss[i]:.8g}", steps, entry.seed, entry.width,
+                             entry.height) + ((entry.label,) if labelled else ()))
+        text.flush()
+        text.detach()
     description = {"format_version": FORMAT_VERSION, "spec": json.loads(plan.spec.to_json()),
                    "config": json.loads(configuration.to_json(plan.config)), "channels": list(plan.images[0].channels),
                    "parameters_per_network": plan.spec.parameter_count(), "dtype": "float32"}
-    atomic_write_text(out / DESCRIPTION, json.dumps(description, indent=1) + "\n")
+    folder.write_bytes(DESCRIPTION, (json.dumps(description, indent=1) + "\n").encode())
     return plan.spec.parameter_count() * 4
 
 
-def _copy_params(out: Path, index: int, fd: int, runs: list[tuple[int, int, int]], count: int, width: int) -> None:
-    """The rows [start, stop) of the shard's params at byte `at` of `fd`, for each run. np.savez
-    stores the array uncompressed: its rows are then copied file to file by the kernel, never
-    through this process's memory (a shard is renamed into place whole, and its size is checked).
-    Any other layout is read with NumPy."""
-    path = shard_path(out, index)
-    offset = _stored_params_offset(path, count, width)
-    if offset is None:
-        params = np.ascontiguousarray(read_shard(out, index)["params"], dtype="<f4")
-        for start, stop, at in runs:
-            os.pwrite(fd, params[start:stop], at)
-        return
-    with open(path, "rb") as source:
-        for start, stop, at in runs:
-            _copy_range(source.fileno(), fd, (stop - start) * width * 4, offset + start * width * 4, at)
-
-
-def _stored_params_offset(path: Path, count: int, width: int) -> int | None:
-    """Where the float32 [count, width] C-ordered params of a shard start in its file, when stored
-    uncompressed; None otherwise."""
-    with zipfile.ZipFile(path) as archive:
-        info = archive.getinfo("params.npy")
-        if info.compress_type != zipfile.ZIP_STORED:
-            return None
-        with archive.open(info) as member:
-            version = np.lib.format.read_magic(member)
-            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
-                np.lib.format.read_array_header_2_0
-            shape, fortran, dtype = read_header(member)
-            data_at = member.tell()
-        if shape != (count, width) or fortran or dtype != np.dtype("<f4") or \
-                info.file_size != data_at + count * width * 4:
-            return None
-        with open(path, "rb") as handle:  # the member's data follows its local header
-            handle.seek(info.header_offset)
-            local = handle.read(zipfile.sizeFileHeader)
-        name_length, extra_length = struct.unpack("<2H", local[-4:])
-        return info.header_offset + zipfile.sizeFileHeader + name_length + extra_length + data_at
-
-
-def _copy_range(source: int, target: int, count: int, source_at: int, target_at: int) -> None:
-    while count:
+@contextmanager
+def _rows_file(folder: SetFolder, shape: tuple[int, int]):
+    """An open descriptor on the set's rows; weights.npy appears, whole, when the block ends."""
+    if folder.local:
+        part, finished = folder.local / WEIGHTS_PART, folder.local / WEIGHTS
+        rows = part if part.is_file() else finished  # a finished set run again: its rows are in place
+        fd = os.open(rows, os.O_RDWR)
         try:
-            done = os.copy_file_range(source, target, count, source_at, target_at)
-        except (AttributeError, OSError):  # not Linux, or two file systems it cannot copy between
-            done = os.pwrite(target, os.pread(source, min(count, 1 << 24), source_at), target_at)
-        if done <= 0:
-            raise InrError(f"shard ended early while assembling {WEIGHTS}")
-        count, source_at, target_at = count - done, source_at + done, target_at + done
+            yield fd
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if rows == part:
+            os.replace(part, finished)
+        return
+    with tempfile.TemporaryDirectory(prefix="inr-set-") as scratch:  # a bucket: built here, then uploaded
+        local = Path(scratch) / WEIGHTS
+        header = _npy_header(shape)
+        with open(local, "wb") as handle:
+            handle.write(header)
+            handle.truncate(len(header) + shape[0] * shape[1] * 4)
+        fd = os.open(local, os.O_RDWR)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+        folder.upload(local, WEIGHTS)
 
 
 def _npy_header(shape: tuple[int, int]) -> bytes:
@@ -417,7 +487,7 @@ def _npy_header(shape: tuple[int, int]) -> bytes:
     return buffer.getvalue()
 
 
-def fit_set(source: str, out: Path, config: Config, pack: int | None = None, ray: str | None = None,
+def fit_set(source: str, out: str | Path, config: Config, pack: int | None = None, ray: str | None = None,
             workers: int | None = None, gpus_per_worker: float | None = None, skip_unreadable: bool = False,
             quiet: bool = False) -> Plan:
     """`inr fit-many` after its options are read: plan (or resume), fit every pending shard in-process
@@ -425,18 +495,19 @@ def fit_set(source: str, out: Path, config: Config, pack: int | None = None, ray
     from inr_cli.progress import ImageProgress
 
     notices: list[str] = []
+    folder = SetFolder(out)
     if ray:
         from inr_cli.sets import cluster
 
         session = cluster.connect(ray)
-        plan, pending = prepare(source, out, config, pack, skip_unreadable, notices,
+        plan, pending = prepare(source, folder, config, pack, skip_unreadable, notices,
                                 probe=functools.partial(cluster.probe_on_ray, session))
         where = f"Ray ({ray})"
     else:
         from inr_cli.backends import make_backend
 
         backend = make_backend(config.training.device, config.training.matmul, quiet)
-        plan, pending = prepare(source, out, config, pack, skip_unreadable, notices,
+        plan, pending = prepare(source, folder, config, pack, skip_unreadable, notices,
                                 default_pack_for=functools.partial(default_pack, backend))
         where = backend.name
     for message in notices:
@@ -451,18 +522,18 @@ def fit_set(source: str, out: Path, config: Config, pack: int | None = None, ray
             progress.add(len(result["names"]), result["psnr"])
 
         try:
-            if ray:
-                cluster.run_on_ray(session, plan, out, pending, on_shard, workers, gpus_per_worker)
+            if ray and pending:
+                cluster.run_on_ray(session, plan, folder, pending, on_shard, workers, gpus_per_worker)
             else:
-                run_in_process(backend, plan, out, pending, on_shard, signals)
+                run_in_process(backend, plan, folder, pending, on_shard, signals)
         except Interrupted as exc:
             signals.ignore()
             progress.stop()
             info(f"{exc}: {progress.done} of {total} images are fitted and kept in {out}; "
                  f"run the same command again to fit the rest")
             raise SystemExit(128 + exc.signum) from None
-    bytes_per_image = assemble(out, plan)
+    bytes_per_image = assemble(folder, plan)
     if not quiet:
         info(f"done: {total} networks of {plan.spec.parameter_count():,} parameters ({bytes_per_image:,} bytes "
-             f"each) in {out / WEIGHTS}; one row per image in {out / INDEX}")
+             f"each) in {folder.join(WEIGHTS)}; one row per image in {folder.join(INDEX)}")
     return plan

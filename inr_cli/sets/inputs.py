@@ -42,7 +42,7 @@ def is_url(text: str) -> bool:
     return "://" in text
 
 
-def _fsspec():
+def fsspec_module():
     try:
         import fsspec
     except ImportError:
@@ -94,7 +94,7 @@ def _list_folder(folder: Path) -> list[Listed]:
 
 
 def _list_url_folder(url: str) -> list[Listed]:
-    fsspec = _fsspec()
+    fsspec = fsspec_module()
     try:
         fs, root = fsspec.core.url_to_fs(url)
         found = fs.find(root, detail=True)
@@ -128,7 +128,7 @@ def _list_file(list_path: Path) -> list[Listed]:
 def read_bytes(location: str) -> bytes:
     if is_url(location):
         try:
-            with _fsspec().open(location, "rb") as handle:
+            with fsspec_module().open(location, "rb") as handle:
                 return handle.read()
         except (OSError, ValueError) as exc:
             raise InrError(f"{location}: cannot read ({exc})") from None

@@ -1,0 +1,146 @@
+"""Where `inr fit-many` writes a set: a local folder (for a cluster, on storage every worker mounts
+at the same path) or a URL that fsspec can write (s3://, gs://, ...: the 'remote' extra).
+
+Every file appears whole or not at all: written under a temporary name beside it, then renamed
+(in a bucket the rename is a server-side copy, and an upload is whole anyway).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+
+from inr_cli.errors import InrError
+from inr_cli.formats.atomic import atomic_path
+from inr_cli.sets.inputs import fsspec_module, is_url
+
+
+class SetFolder:
+    def __init__(self, where: str | Path):
+        self.where = str(where)
+        self.local: Path | None = None if is_url(self.where) else Path(self.where)
+        self._fs = None
+
+    def __str__(self) -> str:
+        return self.where
+
+    def join(self, name: str) -> str:
+        return str(self.local / name) if self.local else f"{self.where.rstrip('/')}/{name}"
+
+    @property
+    def fs(self):
+        """The fsspec file system of a URL, and the folder's path in it."""
+        if self._fs is None:
+            try:
+                self._fs = fsspec_module().core.url_to_fs(self.where)
+            except (ValueError, ImportError, OSError) as exc:
+                raise InrError(f"{self.where}: cannot open ({exc})") from None
+        return self._fs
+
+    def _remote(self, name: str) -> str:
+        fs, root = self.fs
+        return f"{root.rstrip('/')}/{name}"
+
+    def exists(self, name: str) -> bool:
+        if self.local:
+            return (self.local / name).is_file()
+        fs, _ = self.fs
+        return fs.isfile(self._remote(name))
+
+    def read_bytes(self, name: str) -> bytes:
+        try:
+            if self.local:
+                return (self.local / name).read_bytes()
+            fs, _ = self.fs
+            with fs.open(self._remote(name), "rb") as handle:
+                return handle.read()
+        except OSError as exc:
+            raise InrError(f"{self.join(name)}: cannot read ({exc.strerror or exc})") from None
+
+    @contextmanager
+    def writing(self, name: str):
+        """A binary handle on the file `name`, which appears only once the block ends without error."""
+        try:
+            if self.local:
+                with atomic_path(self.local / name) as tmp, open(tmp, "wb") as handle:
+                    yield handle
+                return
+            fs, _ = self.fs
+            tmp = self._remote(_temporary(name))
+            try:
+                with fs.open(tmp, "wb") as handle:
+                    yield handle
+                fs.mv(tmp, self._remote(name))
+            except BaseException:
+                if fs.exists(tmp):
+                    fs.rm_file(tmp)
+                raise
+        except OSError as exc:
+            raise InrError(f"cannot write {self.join(name)} ({exc.strerror or exc})") from None
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        with self.writing(name) as handle:
+            handle.write(data)
+
+    def upload(self, local_file: Path, name: str) -> None:
+        """A local file copied to the URL's `name`, whole or not at all (a file too big to hold)."""
+        fs, _ = self.fs
+        tmp = self._remote(_temporary(name))
+        try:
+            fs.put_file(str(local_file), tmp)
+            fs.mv(tmp, self._remote(name))
+        except OSError as exc:
+            raise InrError(f"cannot write {self.join(name)} ({exc.strerror or exc})") from None
+
+    def make_folder(self, name: str) -> None:
+        try:
+            if self.local:
+                (self.local / name).mkdir(parents=True, exist_ok=True)
+            else:
+                fs, _ = self.fs
+                fs.makedirs(self._remote(name), exist_ok=True)
+        except OSError as exc:
+            raise InrError(f"cannot write to {self.where} ({exc.strerror or exc})") from None
+
+    def files(self, folder: str) -> list[str]:
+        """The names of the files in `folder` (empty when it does not exist)."""
+        if self.local:
+            path = self.local / folder
+            return [entry.name for entry in os.scandir(path) if entry.is_file()] if path.is_dir() else []
+        fs, _ = self.fs
+        try:
+            return [info["name"].rstrip("/").rsplit("/", 1)[-1]
+                    for info in fs.ls(self._remote(folder), detail=True) if info.get("type") == "file"]
+        except FileNotFoundError:
+            return []
+
+    def remove(self, name: str) -> None:
+        if self.local:
+            (self.local / name).unlink(missing_ok=True)
+        else:
+            fs, _ = self.fs
+            try:
+                fs.rm_file(self._remote(name))
+            except FileNotFoundError:
+                pass
+
+    def cannot_write(self, folder: str) -> str | None:
+        """Why this process cannot write into `folder` (None when it can): a worker asks it of the
+        output before it is sent work."""
+        if self.local:
+            return None if os.access(self.local / folder, os.W_OK) else f"cannot write to {self.local / folder}"
+        name = f"{folder}/{_temporary('write-check')}"
+        try:
+            self.write_bytes(name, b"")
+            self.remove(name)
+        except InrError as exc:
+            return str(exc)
+        return None
+
+
+def _temporary(name: str) -> str:
+    """A hidden name beside `name`, unique to this writer, ending in .tmp (leftovers are removed)."""
+    folder, _, base = name.rpartition("/")
+    return f"{folder + '/' if folder else ''}.{base}.{uuid.uuid4().hex[:12]}.tmp"
