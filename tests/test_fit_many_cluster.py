@@ -1,6 +1,7 @@
 """`inr fit-many --ray` on a real Ray cluster of two nodes on this machine (ray.cluster_utils, on
 random ports): workers decode, fit and write; a node killed mid-run, the driver killed then the
-command rerun, a poisoned input, and a GPU a worker cannot use. Failpoints decide when kills land."""
+command rerun, a poisoned input, a GPU a worker cannot use, and workers that cannot reach the images
+(the driver sends them the files). Failpoints decide when kills land."""
 
 from __future__ import annotations
 
@@ -9,8 +10,13 @@ import signal
 import numpy as np
 import pytest
 
-from inr_cli.sets import fit_many
-from inr_cli.sets.cluster import MAX_ATTEMPTS, gpu_problem, worker_options
+import inr_cli
+from inr_cli import config as configuration
+from inr_cli.config import build_config, flags_to_values
+from inr_cli.errors import InrError
+from inr_cli.sets import cluster as on_ray
+from inr_cli.sets import fit_many, inputs
+from inr_cli.sets.cluster import MAX_ATTEMPTS, UNREACHABLE, gpu_problem, probe_task, worker_options
 from tests import test_fit_many
 from tests.test_fit_many import NET, finish, inr, shards_on_disk
 
@@ -125,3 +131,111 @@ def test_what_a_worker_does_with_a_gpu():
     assert gpu_problem("auto", [], 0, missing) is None  # no GPU anywhere: the CPU is no waste
     assert gpu_problem("cpu", ["0"], 1, missing) is None  # asked for
     assert "no GPU" in gpu_problem("gpu", [], 0, missing)
+
+
+# NET as the Python API's keyword arguments
+SETTINGS = dict(hidden=12, layers=2, omega0=60, lr=3e-3, steps=40, device="cpu", quiet=True)
+
+
+def fit_in_this_process(source: str, out, **options) -> None:
+    """api.fit_many with this pytest process as the Ray driver (the inputs it alone can read stay
+    readable); Ray is shut down after, so that the other tests start their own."""
+    try:
+        inr_cli.fit_many(source, out, **SETTINGS, **options)
+    finally:
+        ray.shutdown()
+
+
+def test_workers_that_cannot_reach_the_inputs_get_the_files(cluster, reference, tmp_path, capsys, monkeypatch):
+    """The images lie in fsspec's memory:// of this process, the driver: Ray's workers, other
+    processes, find it empty. The probe tasks and the shard workers say so, the driver sends them
+    the files' bytes, and the set is the in-process one, bit for bit. A file there that is no image
+    is still reported as such (here skipped), not sent again and again."""
+    fsspec = pytest.importorskip("fsspec")
+    folder, out = reference
+    monkeypatch.setattr(on_ray, "SENT_PIECE", 1)  # a probe task per file: more than SENT_IN_FLIGHT
+    memory = fsspec.filesystem("memory")
+    root = f"/inr-{tmp_path.name}"
+    for path in folder.iterdir():
+        memory.pipe(f"{root}/{path.name}", path.read_bytes())
+    memory.pipe(f"{root}/notes.txt", b"not an image")
+    try:
+        fit_in_this_process(f"memory://{root}/", tmp_path / "set", ray=cluster.address, pack=2, workers=2,
+                            skip_unreadable=True)
+    finally:
+        memory.rm(root, recursive=True)
+    stderr = capsys.readouterr().err
+    assert f"the driver sends the images' files to 2 of 2 workers: they cannot read memory://{root}/" in stderr
+    assert "skipped notes.txt: notes.txt: not an image file Pillow can read" in stderr
+    assert np.array_equal(np.load(tmp_path / "set" / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
+
+
+def test_on_a_cluster_where_one_node_reaches_the_inputs(cluster, reference, tmp_path, capsys, monkeypatch):
+    """A third node reaches the images (fsspec's dir:// is their parent folder there, and in this
+    driver; on the fixture's nodes it is nothing). Each probe task (one per image here) and each of
+    the three workers, one per node, decides for itself: one worker reads the files, two are sent
+    them, and the set is the in-process one, bit for bit."""
+    fsspec = pytest.importorskip("fsspec")
+    folder, out = reference
+    monkeypatch.setitem(fsspec.config.conf, "dir", {"path": str(folder.parent), "target_protocol": "file"})
+    monkeypatch.setattr(on_ray, "PROBE_CHUNK", 1)
+    seeing = cluster.add_node(num_cpus=1, env_vars={"FSSPEC_DIR_PATH": str(folder.parent),
+                                                    "FSSPEC_DIR_TARGET_PROTOCOL": "file"})
+    cluster.wait_for_nodes()
+    try:
+        fit_in_this_process(f"dir://{folder.name}/", tmp_path / "set", ray=cluster.address, pack=1, workers=3)
+    finally:
+        cluster.remove_node(seeing)
+    stderr = capsys.readouterr().err
+    assert f"the driver sends the images' files to 2 of 3 workers: they cannot read dir://{folder.name}/" in stderr
+    assert np.array_equal(np.load(tmp_path / "set" / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
+
+
+def test_a_probe_tells_files_it_cannot_reach_from_files_that_do_not_decode(reference, tmp_path):
+    """A task that cannot reach its chunk's first file (gone, or not the size listed) answers
+    UNREACHABLE, and the driver sends the files; one that reaches them reports a broken file as that
+    image's error, with its reason, as does a task sent the files, which never answers UNREACHABLE,
+    so that nothing is sent again and again."""
+    folder, _ = reference
+    config = build_config(None, flags_to_values({"source": "x"}), None)
+    config_json = configuration.to_json(config)
+    good = folder / "img0.png"
+    (tmp_path / "broken.png").write_bytes(b"not an image")
+
+    def listed(path, size=None):
+        return inputs.Listed(path.name, str(path), path.stat().st_size if size is None else size, "")
+
+    gone, broken = listed(tmp_path / "gone.png", 100), listed(tmp_path / "broken.png")
+    probed = inputs.probe([(good.name, str(good))], config)[0]
+    assert probed[0] == 14 and probed[-1] == inputs.fingerprint(good.read_bytes())
+    assert probe_task([gone, listed(good)], config_json) == UNREACHABLE
+    assert probe_task([listed(good, size=101)], config_json) == UNREACHABLE  # another file at that path
+    assert probe_task([broken, listed(good)], config_json) == [
+        ("error", "broken.png: not an image file Pillow can read"), probed]
+    assert probe_task([listed(good), gone], config_json)[1][0] == "error"  # gone after the first: its error
+    sent = [inputs.read_or_reason(item.location) for item in (gone, broken, listed(good))]
+    found = probe_task([gone, broken, listed(good)], config_json, sent)
+    assert found[0][0] == "error" and f"{gone.location}: cannot read" in found[0][1]
+    assert found[1:] == [("error", "broken.png: not an image file Pillow can read"), probed]
+    # a worker decodes the bytes sent as it would the file, and still checks them against the plan
+    image = inputs.load(str(good), good.name, config, expected=probed[-1], data=good.read_bytes())[0]
+    assert np.array_equal(image.values, inputs.load(str(good), good.name, config)[0].values)
+    with pytest.raises(InrError, match="changed since"):
+        inputs.load(str(good), good.name, config, expected=probed[-1], data=good.read_bytes() + b"x")
+
+
+def test_the_driver_reads_the_files_it_sends_piece_by_piece(tmp_path, monkeypatch):
+    """Pieces of about SENT_PIECE bytes, in order, each read when it is sent, not before; a file
+    the driver cannot read either is sent as the reason."""
+    files = []
+    for i in range(4):
+        files.append(tmp_path / f"{i}.png")
+        files[-1].write_bytes(bytes([i]) * 10)
+    listed = [inputs.Listed(path.name, str(path), 10, "") for path in files]
+    listed.append(inputs.Listed("gone.png", str(tmp_path / "gone.png"), 10, ""))
+    monkeypatch.setattr(on_ray, "SENT_PIECE", 20)
+    pieces = on_ray._read_pieces(listed, 1, 5)
+    assert next(pieces) == (1, [b"\x01" * 10, b"\x02" * 10])
+    files[3].write_bytes(b"later")
+    assert next(pieces) == (3, [b"later", f"{tmp_path / 'gone.png'}: cannot read (No such file or directory)"])
+    assert next(pieces, None) is None

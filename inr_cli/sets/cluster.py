@@ -3,9 +3,12 @@ and records.
 
 Workers read the images where they lie (storage every node mounts at the same path, or a URL
 through fsspec), decode, fit and write: each network into its row of weights.npy.part, then the
-shard's file atomically, in an output folder they must reach too (shared storage, or a URL). The driver sends each worker the names of a shard (never pixels) and
-keeps two shards in flight per worker, so that the next shard is read and decoded while this one
-fits. What the plan must know of each image is probed by Ray tasks in parallel.
+shard's file atomically, in an output folder they must reach too (shared storage, or a URL). The
+driver sends each worker the names of a shard (never pixels) and keeps two shards in flight per worker, so that the next shard is read and decoded while this one
+fits. What the plan must know of each image is probed by Ray tasks in parallel. A task or worker
+that cannot reach the images (a folder on the driver's machine, a URL only it can open) says so,
+and is sent the files' bytes, read by the driver and never decoded there; each decides for
+itself, so a cluster where only some nodes reach the images works too.
 
 Ray does the scheduling, the placement on GPUs and the restarting of dead processes. A shard lost
 to a dead worker or node, a lost object or an out-of-memory kill is sent again, and said; a shard
@@ -31,6 +34,9 @@ from inr_cli.sets.set_folder import SetFolder
 MAX_ATTEMPTS = 3  # a shard whose worker dies this many times is a poisoned input, not bad luck
 IN_FLIGHT = 2  # shards queued on each worker: one fitting, the next being read and decoded
 PROBE_CHUNK = 1000  # images per probe task
+SENT_PIECE = 32 << 20  # file bytes per probe task when the driver sends the files
+SENT_IN_FLIGHT = 4  # probe tasks carrying the driver's bytes at once: its memory stays bounded
+UNREACHABLE = "unreachable"  # a probe task's answer when it cannot reach the files of its chunk
 
 
 def gpu_problem(device: str, assigned_gpus: list, node_gpus: float, unavailable_reason: str | None) -> str | None:
@@ -78,8 +84,10 @@ class ShardWorker:
         # (measured, and gone with one fitting thread; the BLAS threading is the likely cause).
         self.fitting = ThreadPoolExecutor(1, thread_name_prefix="inr-fit")
 
-    def check(self) -> dict:
-        """What the driver must know before sending work: a reason this worker cannot do its job."""
+    def check(self, sample: tuple[str, int] | None = None) -> dict:
+        """What the driver must know before sending work: a reason this worker cannot do its job, and
+        whether it reaches the inputs (`sample`: an image's location and listed size) or must be sent
+        their files."""
         problem = None
         if self.problem:
             problem = f"{self.where}: {self.problem}"
@@ -90,13 +98,17 @@ class ShardWorker:
             if cannot:
                 problem = f"{self.where}: {cannot} (the workers write the networks: the output must be on storage " \
                           f"they share, or a URL they can write)"
-        return {"problem": problem, "backend": self.backend.name if self.backend else None}
+        return {"problem": problem, "backend": self.backend.name if self.backend else None,
+                "reaches": sample is None or inputs.reaches(*sample)}
 
-    def fit(self, index: int, entries: list, rows: list[int]) -> dict:
+    def fit(self, index: int, entries: list, rows: list[int], contents: list[bytes] | None = None) -> dict:
+        """Fit and write shard `index`, its networks at `rows` of the set: its images read from their
+        locations, or decoded from the files' bytes `contents` that the driver sent."""
         names = [entry.name for entry in entries]
         hook("shard-start", names=names, out=str(self.out))
         plan = Plan(self.folder, self.config, self.spec, entries, [], self.shard_size)
-        images = [load_entry(entry, self.config) for entry in entries]
+        contents = contents or [None] * len(entries)
+        images = [load_entry(entry, self.config, data) for entry, data in zip(entries, contents)]
         first = images[0]
         pack = min(len(images), default_pack(self.backend, self.spec, self.config, first.width, first.height))
         result = self.fitting.submit(fit_shard, self.backend, plan, images, names, pack=pack).result()
@@ -104,8 +116,15 @@ class ShardWorker:
         return {"names": result["names"], "psnr": result["psnr"]}
 
 
-def probe_task(pairs: list[tuple[str, str]], config_json: str) -> list[tuple]:
-    return inputs.probe(pairs, configuration.from_json(config_json))
+def probe_task(chunk: list[inputs.Listed], config_json: str,
+               contents: list[bytes | str] | None = None) -> list | str:
+    """inputs.probe of a chunk; UNREACHABLE when the driver did not send the files and this worker
+    cannot reach the first one. A file reached that does not decode is that image's error, as ever."""
+    first = chunk[0]
+    if contents is None and not inputs.reaches(first.location, first.size):
+        return UNREACHABLE
+    return inputs.probe([(item.name, item.location) for item in chunk], configuration.from_json(config_json),
+                        contents)
 
 
 def connect(address: str):
@@ -131,15 +150,48 @@ def connect(address: str):
 
 
 def probe_on_ray(ray, listed: list[inputs.Listed], config) -> list[tuple]:
-    """inputs.probe over the images, in chunks, as Ray tasks (retried by Ray if a worker dies)."""
+    """inputs.probe over the images, in chunks, as Ray tasks (retried by Ray if a worker dies). A chunk
+    whose task cannot reach its files is read here (not decoded) and sent again with the files'
+    bytes, in pieces, SENT_IN_FLIGHT at a time, so that the driver holds a few pieces, not the set."""
     config_ref = ray.put(configuration.to_json(config))
     task = ray.remote(num_cpus=1)(probe_task)
-    pairs = [(item.name, item.location) for item in listed]
-    refs = [task.remote(pairs[i:i + PROBE_CHUNK], config_ref) for i in range(0, len(pairs), PROBE_CHUNK)]
-    found = []
-    for chunk in ray.get(refs):
-        found += chunk
-    return found
+    found: list = [None] * len(listed)
+    calls = {task.remote(listed[start:start + PROBE_CHUNK], config_ref): start
+             for start in range(0, len(listed), PROBE_CHUNK)}  # call -> its first image
+    to_send: list = []  # the pieces still to send of each chunk that its task could not reach
+    carrying: set = set()  # the calls with bytes in flight
+    while True:
+        while to_send and len(carrying) < SENT_IN_FLIGHT:
+            piece = next(to_send[0], None)
+            if piece is None:
+                to_send.pop(0)
+                continue
+            start, contents = piece
+            call = task.remote(listed[start:start + len(contents)], config_ref, contents)
+            calls[call] = start
+            carrying.add(call)
+        if not calls:
+            return found
+        ready, _ = ray.wait(list(calls), num_returns=1)
+        start = calls.pop(ready[0])
+        carrying.discard(ready[0])
+        answer = ray.get(ready[0])
+        if answer == UNREACHABLE:
+            to_send.append(_read_pieces(listed, start, min(start + PROBE_CHUNK, len(listed))))
+        else:
+            found[start:start + len(answer)] = answer
+
+
+def _read_pieces(listed: list[inputs.Listed], start: int, stop: int):
+    """The files of listed[start:stop] read on the driver, as (first image, contents) pieces of about
+    SENT_PIECE bytes; read as they are sent, not before."""
+    piece, size = [], 0
+    for index in range(start, stop):
+        piece.append(inputs.read_or_reason(listed[index].location))
+        size += len(piece[-1])
+        if size >= SENT_PIECE or index == stop - 1:
+            yield index + 1 - len(piece), piece
+            piece, size = [], 0
 
 
 def worker_options(ray, device: str, workers: int | None, gpus_per_worker: float | None) -> tuple[int, dict]:
@@ -177,12 +229,19 @@ def run_on_ray(ray, plan: Plan, out: SetFolder, pending: list[int], on_shard, wo
     remote = ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=IN_FLIGHT, **options)(ShardWorker)
     pool = [remote.remote(settings) for _ in range(min(count, len(pending)) or 1)]
     retryable = _retryable(ray)
-    checks = [_check(ray, worker, retryable) for worker in pool]
+    first = plan.entry(plan.shards[pending[0]][0]) if pending else None
+    sample = (first.location, first.bytes) if first else None  # does a worker reach the inputs?
+    checks = [_check(ray, worker, retryable, sample) for worker in pool]
     for check in checks:
         if check["problem"]:
             raise InrError(check["problem"])
     info(f"{len(pool)} workers ({options.get('num_gpus', 0):g} GPU, {options.get('num_cpus', 0)} CPU each) on "
          f"{', '.join(sorted({c['backend'] for c in checks}))}")
+    # The workers that cannot read the inputs are sent each shard's files, read here as it is sent.
+    blind = {worker for worker, check in zip(pool, checks) if not check["reaches"]}
+    if blind:
+        notice(f"the driver sends the images' files to {len(blind)} of {len(pool)} workers: they cannot read "
+               f"{plan.folder}")
     queue = list(pending)
     attempts = {index: 0 for index in pending}
     running: dict = {}  # call -> (shard, worker)
@@ -193,7 +252,8 @@ def run_on_ray(ray, plan: Plan, out: SetFolder, pending: list[int], on_shard, wo
         index = queue.pop(0)
         names = plan.shards[index]
         entries = [plan.entry(name) for name in names]
-        running[worker.fit.remote(index, entries, [plan.row_of[name] for name in names])] = (index, worker)
+        contents = [inputs.read_bytes(entry.location) for entry in entries] if worker in blind else None
+        running[worker.fit.remote(index, entries, [plan.row_of[name] for name in names], contents)] = (index, worker)
         load[worker] += 1
 
     # A lost shard is sent again alone to an idle worker: the shards in flight beside it die with
@@ -216,10 +276,14 @@ def run_on_ray(ray, plan: Plan, out: SetFolder, pending: list[int], on_shard, wo
         if ready[0] in pings:  # a restarted worker answered: it is trusted again
             worker = pings.pop(ready[0])
             try:
-                ray.get(ready[0])
+                check = ray.get(ready[0])
                 load.setdefault(worker, 0)
+                if check["reaches"]:  # Ray may have restarted it on another node
+                    blind.discard(worker)
+                else:
+                    blind.add(worker)
             except retryable:
-                pings[worker.check.remote()] = worker
+                pings[worker.check.remote(sample)] = worker
             fill()
             continue
         index, worker = running.pop(ready[0])
@@ -239,7 +303,7 @@ def run_on_ray(ray, plan: Plan, out: SetFolder, pending: list[int], on_shard, wo
             queue.insert(0, index)
             if worker in load:  # not trusted until Ray has it back
                 del load[worker]
-                pings[worker.check.remote()] = worker
+                pings[worker.check.remote(sample)] = worker
             if not load and not pings:
                 raise InrError("every worker is gone; the finished shards are kept") from None
             fill()
@@ -259,11 +323,11 @@ def run_on_ray(ray, plan: Plan, out: SetFolder, pending: list[int], on_shard, wo
 
 
 
-def _check(ray, worker, retryable) -> dict:
+def _check(ray, worker, retryable, sample: tuple[str, int] | None) -> dict:
     """The worker's check; one that dies starting up is restarted by Ray and asked again."""
     for attempt in range(MAX_ATTEMPTS):
         try:
-            return ray.get(worker.check.remote())
+            return ray.get(worker.check.remote(sample))
         except retryable as exc:
             if attempt == MAX_ATTEMPTS - 1:
                 raise InrError(f"a Ray worker died {MAX_ATTEMPTS} times while starting ({type(exc).__name__})") from None

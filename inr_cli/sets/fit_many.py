@@ -291,10 +291,11 @@ def _npy_layout(fd: int) -> tuple[tuple[int, ...], int]:
     return shape, header.tell()
 
 
-def load_entry(entry: ImageEntry, config: Config) -> PixelImage:
-    """An image of the plan, as `inr train FILE --size --gray` loads it, checked to be the file planned
-    and to decode to the size and channels its header promised."""
-    image = inputs.load(entry.location, entry.name, config, expected=entry.sha256)[0]
+def load_entry(entry: ImageEntry, config: Config, data: bytes | None = None) -> PixelImage:
+    """An image of the plan, as `inr train FILE --size --gray` loads it (from its file's bytes `data`
+    when the driver sent them), checked to be the file planned and to decode to the size and
+    channels its header promised."""
+    image = inputs.load(entry.location, entry.name, config, expected=entry.sha256, data=data)[0]
     if (image.width, image.height, image.channels) != (entry.width, entry.height, entry.channels):
         raise InrError(f"{entry.name}: decodes to {image.width}x{image.height} {','.join(image.channels)}, but its "
                        f"header said {entry.width}x{entry.height} {','.join(entry.channels)}")

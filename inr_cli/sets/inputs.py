@@ -1,5 +1,6 @@
 """What `inr fit-many` fits: the inputs listed (never decoded) by the driver, read and decoded where
-the work runs.
+the work runs. A worker that cannot reach them is sent their files' bytes by the driver, which
+still decodes nothing.
 
 An input is a folder, searched recursively (hidden files and folders left out), a list file (one
 path or URL per line; a relative path is relative to the list), or a folder URL that fsspec can
@@ -138,6 +139,30 @@ def read_bytes(location: str) -> bytes:
         raise InrError(f"{location}: cannot read ({exc.strerror or exc})") from None
 
 
+def read_or_reason(location: str) -> bytes | str:
+    """The file's bytes, read by the driver for a worker that cannot reach it, or the one-line reason
+    the driver cannot read it either (the worker reports it as it would its own)."""
+    try:
+        return read_bytes(location)
+    except InrError as exc:
+        return str(exc)
+
+
+def reaches(location: str, size: int) -> bool:
+    """Whether this process can open the file at `location` and finds the size it was listed with
+    (-1: not known), so that it reads the inputs itself; where not, the driver sends their bytes."""
+    try:
+        if is_url(location):
+            fs, path = fsspec_module().core.url_to_fs(location)
+            found = fs.size(path)
+        else:
+            with open(location, "rb") as handle:
+                found = os.fstat(handle.fileno()).st_size
+    except Exception:  # whatever stops this process (a missing file, a storage package, credentials)
+        return False
+    return size < 0 or found is None or found == size
+
+
 def fingerprint(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
@@ -155,28 +180,36 @@ def decode(name: str, data: bytes, config: Config) -> PixelImage:
             raise InrError(str(exc).replace(str(path), name)) from None
 
 
-def load(location: str, name: str, config: Config, expected: str | None = None) -> tuple[PixelImage, str]:
-    """An image and the fingerprint of its file; with `expected`, a file whose fingerprint differs
-    (it changed since it was planned) is refused before it is decoded."""
-    data = read_bytes(location)
+def load(location: str, name: str, config: Config, expected: str | None = None,
+         data: bytes | None = None) -> tuple[PixelImage, str]:
+    """An image and the fingerprint of its file (its bytes `data` when the driver sent them); with
+    `expected`, a file whose fingerprint differs (it changed since it was planned) is refused before
+    it is decoded."""
+    sent = data is not None
+    if not sent:
+        data = read_bytes(location)
     digest = fingerprint(data)
     if expected is not None and digest != expected:
         raise InrError(f"{location}: the file changed since this set was planned; fit it into another -o")
-    if is_url(location):
+    if is_url(location) or sent:
         return decode(name, data, config), digest
     return load_training_data(location, config.data.size, config.data.gray), digest
 
 
-def probe(locations: list[tuple[str, str]], config: Config) -> list[tuple]:
+def probe(locations: list[tuple[str, str]], config: Config,
+          contents: list[bytes | str] | None = None) -> list[tuple]:
     """(name, location) -> (width, height, channels, fingerprint) of each image as it will be fitted,
     or the one-line reason it cannot be: what the plan needs, learned where the images are read.
     The file is read once (for its fingerprint) and only its header is parsed, so that an image is
     decoded once, when it is fitted; a file whose header reads but whose pixels do not stops the
-    run there, naming it."""
+    run there, naming it. `contents`: the files as read_or_reason gave them on the driver, for a
+    worker that cannot reach them."""
     found = []
-    for name, location in locations:
+    for index, (name, location) in enumerate(locations):
         try:
-            data = read_bytes(location)
+            data = read_bytes(location) if contents is None else contents[index]
+            if isinstance(data, str):  # the driver could not read it either
+                raise InrError(data)
             found.append((*describe(name, data, config), fingerprint(data)))
         except InrError as exc:
             found.append(("error", str(exc)))
