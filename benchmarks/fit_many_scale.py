@@ -5,8 +5,9 @@ For each folder, a local Ray cluster is started (ray.cluster_utils, random ports
 command runs in its own process with a one-step fit, so that fitting costs almost nothing and
 what is left is the pipeline: listing, probing, planning, the workers' decoding, fitting and
 writing, and the assembly of weights.npy. The driver process reports its own CPU time (user +
-system, all its threads), the part of it spent in each phase, and its peak RSS at exit; images/s
-is the command's wall time.
+system, all its threads, from its start to the end of its exit), the part of it spent in each phase
+(exit: after the report written at exit, Ray's shutdown already done), and its peak RSS at exit;
+images/s is the command's wall time.
 
     PYTHONPATH=. python benchmarks/fit_many_scale.py /tmp/n10k /tmp/n100k --out benchmarks/results/fit-many-scale.json
 
@@ -85,9 +86,17 @@ def measure(folder: Path, out: Path, cpus: int) -> dict:
             command = [sys.executable, __file__, "--driver", report.name, str(folder), "-o", str(out),
                        "--ray", cluster.address, *FIT]
             start = time.perf_counter()
-            subprocess.run(command, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            process = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            # The whole process's CPU, its exit included (the interpreter's teardown comes after the
+            # report written at exit, and was not counted before)
+            _, status, whole = os.wait4(process.pid, 0)
             wall = time.perf_counter() - start
+            if status:
+                raise subprocess.CalledProcessError(os.waitstatus_to_exitcode(status), command)
             usage = json.loads(Path(report.name).read_text())
+            cpu = whole.ru_utime + whole.ru_stime
+            usage["phases"]["exit"] = round(cpu - usage["cpu_s"], 3)
+            usage["cpu_s"] = cpu
     finally:
         cluster.shutdown()
     count = sum(1 for _ in open(out / "index.csv")) - 1
