@@ -86,7 +86,7 @@ class ImageProgress:
     def __init__(self, total: int, done: int, quiet: bool, every: float = 10.0):
         self.total, self.done, self.quiet, self.every = total, done, quiet, every
         self.start_done, self.start = done, time.perf_counter()
-        self.psnrs: list[float] = []
+        self.psnr_sum, self.psnr_count = 0.0, 0  # a running mean: the mean of a growing list cost O(images) per shard
         self.last_line = self.start
         self.console = err
         self.bar = None
@@ -118,10 +118,12 @@ class ImageProgress:
 
     def add(self, count: int, psnrs) -> None:
         self.done += count
-        self.psnrs.extend(float(p) for p in psnrs)
+        psnrs = np.asarray(psnrs, dtype=np.float64)
+        self.psnr_sum += float(psnrs.sum())
+        self.psnr_count += psnrs.size
         elapsed = time.perf_counter() - self.start
         rate = (self.done - self.start_done) / max(elapsed, 1e-9)
-        mean = float(np.mean(self.psnrs))
+        mean = self.psnr_sum / self.psnr_count if self.psnr_count else float("nan")
         left = (self.total - self.done) / rate if rate > 0 else float("inf")
         if self.bar is not None:
             self.bar.update(self.task, completed=self.done, rate=f"{rate:.1f}", psnr=f"{mean:.2f} dB",
