@@ -4,8 +4,8 @@ and records.
 Workers read the images where they lie (storage every node mounts at the same path, or a URL
 through fsspec), decode, fit and write: each network into its row of weights.npy.part, then the
 shard's file atomically, in an output folder they must reach too (shared storage, or a URL). The
-driver sends each worker the names of a shard (never pixels) and keeps two shards in flight per worker, so that the next shard is read and decoded while this one
-fits. What the plan must know of each image is probed by Ray tasks in parallel. A task or worker
+driver sends each worker the names of a shard (never pixels) and keeps two shards in flight per
+worker, so that the next shard is read and decoded while this one fits. What the plan must know of each image is probed by Ray tasks in parallel. A task or worker
 that cannot reach the images (a folder on the driver's machine, a URL only it can open) says so,
 and is sent the files' bytes, read by the driver and never decoded there; each decides for
 itself, so a cluster where only some nodes reach the images works too.
@@ -138,8 +138,7 @@ def probe_fields_task(chunk: tuple[tuple, ...], config_json: str,
                       contents: list[bytes | str] | None = None) -> tuple | str:
     """probe_task as the Ray task runs it: the chunk comes as a tuple of each Listed's fields and the
     results go back as a tuple. Ray pickles a tuple whole, where each item of a list costs its
-    serializer a Python call (and a dataclass, its pickling): measured on the driver, 1,000 pairs
-    sent, 1.9 ms as a list and 0.13 ms as a tuple; 1,000 results received, 0.6 ms and 0.07 ms."""
+    serializer a Python call (and a dataclass, its pickling): most of the driver's CPU in a probe."""
     answer = probe_task([inputs.Listed(*values) for values in chunk], config_json, contents)
     return answer if answer == UNREACHABLE else tuple(answer)
 
@@ -272,8 +271,8 @@ def run_on_ray(ray, plan: Plan, out: SetFolder, pending: list[int], on_shard, wo
         entries = [plan.entry(name) for name in names]
         contents = [inputs.read_bytes(entry.location) for entry in entries] if worker in blind else None
         # The entries as a tuple of tuples of their fields: Ray pickles that whole, where a list of
-        # ImageEntry cost its serializer a Python call per item and a dataclass's pickling (measured,
-        # the driver's CPU per call with a shard of 512: 4.3-4.9 ms as ImageEntry, 1.2-1.6 ms so).
+        # ImageEntry cost its serializer a Python call per item and a dataclass's pickling (three
+        # times the driver's CPU per call).
         entry_fields = tuple(map(entry_values, entries))
         running[worker.fit.remote(index, entry_fields, [plan.row_of[name] for name in names], contents)] = \
             (index, worker)
