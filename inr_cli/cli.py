@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import atexit
 import functools
-import gc
 import sys
 
 import typer
@@ -103,10 +101,4 @@ _register()
 
 
 def main() -> None:
-    # A command's process ends with the command: what its imports made (the modules of NumPy, Typer,
-    # Ray, ...) lives until then, so the collector is spared walking it in each full collection, and
-    # again at exit, where that walk was most of the teardown of `inr fit-many --ray`. atexit runs
-    # last-in first-out: the exit's freeze follows the handlers registered later (Ray's shutdown).
-    gc.freeze()
-    atexit.register(gc.freeze)
     app()
