@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import PHOTOS, ROOT, configure, environment, save_json, worker_pool  # noqa: E402
 from inr_cli.backends import get_backend  # noqa: E402
+from inr_cli.api import number_or_text  # noqa: E402
 from inr_cli.config import FLAGS  # noqa: E402
 from inr_cli.formats.images import load_image  # noqa: E402
 from inr_cli.core.metrics import psnr  # noqa: E402
@@ -44,17 +45,8 @@ def parse_grid(items: list[str]) -> dict[str, list]:
         name, _, values = item.partition("=")
         if name not in FIELDS or not values:
             raise SystemExit(f"--grid {item!r}: expected FIELD=v1,v2 with FIELD one of {', '.join(sorted(FIELDS))}")
-        grid[name] = [_number(v) for v in values.split(",")]
+        grid[name] = [number_or_text(v) for v in values.split(",")]
     return grid
-
-
-def _number(text: str):
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
 
 
 def run_one(device: str, preset: str, overrides: dict, photo: str, size: int) -> dict:

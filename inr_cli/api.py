@@ -274,11 +274,12 @@ def _typed_row(row: dict) -> dict:
     folders are often named 0, 1, 2 ...)."""
     typed = {}
     for column, text in row.items():
-        typed[column] = text if column in ("name", LABEL) else _number(text)
+        typed[column] = text if column in ("name", LABEL) else number_or_text(text)
     return typed
 
 
-def _number(text):
+def number_or_text(text):
+    """An int or a float where the text is one, else the text (None stays None)."""
     if text is None:
         return None
     for kind in (int, float):

@@ -124,11 +124,7 @@ class Plan:
                    data.get("skipped", []))
 
     def entry(self, name: str) -> ImageEntry:
-        return self.by_name[name]
-
-    @functools.cached_property
-    def by_name(self) -> dict[str, ImageEntry]:
-        return {e.name: e for e in self.images}
+        return self.images[self.row_of[name]]
 
     @functools.cached_property
     def row_of(self) -> dict[str, int]:
@@ -251,7 +247,6 @@ def read_shard(folder: SetFolder, index: int) -> dict:
 
 def write_rows(path: Path, rows: list[int], params: np.ndarray) -> None:
     """Networks into their rows of the .npy file `path`, each run of consecutive rows in one write."""
-    params = np.ascontiguousarray(params, dtype="<f4")
     try:
         fd = os.open(path, os.O_RDWR)
     except OSError as exc:
@@ -268,7 +263,7 @@ def write_rows(path: Path, rows: list[int], params: np.ndarray) -> None:
 
 
 def _write_runs(fd: int, data_at: int, rows, params: np.ndarray) -> None:
-    rows = np.asarray(rows)
+    rows, params = np.asarray(rows), np.ascontiguousarray(params, dtype="<f4")
     row_bytes = params.shape[1] * 4
     starts = np.concatenate([[0], np.flatnonzero(np.diff(rows) != 1) + 1, [len(rows)]]).tolist()
     for start, stop in zip(starts[:-1], starts[1:]):
@@ -368,11 +363,8 @@ def _rows_file_ready(out: Path, plan: Plan, pending: list[int], notices: list) -
         if pending:  # a finished set missing shards (removed to fit them again): its rows stay
             os.replace(finished, part)
         return pending
-    header = _npy_header(shape)
     with atomic_path(part, suffix=".npy") as tmp:
-        with open(tmp, "wb") as handle:  # a sparse file: the rows take room as they are written
-            handle.write(header)
-            handle.truncate(len(header) + shape[0] * shape[1] * 4)
+        _new_rows_file(tmp, shape)
     waiting = set(pending)
     lost = [i for i in range(len(plan.shards)) if i not in waiting and "params.npy" not in _shard_members(out, i)]
     for index in lost:
@@ -435,7 +427,7 @@ def assemble(folder: SetFolder, plan: Plan) -> int:
             rows = np.array([plan.row_of[name] for name in shard["names"].tolist()])
             psnr[rows], loss[rows] = shard["psnr"], shard["loss"]
             if "params" in shard:
-                _write_runs(fd, data_at, rows, np.ascontiguousarray(shard["params"], dtype="<f4"))
+                _write_runs(fd, data_at, rows, shard["params"])
     labelled = plan.labelled
     with folder.writing(INDEX) as handle:
         text = io.TextIOWrapper(handle, encoding="utf-8", newline="")
@@ -471,10 +463,7 @@ def _rows_file(folder: SetFolder, shape: tuple[int, int]):
         return
     with tempfile.TemporaryDirectory(prefix="inr-set-") as scratch:  # a bucket: built here, then uploaded
         local = Path(scratch) / WEIGHTS
-        header = _npy_header(shape)
-        with open(local, "wb") as handle:
-            handle.write(header)
-            handle.truncate(len(header) + shape[0] * shape[1] * 4)
+        _new_rows_file(local, shape)
         fd = os.open(local, os.O_RDWR)
         try:
             yield fd
@@ -483,11 +472,12 @@ def _rows_file(folder: SetFolder, shape: tuple[int, int]):
         folder.upload(local, WEIGHTS)
 
 
-def _npy_header(shape: tuple[int, int]) -> bytes:
-    """The .npy header of a float32 array of `shape`, as np.save writes it (version 1.0)."""
-    buffer = io.BytesIO()
-    np.lib.format.write_array_header_1_0(buffer, {"descr": "<f4", "fortran_order": False, "shape": shape})
-    return buffer.getvalue()
+def _new_rows_file(path: Path, shape: tuple[int, int]) -> None:
+    """A float32 .npy file of `shape` as np.save writes it (version 1.0), its rows not yet written:
+    a sparse file, the rows take room as they are written."""
+    with open(path, "wb") as handle:
+        np.lib.format.write_array_header_1_0(handle, {"descr": "<f4", "fortran_order": False, "shape": shape})
+        handle.truncate(handle.tell() + shape[0] * shape[1] * 4)
 
 
 def fit_set(source: str, out: str | Path, config: Config, pack: int | None = None, ray: str | None = None,
