@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import functools
+import os
 import sys
+import threading
 
 import typer
 from typer.core import TyperGroup
@@ -101,4 +104,24 @@ _register()
 
 
 def main() -> None:
-    app()
+    """The `inr` program. It ends without the interpreter's teardown: once NumPy and Ray are loaded,
+    freeing every module and object one by one costs more CPU than a short command itself, and Ray's
+    C++ threads may still run while it does. What the teardown does that matters is done first, in
+    its order (the program's threads waited for, the exit handlers run, Ray's shutdown among them,
+    the streams flushed); then the process ends as multiprocessing's children end."""
+    try:
+        app()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)
+        code = 1
+    threading._shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing left to say to it
+            pass
+    os._exit(code or 0)
