@@ -16,6 +16,7 @@ bad setting) carrying the one-line message the command would print.
 from __future__ import annotations
 
 import difflib
+import shutil
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -24,6 +25,7 @@ import numpy as np
 from inr_cli.config import coerce_value
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
 from inr_cli.errors import UsageError
+from inr_cli.formats.checkpoint import FILENAME as CHECKPOINT
 from inr_cli.formats.network_set import LABEL, is_network_set, load_network_set
 from inr_cli.loading import one_network
 from inr_cli.settings import BY_KEY, POSITIVE, for_command
@@ -171,19 +173,58 @@ def _load_run(path: Path) -> TrainedNetwork:
     return TrainedNetwork(saved.spec, saved.params, saved.channels, saved.width, saved.height)
 
 
-def fit(image: PathLike | None = None, *, preset: str | None = None, config: PathLike | None = None,
+def fit(image: PathLike | np.ndarray | None = None, *, preset: str | None = None, config: PathLike | None = None,
         run_dir: PathLike | None = None, quiet: bool = False, settings: dict | None = None,
         **options) -> TrainedNetwork:
-    """Train a network on an image or pixel CSV (None: the built-in sample), as `inr train` does
-    with the same settings, and return it. The run is written where `inr train` writes it
-    (runs/<name>, or run_dir). Ctrl-C saves the checkpoint and raises KeyboardInterrupt."""
+    """Train a network on an image, as `inr train` does with the same settings, and return it.
+    `image`: a file (an image, a pixel CSV, a .npy array), an array ((H, W) or (H, W, C) of uint8,
+    uint16 or floats in [0, 1]), a PIL image, or None for the built-in sample. The run is written
+    where `inr train` writes it (runs/<name>, or run_dir); an array or PIL image is saved in it as
+    image.npy, so that `inr train --resume` finds it. Ctrl-C saves the checkpoint and raises
+    KeyboardInterrupt."""
     from inr_cli.commands import train
 
     flags = _flags(train.NAME, options, settings or {})
-    data = None if image is None else str(image)
-    with _interrupt_as_keyboard_interrupt():
-        result = train.start_run(data, flags, _path(config), _path(run_dir), quiet, preset)
+    data, run_dir, saved = None if image is None else str(image), _path(run_dir), None
+    if image is not None and not isinstance(image, (str, Path)):
+        saved, made = _saved_array(image, run_dir)
+        data, run_dir = str(saved), saved.parent
+    try:
+        with _interrupt_as_keyboard_interrupt():
+            result = train.start_run(data, flags, _path(config), run_dir, quiet, preset)
+    except BaseException:
+        if saved is not None and not (run_dir / CHECKPOINT).exists():  # no run began: nothing left behind
+            if made:
+                shutil.rmtree(run_dir, ignore_errors=True)
+            else:
+                saved.unlink(missing_ok=True)
+        raise
     return _load_run(result.run_dir)
+
+
+def _saved_array(image, run_dir: Path | None) -> tuple[Path, bool]:
+    """The array or PIL image saved as image.npy in its own dtype (uint8 stays 8-bit) in run_dir, or
+    in a new runs/<name>; the file, and whether its folder was made for it."""
+    from PIL import Image
+
+    from inr_cli.core.runs import new_run_dir
+    from inr_cli.formats.images import pixels_from_array, pixels_from_pil
+
+    if isinstance(image, Image.Image):
+        pixels = pixels_from_pil(image, gray=False)
+        name = Path(getattr(image, "filename", "") or "image").stem
+        array = np.rint(pixels.values * 255).astype(np.uint8) if pixels.bit_depth == 8 else pixels.values
+    else:
+        array, name = np.asarray(image), "array"
+    pixels_from_array(array, "image")  # refused here, before anything is written
+    if run_dir is not None and run_dir.exists() and any(run_dir.iterdir()):
+        raise UsageError(f"{run_dir} is not empty; an image given as an array starts its run in a new or empty "
+                         f"run_dir (it is saved there as image.npy)")
+    target = run_dir or new_run_dir(name)
+    made = not target.exists()
+    target.mkdir(parents=True, exist_ok=True)
+    np.save(target / "image.npy", array, allow_pickle=False)
+    return target / "image.npy", made
 
 
 def fit_many(folder: PathLike, out: PathLike, *, preset: str | None = None, config: PathLike | None = None,

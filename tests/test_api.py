@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -183,6 +184,105 @@ def test_fit_is_inr_train_bit_for_bit(tmp_path, capfd):
     inr_cli.fit(image, run_dir=tmp_path / "shown", hidden=8, layers=2, steps=3, device="cpu")
     shown = capfd.readouterr()
     assert "training siren (2x8)" in shown.err and shown.out == ""  # progress as the command shows it
+
+
+def test_fit_of_an_array_or_pil_image_is_fit_of_the_file(tmp_path, monkeypatch):
+    """An image given as pixels trains the very network its file trains; its run keeps it as
+    image.npy (in its own dtype), so that the run resumes from the command line."""
+    monkeypatch.chdir(tmp_path)
+    args = dict(hidden=8, layers=2, steps=6, device="cpu", quiet=True)
+    image = make_image(tmp_path / "photo.png", "RGB", size=(10, 7), seed=5)
+    from_file = inr_cli.fit(image, run_dir=tmp_path / "file", **args).params
+    pixels = np.asarray(Image.open(image))
+    net = inr_cli.fit(pixels, **args)  # runs/array, as `inr train` names a run after its image
+    assert np.array_equal(net.params, from_file)
+    saved = np.load(tmp_path / "runs" / "array" / "image.npy")
+    assert saved.dtype == np.uint8 and np.array_equal(saved, pixels)
+    with Image.open(image) as opened:
+        assert np.array_equal(inr_cli.fit(opened, run_dir=tmp_path / "pil", **args).params, from_file)
+    grey = make_image(tmp_path / "grey.png", "L", size=(9, 6), seed=2)
+    assert np.array_equal(inr_cli.fit(np.asarray(Image.open(grey)), run_dir=tmp_path / "grey-array", **args).params,
+                          inr_cli.fit(grey, run_dir=tmp_path / "grey-file", **args).params)
+    # floats in [0, 1] are kept as they are, not cut to 8 bits
+    values = np.random.default_rng(1).random((7, 10, 3))
+    inr_cli.fit(values, run_dir=tmp_path / "floats", **args)
+    assert np.array_equal(np.load(tmp_path / "floats" / "image.npy"), values)
+    invoke("train", "--resume", tmp_path / "floats", "--steps", "9", "-q")
+    assert inr_cli.load(tmp_path / "floats").params.shape == from_file.shape
+
+
+def test_pixels_from_an_array_against_their_definition():
+    from inr_cli.formats.images import pixels_from_array
+
+    rng = np.random.default_rng(0)
+    bytes_ = rng.integers(0, 256, (3, 4, 3), dtype=np.uint8)
+    image = pixels_from_array(bytes_, "x")
+    assert image.channels == ("r", "g", "b") and image.bit_depth == 8
+    assert np.allclose(image.values, bytes_ / 255.0, atol=1e-7)
+    words = rng.integers(0, 65536, (3, 4), dtype=np.uint16)
+    image = pixels_from_array(words, "x")
+    assert image.channels == ("l",) and image.bit_depth == 16 and image.values.shape == (3, 4, 1)
+    assert np.allclose(image.values[..., 0], words / 65535.0, atol=1e-7)
+    grey_alpha = rng.random((3, 4, 2)).astype(np.float32)
+    image = pixels_from_array(grey_alpha, "x")  # as a grey+alpha file is read: RGBA
+    assert image.channels == ("r", "g", "b", "a")
+    assert np.array_equal(image.values, grey_alpha[..., [0, 0, 0, 1]])
+
+
+@pytest.mark.parametrize("array, message", [
+    (np.zeros((4, 5, 6), np.uint8), r"arrays\.npy: an image array is \(height, width\) or \(height, width, channels\) "
+                                    r"with 1 to 4 channels, got shape \(4, 5, 6\)"),
+    (np.full((4, 5), 1.5), r"arrays\.npy: float pixel values must be in \[0, 1\], these run from 1\.5 to 1\.5"),
+    (np.full((4, 5), np.nan), r"arrays\.npy: the image array holds NaN or infinite values"),
+    (np.zeros((4, 5), np.int64), r"arrays\.npy: pixels of type int64 are not read; give uint8"),
+    (np.zeros((0, 5), np.uint8), r"arrays\.npy: the image array is empty"),
+])
+def test_a_bad_array_is_one_line_naming_it(tmp_path, monkeypatch, array, message):
+    """The same line from a .npy file on the command line, and from the API, where nothing is left
+    behind."""
+    monkeypatch.chdir(tmp_path)
+    np.save(tmp_path / "arrays.npy", array)
+    assert re.fullmatch(re.escape(f"{tmp_path}/") + message + ".*", cli_error("train", "arrays.npy", "--steps", "2", "-q"))
+    with pytest.raises(InrError, match=message.replace("arrays\\.npy", "image")):
+        inr_cli.fit(array, steps=2, quiet=True)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_array_file_that_is_not_one_image(tmp_path):
+    np.savez(tmp_path / "two.npz", a=np.zeros((3, 3)), b=np.ones((3, 3)))
+    (tmp_path / "two.npz").rename(tmp_path / "two.npy")
+    assert cli_error("train", tmp_path / "two.npy", "-q") == (f"{tmp_path / 'two.npy'}: an archive of arrays (.npz); "
+                                                             f"save one image with numpy.save")
+    (tmp_path / "cut.npy").write_bytes(b"\x93NUMPY\x01\x00")
+    assert cli_error("train", tmp_path / "cut.npy", "-q").startswith(f"{tmp_path / 'cut.npy'}: not a NumPy array file (")
+    image = make_image(tmp_path / "photo.png", "RGB", size=(6, 5))
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match="used is not empty; an image given as an array starts its run in a new"):
+        inr_cli.fit(np.asarray(Image.open(image)), run_dir=tmp_path / "used", steps=2, quiet=True)
+    assert sorted(p.name for p in (tmp_path / "used").iterdir()) == ["notes.txt"]
+
+
+def test_fit_many_fits_a_folder_of_arrays_as_their_images(tmp_path):
+    from inr_cli.config import build_config, flags_to_values
+    from inr_cli.formats.data import load_training_data
+    from inr_cli.sets import inputs
+
+    folder = make_folder(tmp_path / "images", count=2, size=(9, 6))
+    arrays = tmp_path / "arrays"
+    arrays.mkdir()
+    for path in sorted(folder.iterdir()):
+        np.save(arrays / f"{path.stem}.npy", np.asarray(Image.open(path)))
+    config = build_config(None, flags_to_values({"source": "x", "size": 8}), None)
+    for path in sorted(folder.iterdir()):  # what the workers learn and decode: the image's own pixels
+        data = (arrays / f"{path.stem}.npy").read_bytes()
+        assert inputs.describe(f"{path.stem}.npy", data, config) == inputs.describe(path.name, path.read_bytes(), config)
+        assert np.array_equal(inputs.decode(f"{path.stem}.npy", data, config).values,
+                              load_training_data(str(path), 8).values)
+    networks = inr_cli.fit_many(arrays, tmp_path / "set", hidden=8, layers=2, steps=5, device="cpu", quiet=True)
+    assert networks.names == ["img0.npy", "img1.npy"]
+    assert [(row["width"], row["height"]) for row in networks.index] == [(9, 6), (9, 6)]
+    assert np.isfinite(networks.weights).all()
 
 
 def test_fit_many_is_inr_fit_many_bit_for_bit(tmp_path):

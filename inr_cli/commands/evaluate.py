@@ -26,7 +26,7 @@ NEEDS_ARGS = True
 
 def command(
     run: Path = typer.Argument(..., metavar="RUN", help="Run directory or checkpoint.npz (with --train-size: created if absent)."),
-    reference: Path = typer.Argument(..., metavar="REFERENCE", help="Reference image or pixel CSV; rendered at its size."),
+    reference: Path = typer.Argument(..., metavar="REFERENCE", help="Reference image, pixel CSV or .npy array; rendered at its size."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     device: Device = typer.Option("auto", "--device", help="auto | cpu | gpu."),
     train_size: Optional[int] = typer.Option(None, "--train-size",

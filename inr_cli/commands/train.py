@@ -17,7 +17,7 @@ from inr_cli.core.runs import RunLock, latest_run, new_run_dir
 from inr_cli.core.training_loop import TrainingResult, run_training
 
 NAME = "train"
-HELP = "Train a network on a pixel CSV or an image (no DATA: the built-in sample), or --resume a run."
+HELP = "Train a network on an image, a pixel CSV or a .npy array (no DATA: the built-in sample), or --resume a run."
 NEEDS_ARGS = False
 
 # Flags that may change when a run is resumed; the rest define the run and stay as they were.
@@ -27,7 +27,7 @@ RESUMABLE = settings.RESUMABLE
 @with_setting_options(NAME)
 def command(
     data: Optional[str] = typer.Argument(
-        None, metavar="DATA", help="Pixel CSV or image. With --resume: the run directory or checkpoint "
+        None, metavar="DATA", help="Image, pixel CSV or .npy array. With --resume: the run directory or checkpoint "
         "(default: latest run).", show_default=False),
     config_file: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML config (see configs/)."),
     preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME", help="Start from configs/NAME.toml: "

@@ -1,4 +1,5 @@
-"""Training data from a pixel CSV, an image file, or the built-in sample, and its fingerprint."""
+"""Training data from a pixel CSV, an image file, a NumPy array file, or the built-in sample, and its
+fingerprint."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from inr_cli.formats.images import load_image, resize
-from inr_cli.formats.images import PixelImage
+from inr_cli.errors import InrError
+from inr_cli.formats.images import PixelImage, load_image, pixels_from_array, resize
 from inr_cli.formats.pixel_csv import read_csv
 from inr_cli.resources import sample_image
 
@@ -16,18 +17,36 @@ SAMPLE = "sample"
 
 
 def load_training_data(source: str, size: int = 0, gray: bool = False, notices: list | None = None) -> PixelImage:
-    """source: a .csv path, an image path, or "" / "sample" for the built-in sample image."""
+    """source: a .csv path, a .npy array, an image path, or "" / "sample" for the built-in sample image."""
     if source in ("", SAMPLE):
         return load_image(sample_image(), size=size or None, gray=gray, notices=notices)
     path = Path(source)
-    if path.suffix.lower() == ".csv":
-        image = read_csv(path)
+    suffix = path.suffix.lower()
+    if suffix in (".csv", ".npy"):
+        image = read_csv(path) if suffix == ".csv" else read_npy(path)
         if gray and image.channels != ("l",):
             rgb = image.values[..., :3]
             grey = rgb @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
             image = PixelImage(grey[..., None].astype(np.float32), ("l",), image.bit_depth)
         return resize(image, size) if size else image
     return load_image(path, size=size or None, gray=gray, notices=notices)
+
+
+def read_npy(path: Path) -> PixelImage:
+    """An image saved with numpy.save: (H, W) or (H, W, C) of uint8, uint16 or floats in [0, 1]."""
+    try:
+        array = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise InrError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InrError(f"{path}: is a directory, expected an array file") from None
+    except (OSError, ValueError, EOFError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else "it ends too soon"
+        raise InrError(f"{path}: not a NumPy array file ({reason})") from None
+    if not isinstance(array, np.ndarray):  # numpy.load opens an .npz archive whatever its name
+        array.close()
+        raise InrError(f"{path}: an archive of arrays (.npz); save one image with numpy.save")
+    return pixels_from_array(array, str(path))
 
 
 def fingerprint(image: PixelImage) -> str:

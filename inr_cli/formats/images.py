@@ -43,6 +43,43 @@ class PixelImage:
 MAX_IMAGE_PIXELS = 1 << 28
 
 
+ARRAY_CHANNELS = {1: ("l",), 2: ("l", "a"), 3: ("r", "g", "b"), 4: ("r", "g", "b", "a")}
+
+
+def pixels_from_array(array, where: str) -> PixelImage:
+    """An image given as an array: (H, W) or (H, W, C), C from 1 to 4 (grey, grey+alpha, RGB,
+    RGBA), of uint8 (0-255), uint16 (0-65535) or floats in [0, 1]. `where` names it in errors."""
+    array = np.asarray(array)
+    if array.ndim == 2:
+        array = array[..., None]
+    if array.ndim != 3 or array.shape[2] not in ARRAY_CHANNELS:
+        raise InrError(f"{where}: an image array is (height, width) or (height, width, channels) with 1 to 4 "
+                       f"channels, got shape {array.shape}")
+    if array.shape[0] == 0 or array.shape[1] == 0:
+        raise InrError(f"{where}: the image array is empty (shape {array.shape})")
+    if array.shape[0] * array.shape[1] > MAX_IMAGE_PIXELS:
+        raise InrError(f"{where}: {array.shape[1]}x{array.shape[0]} is too large (limit {MAX_IMAGE_PIXELS} pixels)")
+    if array.dtype == np.uint8:
+        values, bit_depth = array.astype(np.float32) / 255.0, 8
+    elif array.dtype == np.uint16:
+        values, bit_depth = array.astype(np.float32) / 65535.0, 16
+    elif np.issubdtype(array.dtype, np.floating):
+        values, bit_depth = array.astype(np.float32), 16
+        if not np.isfinite(values).all():
+            raise InrError(f"{where}: the image array holds NaN or infinite values")
+        low, high = float(values.min()), float(values.max())
+        if low < 0 or high > 1:
+            raise InrError(f"{where}: float pixel values must be in [0, 1], these run from {low:g} to {high:g}")
+    else:
+        raise InrError(f"{where}: pixels of type {array.dtype} are not read; give uint8 (0-255), uint16 "
+                       f"(0-65535) or floats in [0, 1]")
+    channels = ARRAY_CHANNELS[array.shape[2]]
+    if channels == ("l", "a"):  # grey with alpha: as RGBA, as a grey+alpha image file is read
+        values = np.concatenate([np.repeat(values[..., :1], 3, axis=2), values[..., 1:]], axis=2)
+        channels = ARRAY_CHANNELS[4]
+    return PixelImage(np.ascontiguousarray(values), channels, bit_depth)
+
+
 def load_image(path: Path, size: int | None = None, gray: bool = False, notices: list | None = None) -> PixelImage:
     """Decode an image file; `size` resizes so the longer side is that many pixels (Lanczos)."""
     path = Path(path)
@@ -65,7 +102,7 @@ def load_image(path: Path, size: int | None = None, gray: bool = False, notices:
                 im.seek(0)
                 im.load()
                 im = ImageOps.exif_transpose(im)
-                pixels = _to_pixels(im, gray)
+                pixels = pixels_from_pil(im, gray)
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise InrError(f"{path}: declared image size is too large (limit {MAX_IMAGE_PIXELS} pixels)") from None
     except UnidentifiedImageError:
@@ -97,14 +134,11 @@ def _read_png16(path: Path) -> PixelImage:
                        "or pypng") from None
     except Exception as exc:  # imagecodecs' and pypng's own error types
         raise InrError(f"{path}: broken or truncated 16-bit PNG ({exc})") from None
-    channels = {2: ("l", "a"), 3: ("r", "g", "b"), 4: ("r", "g", "b", "a")}[array.shape[2]]
-    if channels == ("l", "a"):  # grey with alpha: as RGBA, like Pillow's path
-        array = np.concatenate([np.repeat(array[..., :1], 3, axis=2), array[..., 1:]], axis=2)
-        channels = ("r", "g", "b", "a")
-    return PixelImage(array.astype(np.float32) / 65535.0, channels, bit_depth=16)
+    return pixels_from_array(array, str(path))
 
 
-def _to_pixels(im: Image.Image, gray: bool) -> PixelImage:
+def pixels_from_pil(im: Image.Image, gray: bool) -> PixelImage:
+    """A decoded Pillow image in any mode as the pixels inr trains on (grey, RGB or RGBA)."""
     mode = im.mode
     if mode in ("I;16", "I;16B", "I;16L", "I"):
         array = np.asarray(im, dtype=np.float64)

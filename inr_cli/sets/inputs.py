@@ -24,7 +24,7 @@ from PIL import Image, UnidentifiedImageError
 from inr_cli.config import Config
 from inr_cli.errors import InrError
 from inr_cli.formats.data import load_training_data
-from inr_cli.formats.images import MAX_IMAGE_PIXELS, PixelImage, _to_pixels, fit_longer_side
+from inr_cli.formats.images import MAX_IMAGE_PIXELS, PixelImage, pixels_from_pil, fit_longer_side
 
 LIST_SUFFIXES = (".txt", ".lst", ".list")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -218,9 +218,9 @@ def probe(locations: list[tuple[str, str]], config: Config,
 
 def describe(name: str, data: bytes, config: Config) -> tuple[int, int, str]:
     """Width, height and channels of the image in `data` as load_training_data will give them, from
-    its header. What the header cannot say alone (a pixel CSV, a 16-bit colour PNG, which keeps its
-    16 bits through another reader, and a PNG whose EXIF comes after the pixels) is decoded."""
-    if Path(name).suffix.lower() == ".csv" or (data[:8] == PNG_SIGNATURE and len(data) > 25 and data[24] == 16
+    its header. What the header cannot say alone (a pixel CSV or array, a 16-bit colour PNG, which
+    keeps its 16 bits through another reader, and a PNG whose EXIF comes after the pixels) is decoded."""
+    if Path(name).suffix.lower() in (".csv", ".npy") or (data[:8] == PNG_SIGNATURE and len(data) > 25 and data[24] == 16
                                                and data[25] in (2, 4, 6) and not config.data.gray):
         image = decode(name, data, config)
         return image.width, image.height, ",".join(image.channels)
@@ -247,4 +247,4 @@ def describe(name: str, data: bytes, config: Config) -> tuple[int, int, str]:
         image = decode(name, data, config)
         return image.width, image.height, ",".join(image.channels)
     sample.info.update({key: info[key] for key in ("transparency",) if key in info})
-    return width, height, ",".join(_to_pixels(sample, config.data.gray).channels)
+    return width, height, ",".join(pixels_from_pil(sample, config.data.gray).channels)
