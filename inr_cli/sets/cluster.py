@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import fields
-from operator import attrgetter
 
 from inr_cli import config as configuration
 from inr_cli.console import info, notice
@@ -40,7 +38,6 @@ PROBE_CHUNK = 1000  # images per probe task
 SENT_PIECE = 32 << 20  # file bytes per probe task when the driver sends the files
 SENT_IN_FLIGHT = 4  # probe tasks carrying the driver's bytes at once: its memory stays bounded
 UNREACHABLE = "unreachable"  # a probe task's answer when it cannot reach the files of its chunk
-LISTED_FIELDS = attrgetter(*(f.name for f in fields(inputs.Listed)))  # a Listed as the tuple of its fields
 
 
 def gpu_problem(device: str, assigned_gpus: list, node_gpus: float, unavailable_reason: str | None) -> str | None:
@@ -139,7 +136,7 @@ def probe_fields_task(chunk: tuple[tuple, ...], config_json: str,
     """probe_task as the Ray task runs it: the chunk comes as a tuple of each Listed's fields and the
     results go back as a tuple. Ray pickles a tuple whole, where each item of a list costs its
     serializer a Python call (and a dataclass, its pickling): most of the driver's CPU in a probe."""
-    answer = probe_task([inputs.Listed(*values) for values in chunk], config_json, contents)
+    answer = probe_task(list(map(inputs.Listed._make, chunk)), config_json, contents)
     return answer if answer == UNREACHABLE else tuple(answer)
 
 
@@ -171,7 +168,7 @@ def probe_on_ray(ray, listed: list[inputs.Listed], config) -> list[tuple]:
     bytes, in pieces, SENT_IN_FLIGHT at a time, so that the driver holds a few pieces, not the set."""
     config_ref = ray.put(configuration.to_json(config))
     task = ray.remote(num_cpus=1)(probe_fields_task)
-    rows = list(map(LISTED_FIELDS, listed))  # each chunk is sent as a tuple of these (probe_fields_task)
+    rows = list(map(tuple, listed))  # each chunk is sent as a tuple of these (probe_fields_task)
     found: list = [None] * len(listed)
     calls = {task.remote(tuple(rows[start:start + PROBE_CHUNK]), config_ref): start
              for start in range(0, len(listed), PROBE_CHUNK)}  # call -> its first image
