@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 ROOT = Path(__file__).resolve().parent.parent
 # The phases paid once per command whatever the size of the set (the interpreter, the imports,
-# reading the command line, joining the cluster, the exit); the rest grows with the set.
+# reading the command line, joining the cluster, the exit); the rest grows with the set (Ray's
+# shutdown, in "other", excepted).
 ONCE_PHASES = ["start-up", "imports", "arguments", "connect", "exit"]
 FIT = ["--size", "32", "--model", "siren", "--layers", "3", "--hidden", "64", "--steps", "1", "--device", "cpu", "-q"]
 
@@ -100,10 +101,10 @@ def measure(folder: Path, out: Path, cpus: int) -> dict:
         with tempfile.NamedTemporaryFile(suffix=".json") as report:
             command = [sys.executable, __file__, "--driver", report.name, str(folder), "-o", str(out),
                        "--ray", cluster.address, *FIT]
-            start = time.perf_counter()
             # As an installed inr runs: its modules compiled once, not from source at every start
             # (some environments set PYTHONDONTWRITEBYTECODE).
             compileall.compile_dir(ROOT / "inr_cli", quiet=1)
+            start = time.perf_counter()
             env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
             process = subprocess.Popen(command, env={**env, "PYTHONPATH": str(ROOT)})
             # The whole process's CPU, its exit included (the interpreter's teardown comes after the
@@ -155,7 +156,7 @@ def main() -> None:
     parser.add_argument("folders", nargs="+", type=Path)
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 1, help="CPUs of the local Ray cluster")
     parser.add_argument("--make", type=int, default=0, metavar="N", help="write N JPEGs of 128x96 into the folder")
-    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+    parser.add_argument("--repeat", type=lambda text: max(1, int(text)), default=1, metavar="N",
                         help="run each folder N times; its result is the run of median driver CPU, all runs beside it")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()

@@ -16,6 +16,7 @@ bad setting) carrying the one-line message the command would print.
 from __future__ import annotations
 
 import difflib
+import os
 import shutil
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -31,6 +32,7 @@ from inr_cli.loading import one_network
 from inr_cli.settings import BY_KEY, POSITIVE, for_command
 
 PathLike = str | Path
+ARRAY_FILE = "image.npy"  # where a run keeps an image given as an array, for --resume
 EVALUATION_DEVICE = "cpu"  # net(coords) takes and gives NumPy arrays: a GPU would only add copies
 
 
@@ -180,51 +182,70 @@ def fit(image: PathLike | np.ndarray | None = None, *, preset: str | None = None
     `image`: a file (an image, a pixel CSV, a .npy array), an array ((H, W) or (H, W, C) of uint8,
     uint16 or floats in [0, 1]), a PIL image, or None for the built-in sample. The run is written
     where `inr train` writes it (runs/<name>, or run_dir); an array or PIL image is saved in it as
-    image.npy, so that `inr train --resume` finds it. Ctrl-C saves the checkpoint and raises
+    image.npy, so that `inr train --resume` finds it (run_dir must then be new or empty). Ctrl-C saves the checkpoint and raises
     KeyboardInterrupt."""
     from inr_cli.commands import train
 
     flags = _flags(train.NAME, options, settings or {})
-    data, run_dir, saved = None if image is None else str(image), _path(run_dir), None
-    if image is not None and not isinstance(image, (str, Path)):
-        saved, made = _saved_array(image, run_dir)
-        data, run_dir = str(saved), saved.parent
-    try:
+    config, run_dir = _path(config), _path(run_dir)
+    if image is None or isinstance(image, (str, os.PathLike)):
         with _interrupt_as_keyboard_interrupt():
-            result = train.start_run(data, flags, _path(config), run_dir, quiet, preset)
+            result = train.start_run(None if image is None else os.fspath(image), flags, config, run_dir, quiet,
+                                     preset)
+        return _load_run(result.run_dir)
+    array, name = _image_array(image)
+    run_dir, made = _array_run_dir(run_dir, name)
+    try:
+        np.save(run_dir / ARRAY_FILE, array, allow_pickle=False)
+        with _interrupt_as_keyboard_interrupt():
+            result = train.start_run(str(run_dir / ARRAY_FILE), flags, config, run_dir, quiet, preset)
     except BaseException:
-        if saved is not None and not (run_dir / CHECKPOINT).exists():  # no run began: nothing left behind
-            if made:
-                shutil.rmtree(run_dir, ignore_errors=True)
-            else:
-                saved.unlink(missing_ok=True)
+        if not (run_dir / CHECKPOINT).exists():  # no run began: the folder is left as it was found
+            for leftover in [run_dir] if made else list(run_dir.iterdir()):
+                if leftover.is_dir():
+                    shutil.rmtree(leftover)
+                else:
+                    leftover.unlink()
         raise
     return _load_run(result.run_dir)
 
 
-def _saved_array(image, run_dir: Path | None) -> tuple[Path, bool]:
-    """The array or PIL image saved as image.npy in its own dtype (uint8 stays 8-bit) in run_dir, or
-    in a new runs/<name>; the file, and whether its folder was made for it."""
-    from PIL import Image
+def _image_array(image) -> tuple[np.ndarray, str]:
+    """The pixels of an array or a PIL image as the array saved with the run (uint8 stays uint8;
+    a 16-bit or float PIL image becomes float32 in [0, 1]), checked; a name for its run."""
+    from PIL import Image, ImageOps
 
-    from inr_cli.core.runs import new_run_dir
     from inr_cli.formats.images import pixels_from_array, pixels_from_pil
 
     if isinstance(image, Image.Image):
-        pixels = pixels_from_pil(image, gray=False)
-        name = Path(getattr(image, "filename", "") or "image").stem
+        pixels = pixels_from_pil(ImageOps.exif_transpose(image), gray=False)  # as the file would be read
         array = np.rint(pixels.values * 255).astype(np.uint8) if pixels.bit_depth == 8 else pixels.values
+        name = Path(getattr(image, "filename", "") or "image").stem
     else:
         array, name = np.asarray(image), "array"
     pixels_from_array(array, "image")  # refused here, before anything is written
-    if run_dir is not None and run_dir.exists() and any(run_dir.iterdir()):
-        raise UsageError(f"{run_dir} is not empty; an image given as an array starts its run in a new or empty "
-                         f"run_dir (it is saved there as image.npy)")
-    target = run_dir or new_run_dir(name)
-    made = not target.exists()
-    target.mkdir(parents=True, exist_ok=True)
-    np.save(target / "image.npy", array, allow_pickle=False)
-    return target / "image.npy", made
+    return array, name
+
+
+def _array_run_dir(run_dir: Path | None, name: str) -> tuple[Path, bool]:
+    """The folder of a run whose image is an array: run_dir if new or empty, else a new runs/<name>;
+    whether it was made here."""
+    from inr_cli.core.runs import new_run_dir
+
+    if run_dir is not None:
+        if run_dir.exists() and any(run_dir.iterdir()):
+            raise UsageError(f"{run_dir} is not empty; an image given as an array starts its run in a new or empty "
+                             f"run_dir (it is saved there as {ARRAY_FILE})")
+        made = not run_dir.exists()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return run_dir, made
+    while True:  # claimed by its mkdir: two fits started at once never share a folder
+        candidate = new_run_dir(name)
+        try:
+            candidate.mkdir(parents=True)
+            return candidate, True
+        except FileExistsError:
+            continue
 
 
 def fit_many(folder: PathLike, out: PathLike, *, preset: str | None = None, config: PathLike | None = None,

@@ -108,7 +108,8 @@ def main() -> None:
     freeing every module and object one by one costs more CPU than a short command itself, and Ray's
     C++ threads may still run while it does. What the teardown does that matters is done first, in
     its order (the program's threads waited for, the exit handlers run, Ray's shutdown among them,
-    the streams flushed); then the process ends as multiprocessing's children end."""
+    the streams flushed); then the process ends as multiprocessing's children end. A bug's
+    traceback leaves the usual way."""
     try:
         app()
         code = 0
@@ -121,7 +122,8 @@ def main() -> None:
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing left to say to it
-            pass
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # a closed pipe: as Python's own exit, status 120
+            code = code or 120
     os._exit(code or 0)

@@ -207,8 +207,51 @@ def test_fit_of_an_array_or_pil_image_is_fit_of_the_file(tmp_path, monkeypatch):
     values = np.random.default_rng(1).random((7, 10, 3))
     inr_cli.fit(values, run_dir=tmp_path / "floats", **args)
     assert np.array_equal(np.load(tmp_path / "floats" / "image.npy"), values)
+    before = inr_cli.load(tmp_path / "floats").params
     invoke("train", "--resume", tmp_path / "floats", "--steps", "9", "-q")
-    assert inr_cli.load(tmp_path / "floats").params.shape == from_file.shape
+    from inr_cli.formats import checkpoint
+
+    assert checkpoint.load(tmp_path / "floats").step == 9
+    assert not np.array_equal(inr_cli.load(tmp_path / "floats").params, before)
+
+
+def pil_file(path: Path, kind: str) -> Path:
+    rng = np.random.default_rng(4)
+    rgb = rng.integers(0, 256, (7, 10, 3), dtype=np.uint8)
+    if kind == "exif":  # stored on its side, turned upright by its EXIF orientation when read
+        exif = Image.Exif()
+        exif[0x0112] = 6
+        Image.fromarray(rgb).save(path, exif=exif, quality=95)
+    elif kind == "P":
+        Image.fromarray(rgb).convert("P").save(path)
+    elif kind == "LA":
+        Image.fromarray(rgb[..., :2], "LA").save(path)
+    else:  # I;16
+        Image.fromarray(rng.integers(0, 65536, (7, 10), dtype=np.uint16)).save(path)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["P", "LA", "I;16", "exif"])
+def test_fit_of_a_pil_image_in_any_mode_is_fit_of_its_file(tmp_path, kind):
+    path = pil_file(tmp_path / ("image.jpg" if kind == "exif" else "image.png"), kind)
+    args = dict(hidden=8, layers=1, steps=4, device="cpu", quiet=True)
+    with Image.open(path) as opened:
+        net = inr_cli.fit(opened, run_dir=tmp_path / "pil", **args)
+    assert np.array_equal(net.params, inr_cli.fit(path, run_dir=tmp_path / "file", **args).params)
+    if kind == "exif":
+        assert (net.width, net.height) == (7, 10)
+
+
+def test_a_run_that_cannot_start_leaves_no_array_behind(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    pixels = np.zeros((5, 6, 3), np.uint8)
+    with pytest.raises(UsageError, match="no-such-preset"):
+        inr_cli.fit(pixels, preset="no-such-preset", quiet=True)
+    assert not (tmp_path / "runs" / "array").exists()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UsageError, match="no-such-preset"):
+        inr_cli.fit(pixels, preset="no-such-preset", run_dir=tmp_path / "empty", quiet=True)
+    assert list((tmp_path / "empty").iterdir()) == []
 
 
 def test_pixels_from_an_array_against_their_definition():
@@ -223,6 +266,7 @@ def test_pixels_from_an_array_against_their_definition():
     image = pixels_from_array(words, "x")
     assert image.channels == ("l",) and image.bit_depth == 16 and image.values.shape == (3, 4, 1)
     assert np.allclose(image.values[..., 0], words / 65535.0, atol=1e-7)
+    assert np.array_equal(pixels_from_array(words.astype(">u2"), "x").values, image.values)  # either byte order
     grey_alpha = rng.random((3, 4, 2)).astype(np.float32)
     image = pixels_from_array(grey_alpha, "x")  # as a grey+alpha file is read: RGBA
     assert image.channels == ("r", "g", "b", "a")

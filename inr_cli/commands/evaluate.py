@@ -19,7 +19,7 @@ from inr_cli.core.render import render_float
 from inr_cli.core.training_loop import run_training
 
 NAME = "eval"
-HELP = ("PSNR and SSIM of the network's render against a reference image or CSV. With --train-size: "
+HELP = ("PSNR and SSIM of the network's render against a reference image, CSV or .npy array. With --train-size: "
         "train on a downscaled reference (or reuse RUN), render at full size, compare with Lanczos and bicubic.")
 NEEDS_ARGS = True
 

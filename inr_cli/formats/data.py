@@ -34,8 +34,8 @@ def load_training_data(source: str, size: int = 0, gray: bool = False, notices: 
 
 def read_npy(path: Path) -> PixelImage:
     """An image saved with numpy.save: (H, W) or (H, W, C) of uint8, uint16 or floats in [0, 1]."""
-    try:
-        array = np.load(path, allow_pickle=False)
+    try:  # mapped, not read: its shape and type are checked before its pixels are loaded
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
     except FileNotFoundError:
         raise InrError(f"{path}: no such file") from None
     except IsADirectoryError:

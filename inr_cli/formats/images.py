@@ -59,11 +59,12 @@ def pixels_from_array(array, where: str) -> PixelImage:
         raise InrError(f"{where}: the image array is empty (shape {array.shape})")
     if array.shape[0] * array.shape[1] > MAX_IMAGE_PIXELS:
         raise InrError(f"{where}: {array.shape[1]}x{array.shape[0]} is too large (limit {MAX_IMAGE_PIXELS} pixels)")
-    if array.dtype == np.uint8:
+    kind, width = array.dtype.kind, array.dtype.itemsize  # whatever the byte order ('>u2' from FITS, say)
+    if (kind, width) == ("u", 1):
         values, bit_depth = array.astype(np.float32) / 255.0, 8
-    elif array.dtype == np.uint16:
+    elif (kind, width) == ("u", 2):
         values, bit_depth = array.astype(np.float32) / 65535.0, 16
-    elif np.issubdtype(array.dtype, np.floating):
+    elif kind == "f":
         values, bit_depth = array.astype(np.float32), 16
         if not np.isfinite(values).all():
             raise InrError(f"{where}: the image array holds NaN or infinite values")

@@ -133,9 +133,10 @@ def probe_task(chunk: list[inputs.Listed], config_json: str,
 
 def probe_fields_task(chunk: tuple[tuple, ...], config_json: str,
                       contents: list[bytes | str] | None = None) -> tuple | str:
-    """probe_task as the Ray task runs it: the chunk comes as a tuple of each Listed's fields and the
-    results go back as a tuple. Ray pickles a tuple whole, where each item of a list costs its
-    serializer a Python call (and a dataclass, its pickling): most of the driver's CPU in a probe."""
+    """probe_task as the Ray task runs it: the chunk comes as a tuple of plain tuples (each Listed's
+    fields) and the results go back as a tuple. Ray pickles a tuple whole, where each item of a list
+    costs its serializer a Python call (and an object of a class, its pickling by reference): most
+    of the driver's CPU in a probe."""
     answer = probe_task(list(map(inputs.Listed._make, chunk)), config_json, contents)
     return answer if answer == UNREACHABLE else tuple(answer)
 

@@ -31,7 +31,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 ORIENTATION = 0x0112  # the EXIF tag
 
 
-class Listed(NamedTuple):  # a tuple: made in one C call, and sent to Ray's tasks as the plain tuple of its fields
+class Listed(NamedTuple):  # one call to make (a frozen dataclass sets each field through object.__setattr__)
     name: str       # in index.csv, and what each image's seed is made from
     location: str   # a local path or a URL, where a worker reads it
     size: int       # the file's bytes: a rerun compares the listing, it does not read the files
@@ -219,8 +219,9 @@ def describe(name: str, data: bytes, config: Config) -> tuple[int, int, str]:
     """Width, height and channels of the image in `data` as load_training_data will give them, from
     its header. What the header cannot say alone (a pixel CSV or array, a 16-bit colour PNG, which
     keeps its 16 bits through another reader, and a PNG whose EXIF comes after the pixels) is decoded."""
-    if Path(name).suffix.lower() in (".csv", ".npy") or (data[:8] == PNG_SIGNATURE and len(data) > 25 and data[24] == 16
-                                               and data[25] in (2, 4, 6) and not config.data.gray):
+    png16_colour = (data[:8] == PNG_SIGNATURE and len(data) > 25 and data[24] == 16 and data[25] in (2, 4, 6)
+                    and not config.data.gray)
+    if Path(name).suffix.lower() in (".csv", ".npy") or png16_colour:
         image = decode(name, data, config)
         return image.width, image.height, ",".join(image.channels)
     if not data:
