@@ -9,7 +9,7 @@ system, all its threads, from its start to the end of its exit), the part of it 
 (exit: after the report written at exit, Ray's shutdown already done), and its peak RSS at exit;
 images/s is the command's wall time.
 
-    PYTHONPATH=. python benchmarks/fit_many_scale.py /tmp/n10k /tmp/n100k --out benchmarks/results/fit-many-scale.json
+    PYTHONPATH=. python benchmarks/fit_many_scale.py /tmp/n10k /tmp/n100k --repeat 5 --out benchmarks/results/fit-many-scale.json
 
 Make the folders once, e.g. JPEGs of 128x96 (this file's --make N FOLDER writes N of them).
 """
