@@ -72,6 +72,9 @@ def test_the_driver_killed_then_the_command_rerun(cluster, reference, tmp_path):
     code, stderr = run(cluster, *args)
     assert code == 0, stderr
     assert np.array_equal(np.load(tmp_path / "set" / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
+    code, stderr = run(cluster, *args)  # a finished set run again: nothing to fit, nothing changed
+    assert code == 0, stderr
+    assert np.array_equal(np.load(tmp_path / "set" / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
 
 
 def test_a_poisoned_input_stops_the_run_naming_it(cluster, reference, tmp_path):

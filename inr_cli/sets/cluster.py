@@ -5,10 +5,11 @@ Workers read the images where they lie (storage every node mounts at the same pa
 through fsspec), decode, fit and write: each network into its row of weights.npy.part, then the
 shard's file atomically, in an output folder they must reach too (shared storage, or a URL). The
 driver sends each worker the names of a shard (never pixels) and keeps two shards in flight per
-worker, so that the next shard is read and decoded while this one fits. What the plan must know of each image is probed by Ray tasks in parallel. A task or worker
-that cannot reach the images (a folder on the driver's machine, a URL only it can open) says so,
-and is sent the files' bytes, read by the driver and never decoded there; each decides for
-itself, so a cluster where only some nodes reach the images works too.
+worker, so that the next shard is read and decoded while this one fits. What the plan must know
+of each image is probed by Ray tasks in parallel. A task or worker that cannot reach the images (a
+folder on the driver's machine, a URL only it can open) says so, and is sent the files' bytes,
+read by the driver and never decoded there; each decides for itself, so a cluster where only some
+nodes reach the images works too.
 
 Ray does the scheduling, the placement on GPUs and the restarting of dead processes. A shard lost
 to a dead worker or node, a lost object or an out-of-memory kill is sent again, and said; a shard
@@ -242,10 +243,10 @@ def run_on_ray(ray, plan: Plan, out: SetFolder, pending: list[int], on_shard, wo
     # Ray restarts a dead worker without end; its shards come back to us as errors and are resent
     # (to a worker known to be alive), so that a loss is said, not hidden, and counted.
     remote = ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=IN_FLIGHT, **options)(ShardWorker)
-    pool = [remote.remote(settings) for _ in range(min(count, len(pending)) or 1)]
+    pool = [remote.remote(settings) for _ in range(min(count, len(pending)))]
     retryable = _retryable(ray)
-    first = plan.entry(plan.shards[pending[0]][0]) if pending else None
-    sample = (first.location, first.bytes) if first else None  # does a worker reach the inputs?
+    first = plan.entry(plan.shards[pending[0]][0])
+    sample = (first.location, first.bytes)  # does a worker reach the inputs?
     checks = [_check(ray, worker, retryable, sample) for worker in pool]
     for check in checks:
         if check["problem"]:
@@ -343,7 +344,7 @@ def run_on_ray(ray, plan: Plan, out: SetFolder, pending: list[int], on_shard, wo
 
 
 
-def _check(ray, worker, retryable, sample: tuple[str, int] | None) -> dict:
+def _check(ray, worker, retryable, sample: tuple[str, int]) -> dict:
     """The worker's check; one that dies starting up is restarted by Ray and asked again."""
     for attempt in range(MAX_ATTEMPTS):
         try:

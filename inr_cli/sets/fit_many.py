@@ -515,10 +515,10 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
             progress.add(len(result["names"]), result["psnr"])
 
         try:
-            if ray and pending:
-                cluster.run_on_ray(session, plan, folder, pending, on_shard, workers, gpus_per_worker)
-            else:
+            if not ray:
                 run_in_process(backend, plan, folder, pending, on_shard, signals)
+            elif pending:  # a finished set run again starts no worker
+                cluster.run_on_ray(session, plan, folder, pending, on_shard, workers, gpus_per_worker)
         except Interrupted as exc:
             signals.ignore()
             progress.stop()
