@@ -86,7 +86,6 @@ def driver(report: str, args: list[str]) -> None:
 
 
 def measure(folder: Path, out: Path, cpus: int) -> dict:
-    import compileall
     import subprocess
     import tempfile
     import time
@@ -101,9 +100,6 @@ def measure(folder: Path, out: Path, cpus: int) -> dict:
         with tempfile.NamedTemporaryFile(suffix=".json") as report:
             command = [sys.executable, __file__, "--driver", report.name, str(folder), "-o", str(out),
                        "--ray", cluster.address, *FIT]
-            # As an installed inr runs: its modules compiled once, not from source at every start
-            # (some environments set PYTHONDONTWRITEBYTECODE).
-            compileall.compile_dir(ROOT / "inr_cli", quiet=1)
             start = time.perf_counter()
             env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
             process = subprocess.Popen(command, env={**env, "PYTHONPATH": str(ROOT)})
@@ -150,6 +146,7 @@ def main() -> None:
     if sys.argv[1:2] == ["--driver"]:  # before the imports below: the driver loads what `inr` loads
         return driver(sys.argv[2], sys.argv[3:])
     import argparse
+    import compileall
     import tempfile
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -163,6 +160,10 @@ def main() -> None:
     if args.make:
         return make(args.make, args.folders[0])
     from benchmarks.common import environment, save_json
+
+    # As an installed inr runs: its modules compiled once, not from source at every start (some
+    # environments set PYTHONDONTWRITEBYTECODE).
+    compileall.compile_dir(ROOT / "inr_cli", quiet=1)
 
     results = []
     for folder in args.folders:

@@ -182,8 +182,8 @@ def fit(image: PathLike | np.ndarray | None = None, *, preset: str | None = None
     `image`: a file (an image, a pixel CSV, a .npy array), an array ((H, W) or (H, W, C) of uint8,
     uint16 or floats in [0, 1]), a PIL image, or None for the built-in sample. The run is written
     where `inr train` writes it (runs/<name>, or run_dir); an array or PIL image is saved in it as
-    image.npy, so that `inr train --resume` finds it (run_dir must then be new or empty). Ctrl-C saves the checkpoint and raises
-    KeyboardInterrupt."""
+    image.npy, so that `inr train --resume` finds it (run_dir must then be new or empty). Ctrl-C
+    saves the checkpoint and raises KeyboardInterrupt."""
     from inr_cli.commands import train
 
     flags = _flags(train.NAME, options, settings or {})

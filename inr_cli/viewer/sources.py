@@ -24,7 +24,7 @@ from inr_cli.formats.png import png_bytes
 from inr_cli.sets import inputs
 from inr_cli.sets.fit_many import Plan
 from inr_cli.sets.inputs import is_url
-from inr_cli.viewer.tiles import Pyramid
+from inr_cli.viewer.tiles import PngCache, Pyramid
 
 CURVE_POINTS = 400  # the loss curve is drawn from at most this many rows of metrics.csv
 THUMBNAIL_SIDE = 128
@@ -79,10 +79,9 @@ class RunView:
         self.shown: Shown | None = None
         self.metrics_stamp = None
         self.metrics: list[dict] = []
-        self.source: bytes | None = None
         self._refresh()
         data = self.saved.config.data
-        self.source = image_png(lambda: load_training_data(data.source, data.size, data.gray))
+        self.source: bytes | None = image_png(lambda: load_training_data(data.source, data.size, data.gray))
 
     def _refresh(self) -> None:
         """Read the checkpoint again if it changed; a checkpoint that cannot be read keeps the last one."""
@@ -160,8 +159,10 @@ class SetView:
         self.psnr = np.array([_number(row.get("psnr")) for row in index])
         self.loss = np.array([_number(row.get("loss")) for row in index])
         self.has_labels = bool(index) and "label" in index[0]
-        self.labels = [row.get("label") or "" for row in index] if self.has_labels else []
+        self.labels = np.array([row.get("label") or "" for row in index] if self.has_labels else [], dtype=object)
+        self.label_names = sorted(set(self.labels)) if self.has_labels else None
         self.orders: dict[str, np.ndarray] = {}
+        self.sources = PngCache()  # the training images, decoded once: the page shows each twice
 
     def order(self, sort: str) -> np.ndarray:
         """Row numbers in the order asked for (NaN last either way), computed once per order."""
@@ -187,18 +188,18 @@ class SetView:
         if label:
             if not self.has_labels:
                 raise ValueError("this set's index.csv has no label column")
-            order = order[np.array([self.labels[i] == label for i in order], dtype=bool)]
+            order = order[self.labels[order] == label]
         if query:
             needle = query.lower()
             order = order[np.array([needle in self.names[i].lower() for i in order], dtype=bool)]
         rows = [self.row(int(i)) for i in order[offset:offset + limit]]
         return {"total": int(len(order)), "count": len(self.names), "offset": offset, "rows": rows,
-                "labels": sorted(set(self.labels)) if self.has_labels else None}
+                "labels": self.label_names}
 
     def row(self, net: int) -> dict:
         entry = self.set.index[net]
-        row = {"net": net, "name": entry["name"], "psnr": _json_number(self.psnr[net]),
-               "loss": _json_number(self.loss[net]), "width": int(entry["width"]), "height": int(entry["height"])}
+        row = {"net": net, "name": entry["name"], "psnr": float(self.psnr[net]),  # NaN: null, in the server
+               "loss": float(self.loss[net]), "width": int(entry["width"]), "height": int(entry["height"])}
         if self.has_labels:
             row["label"] = self.labels[net]
         return row
@@ -227,8 +228,13 @@ class SetView:
     def source_png(self, net: int) -> bytes | None:
         if not 0 <= net < len(self.names):
             raise KeyError(net)
-        entry = self.plan.entry(self.names[net])
-        return image_png(lambda: inputs.load(entry.location, entry.name, self.config)[0])
+        data = self.sources.get(net)
+        if data is None:
+            entry = self.plan.entry(self.names[net])
+            data = image_png(lambda: inputs.load(entry.location, entry.name, self.config)[0])
+            if data is not None:
+                self.sources.put(net, data)
+        return data
 
 
 def _number(text) -> float:
@@ -236,10 +242,6 @@ def _number(text) -> float:
         return float(text)
     except (TypeError, ValueError):
         return float("nan")
-
-
-def _json_number(value: float) -> float | None:
-    return None if np.isnan(value) else float(value)
 
 
 def open_view(path: Path) -> RunView | SetView:
