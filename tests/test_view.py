@@ -146,11 +146,13 @@ def test_tiles_are_the_pixels_of_inr_render(run_dir, tmp_path):
 def test_absurd_tiles_and_paths_are_refused(run_dir):
     secret = run_dir / "checkpoint.npz"
     with serving(run_dir) as server:
-        for path in ["/tile/0/99/0/0.png", "/tile/0/3/5/0.png", "/tile/0/0/0/999999999.png", "/tile/7/0/0/0.png",
-                     "/tile/0/1234567890/0/0.png", "/tile/0/-1/0/0.png", "/tile/0/a/0/0.png", "/api/state?net=x",
-                     "/api/state?net=3", "/api/networks"]:
+        # 400: a tile or argument that cannot exist; 404: no such network, or no such path at all
+        for path, expected in [("/tile/0/99/0/0.png", 400), ("/tile/0/3/5/0.png", 400), ("/tile/0/0/0/999999999.png", 400),
+                               ("/tile/7/0/0/0.png", 404), ("/tile/0/1234567890/0/0.png", 404),
+                               ("/tile/0/-1/0/0.png", 404), ("/tile/0/a/0/0.png", 404), ("/api/state?net=x", 400),
+                               ("/api/state?net=3", 404), ("/api/networks", 400)]:
             status, _ = get(server, path)
-            assert status in (400, 404), path
+            assert status == expected, path
         for path in ["/static/../../etc/passwd", "/static/%2e%2e/%2e%2e/etc/passwd", "/static/..%2f..%2fetc%2fpasswd",
                      "/static/%252e%252e/etc/passwd", "//etc/passwd", "/static//etc/passwd", "/../checkpoint.npz",
                      "/checkpoint.npz", "/static/../../../" + str(secret), "/source/../checkpoint.npz",

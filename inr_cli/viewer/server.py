@@ -17,7 +17,7 @@ from importlib import resources
 from urllib.parse import parse_qs, urlsplit
 
 from inr_cli.console import error
-from inr_cli.viewer.sources import RunView, SetView
+from inr_cli.viewer.sources import NoSuchNetwork, RunView, SetView
 from inr_cli.viewer.tiles import TileRenderer
 
 NUMBER = r"(\d{1,9})"
@@ -84,7 +84,7 @@ class Handler(BaseHTTPRequestHandler):
             self._route(parts.path, {k: v[-1] for k, v in parse_qs(parts.query).items()})
         except BadRequest as exc:
             self._send_text(HTTPStatus.BAD_REQUEST, str(exc))
-        except KeyError:
+        except NoSuchNetwork:
             self._send_text(HTTPStatus.NOT_FOUND, "no such network")
         except (BrokenPipeError, ConnectionResetError):
             pass  # the page moved on (OpenSeadragon cancels tiles that scrolled away)
@@ -134,7 +134,7 @@ class Handler(BaseHTTPRequestHandler):
         if match := THUMB_PATH.match(path):
             net = int(match.group(1))
             shown = view.network(net)
-            width, height = view.thumbnail_size(net) if isinstance(view, SetView) else (shown.width, shown.height)
+            width, height = view.thumbnail_size(net)
             data = self.server.renderer.png(("thumb", net, shown.version), shown.spec, shown.params, width, height)
             return self._send(HTTPStatus.OK, data, "image/png")
         if match := SOURCE_PATH.match(path):

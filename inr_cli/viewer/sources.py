@@ -63,6 +63,10 @@ def _curve(rows: list[dict]) -> dict:
     return {key: [row[key] for row in kept] for key in ("step", "loss", "psnr")}
 
 
+class NoSuchNetwork(LookupError):
+    """A network number the run or set does not have (the server answers 404, and only to this)."""
+
+
 class RunView:
     """An `inr train` run. Its checkpoint is read again whenever the file changes (a training run
     replaces it atomically), so the page follows the run as it learns."""
@@ -105,9 +109,13 @@ class RunView:
 
     def network(self, net: int) -> Shown:
         if net != 0:
-            raise KeyError(net)
+            raise NoSuchNetwork(net)
         self._refresh()
         return self.shown
+
+    def thumbnail_size(self, net: int) -> tuple[int, int]:
+        shown = self.network(net)  # the size it is trained at
+        return shown.width, shown.height
 
     def _curve(self) -> dict:
         path = self.run_dir / "metrics.csv"
@@ -135,7 +143,7 @@ class RunView:
 
     def source_png(self, net: int) -> bytes | None:
         if net != 0:
-            raise KeyError(net)
+            raise NoSuchNetwork(net)
         return self.source
 
 
@@ -206,7 +214,7 @@ class SetView:
 
     def network(self, net: int) -> Shown:
         if not 0 <= net < len(self.names):
-            raise KeyError(net)
+            raise NoSuchNetwork(net)
         entry = self.set.index[net]
         return Shown("set", self.set.spec, np.array(self.set.weights[net]), int(entry["width"]), int(entry["height"]))
 
@@ -227,7 +235,7 @@ class SetView:
 
     def source_png(self, net: int) -> bytes | None:
         if not 0 <= net < len(self.names):
-            raise KeyError(net)
+            raise NoSuchNetwork(net)
         data = self.sources.get(net)
         if data is None:
             entry = self.plan.entry(self.names[net])
