@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import csv
 import shutil
 from pathlib import Path
 
@@ -54,3 +55,13 @@ def rgb_png(tmp_path):
 @pytest.fixture
 def coffee():
     return FIXTURES / "coffee.png"
+
+
+def add_label_column(set_folder: Path, labels: list[str]) -> None:
+    """index.csv of a fitted set with a label column, as a set fitted from class folders has."""
+    with open(set_folder / "index.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    with open(set_folder / "index.csv", "w", newline="") as handle:
+        writer = csv.DictWriter(handle, [*(name for name in rows[0] if name != "label"), "label"])
+        writer.writeheader()
+        writer.writerows({**row, "label": label} for row, label in zip(rows, labels, strict=True))

@@ -4,7 +4,6 @@ NumPy forward pass written here from the README's description of the format)."""
 
 from __future__ import annotations
 
-import csv
 import json
 import re
 import subprocess
@@ -19,7 +18,7 @@ from typer.testing import CliRunner
 import inr_cli
 from inr_cli.cli import app
 from inr_cli.errors import InrError, UsageError
-from tests.conftest import make_image
+from tests.conftest import add_label_column, make_image
 from tests.test_fit_many import make_folder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -342,11 +341,7 @@ def test_fit_many_is_inr_fit_many_bit_for_bit(tmp_path):
     # index: every column of index.csv, numbers as numbers, whatever columns there are
     assert networks.index[1]["name"] == "img1.png" and networks.index[1]["width"] == 9
     assert isinstance(networks.index[1]["psnr"], float)
-    rows = list(csv.DictReader(by_command.splitlines()))
-    with open(tmp_path / "by-api" / "index.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, [*rows[0], "label"])
-        writer.writeheader()
-        writer.writerows({**row, "label": ["cat", "7", "cat"][i]} for i, row in enumerate(rows))
+    add_label_column(tmp_path / "by-api", ["cat", "7", "cat"])
     assert [row["label"] for row in inr_cli.load(tmp_path / "by-api").index] == ["cat", "7", "cat"]
 
 

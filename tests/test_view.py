@@ -8,11 +8,9 @@ import dataclasses
 import http.client
 import io
 import json
-import os
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import urllib.request
 from contextlib import contextmanager
@@ -29,6 +27,8 @@ from inr_cli.formats import checkpoint as ckpt
 from inr_cli.viewer.server import ViewServer
 from inr_cli.viewer.sources import open_view
 from inr_cli.viewer.tiles import DEEPEST_SIDE, TILE, Pyramid, TileRenderer
+from tests.conftest import add_label_column
+from tests.test_fit_many import inr
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,14 +67,7 @@ def network_set(tmp_path_factory):
     result = runner.invoke(app, ["fit-many", str(images), "-o", str(out), "--steps", "60", "--hidden", "16",
                                  "--layers", "1", "--lr", "0.003", "--device", "cpu"])
     assert result.exit_code == 0, result.output
-    with open(out / "index.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))
-    for i, row in enumerate(rows):
-        row["label"] = "odd" if i % 2 else "even"
-    with open(out / "index.csv", "w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    add_label_column(out, ["odd" if i % 2 else "even" for i in range(5)])
     return out
 
 
@@ -203,9 +196,7 @@ def test_set_api_sorts_filters_and_pages(network_set):
 
 
 def view_process(path: Path) -> tuple[subprocess.Popen, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen([sys.executable, "-m", "inr_cli", "view", str(path), "--no-browser", "--device", "cpu"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    process = inr("view", path, "--no-browser", "--device", "cpu")
     return process, process.stdout.readline().strip()
 
 
@@ -228,9 +219,7 @@ def test_cli_waits_for_the_first_checkpoint_of_a_run_that_has_just_started(run_d
     started = tmp_path / "started"
     started.mkdir()
     shutil.copy(run_dir / "config.toml", started / "config.toml")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen([sys.executable, "-m", "inr_cli", "view", str(started), "--no-browser", "--device",
-                                "cpu"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    process = inr("view", started, "--no-browser", "--device", "cpu")
     try:
         assert "waiting for the first checkpoint" in process.stderr.readline()
         atomic_copy = started / "checkpoint.npz.part"
