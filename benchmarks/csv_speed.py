@@ -25,7 +25,8 @@ from typer.testing import CliRunner  # noqa: E402
 
 from benchmarks.common import ROOT, environment, save_json  # noqa: E402
 from inr_cli.cli import app  # noqa: E402
-from inr_cli.formats.images import PixelImage, load_image, save_image  # noqa: E402
+from inr_cli.core.pixels import PixelImage  # noqa: E402
+from inr_cli.formats.images import load_image, save_image  # noqa: E402
 
 
 def best_of(rounds: int, run) -> float:

@@ -29,7 +29,7 @@ from PIL import Image  # noqa: E402
 from benchmarks.common import PHOTOS, ROOT, configure, environment, make_trainer, save_json  # noqa: E402
 from inr_cli.backends import get_backend  # noqa: E402
 from inr_cli.core.coords import pixel_grid  # noqa: E402
-from inr_cli.formats.images import PixelImage  # noqa: E402
+from inr_cli.core.pixels import PixelImage  # noqa: E402
 from inr_cli.core.metrics import psnr_from_mse  # noqa: E402
 from inr_cli.core.network import NetworkSpec, init_networks  # noqa: E402
 

@@ -184,21 +184,20 @@ def fit(image: PathLike | np.ndarray | None = None, *, preset: str | None = None
     where `inr train` writes it (runs/<name>, or run_dir); an array or PIL image is saved in it as
     image.npy, so that `inr train --resume` finds it (run_dir must then be new or empty). Ctrl-C
     saves the checkpoint and raises KeyboardInterrupt."""
-    from inr_cli.commands import train
+    from inr_cli.runs.start import start_run
 
-    flags = _flags(train.NAME, options, settings or {})
+    flags = _flags("train", options, settings or {})
     config, run_dir = _path(config), _path(run_dir)
     if image is None or isinstance(image, (str, os.PathLike)):
         with _interrupt_as_keyboard_interrupt():
-            result = train.start_run(None if image is None else os.fspath(image), flags, config, run_dir, quiet,
-                                     preset)
+            result = start_run(None if image is None else os.fspath(image), flags, config, run_dir, quiet, preset)
         return _load_run(result.run_dir)
     array, name = _image_array(image)
     run_dir, made = _array_run_dir(run_dir, name)
     try:
         np.save(run_dir / ARRAY_FILE, array, allow_pickle=False)
         with _interrupt_as_keyboard_interrupt():
-            result = train.start_run(str(run_dir / ARRAY_FILE), flags, config, run_dir, quiet, preset)
+            result = start_run(str(run_dir / ARRAY_FILE), flags, config, run_dir, quiet, preset)
     except BaseException:
         if not (run_dir / CHECKPOINT).exists():  # no run began: the folder is left as it was found
             for leftover in [run_dir] if made else list(run_dir.iterdir()):
@@ -230,7 +229,7 @@ def _image_array(image) -> tuple[np.ndarray, str]:
 def _array_run_dir(run_dir: Path | None, name: str) -> tuple[Path, bool]:
     """The folder of a run whose image is an array: run_dir if new or empty, else a new runs/<name>;
     whether it was made here."""
-    from inr_cli.core.runs import new_run_dir
+    from inr_cli.runs.directory import new_run_dir
 
     if run_dir is not None:
         if run_dir.exists() and any(run_dir.iterdir()):

@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.backends.cpu_backend import CpuBackend
 from inr_cli.core.batch_pass import WholeBatchPass
-from inr_cli.formats.checkpoint import TrainingState
+from inr_cli.core.state import TrainingState
 from inr_cli.cli import app
 from inr_cli.config import build_config, flags_to_values
-from inr_cli.formats.images import PixelImage
+from inr_cli.core.pixels import PixelImage
 from inr_cli.core.network import NetworkSpec
 from inr_cli.core.render import render_float
 from inr_cli.core.sizing import fit_to_image

@@ -30,6 +30,8 @@ def test_wheel_contains_kernels_configs_and_sample(wheel):
     kernels = {Path(n).name for n in names if n.startswith("inr_cli/kernels/")}
     assert {p.name for p in (ROOT / "kernels").glob("*.cu")} <= kernels
     assert {"inr_cli/configs/siren.toml", "inr_cli/configs/sigmoid.toml", "inr_cli/data/sample.png"} <= names
+    # The run-directory service is a package named runs/, as are the run folders .gitignore keeps out.
+    assert "inr_cli/runs/training.py" in names
     # inr view's page, and the viewer library it needs with no network, under its licence.
     static = ROOT / "inr_cli" / "viewer" / "static"
     assert {f"inr_cli/viewer/static/{p.relative_to(static).as_posix()}" for p in static.rglob("*") if p.is_file()} <= names

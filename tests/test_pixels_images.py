@@ -160,7 +160,7 @@ def test_fast_and_careful_csv_parsers_agree(tmp_path):
     and a file whose lines carry one value too many and one too few is still refused, by line."""
     import numpy as np
 
-    from inr_cli.formats.images import PixelImage
+    from inr_cli.core.pixels import PixelImage
     from inr_cli.formats.pixel_csv import csv_text
 
     rng = np.random.default_rng(3)

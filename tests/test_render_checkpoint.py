@@ -9,7 +9,7 @@ import pytest
 
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.backends.cpu_backend import CpuBackend
-from inr_cli.formats.checkpoint import TrainingState
+from inr_cli.core.state import TrainingState
 from inr_cli.core.coords import axis_centres, pixel_grid
 from inr_cli.errors import InrError
 from inr_cli.core.metrics import psnr, ssim

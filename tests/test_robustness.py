@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.cli import app
-from inr_cli.core.runs import RunLock
+from inr_cli.runs.directory import RunLock
 from tests.conftest import make_image
 
 ROOT = Path(__file__).resolve().parent.parent

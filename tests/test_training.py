@@ -115,7 +115,7 @@ def test_a_blow_up_is_not_called_a_success(tmp_path, rgb_png):
 
 
 def test_comparison_captions_on_wide_panels():
-    from inr_cli.core.comparison import LABEL_HEIGHT, side_by_side
+    from inr_cli.runs.pictures import LABEL_HEIGHT, side_by_side
 
     reference = np.random.default_rng(0).random((20, 80, 3)).astype(np.float32)
     picture = side_by_side(reference, reference, psnr=99.0)

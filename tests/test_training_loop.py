@@ -14,11 +14,12 @@ from inr_cli.cli import app
 from inr_cli.config import build_config, flags_to_values
 from inr_cli.core import training_loop
 from inr_cli.core.network import NetworkSpec
-from inr_cli.core.runs import RunLock
+from inr_cli.core.pixels import PixelImage
+from inr_cli.core.state import TrainingState
 from inr_cli.core.trainer import Trainer
 from inr_cli.formats import checkpoint as ckpt
-from inr_cli.formats.checkpoint import TrainingState
-from inr_cli.formats.images import PixelImage
+from inr_cli.runs.directory import RunLock
+from inr_cli.runs.training import slow_run_hint
 from inr_cli.sets import fit_many
 from tests.conftest import FIXTURES
 
@@ -140,10 +141,10 @@ def test_feedback_from_the_first_step_and_previews_for_short_runs(photo, tmp_pat
 
 
 def test_a_slow_full_batch_run_gets_a_hint():
-    assert training_loop.slow_run_hint(10.0, 1000, True, 3_000_000) is not None
-    assert "--batch-size" in training_loop.slow_run_hint(10.0, 1000, True, 3_000_000)
-    assert training_loop.slow_run_hint(0.01, 1000, True, 3_000_000) is None
-    assert training_loop.slow_run_hint(10.0, 1000, False, 3_000_000) is None  # mini-batches already
+    assert slow_run_hint(10.0, 1000, True, 3_000_000) is not None
+    assert "--batch-size" in slow_run_hint(10.0, 1000, True, 3_000_000)
+    assert slow_run_hint(0.01, 1000, True, 3_000_000) is None
+    assert slow_run_hint(10.0, 1000, False, 3_000_000) is None  # mini-batches already
 
 
 def test_a_checkpoint_on_a_logging_step_reads_the_loss_once(photo, tmp_path):

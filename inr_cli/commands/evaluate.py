@@ -16,7 +16,7 @@ from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.images import fit_longer_side, resample, resize
 from inr_cli.core.metrics import psnr, ssim
 from inr_cli.core.render import render_float
-from inr_cli.core.training_loop import run_training
+from inr_cli.runs.training import run_training
 
 NAME = "eval"
 HELP = ("PSNR and SSIM of the network's render against a reference image, CSV or .npy array. With --train-size: "

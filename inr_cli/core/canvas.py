@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from inr_cli.core.pixels import MAX_IMAGE_PIXELS, fit_longer_side
 from inr_cli.errors import UsageError
-from inr_cli.formats.images import MAX_IMAGE_PIXELS, fit_longer_side
 
 MAX_SIDE = 65535  # PNG and Pillow both handle this; larger sides are refused up front
 

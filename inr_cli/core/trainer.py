@@ -23,8 +23,8 @@ import numpy as np
 from inr_cli.config import Config
 from inr_cli.core.coords import pixel_grid
 from inr_cli.core.network import NetworkSpec
-from inr_cli.formats.checkpoint import TrainingState
-from inr_cli.formats.images import PixelImage
+from inr_cli.core.pixels import PixelImage
+from inr_cli.core.state import TrainingState
 
 
 class Trainer:

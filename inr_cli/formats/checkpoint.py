@@ -15,38 +15,15 @@ from pathlib import Path
 import numpy as np
 
 from inr_cli import config as configuration
-from inr_cli.formats.atomic import atomic_path
 from inr_cli.config import Config
+from inr_cli.core.network import NetworkSpec
+from inr_cli.core.state import TrainingState
 from inr_cli.errors import InrError, UsageError
-from inr_cli.core.network import NetworkSpec, init_networks
+from inr_cli.formats.atomic import atomic_path
 
 MAGIC = "inr-checkpoint"
 FORMAT_VERSION = 2  # 2: [N, P] parameters, nested configuration, training seconds; 1 still loads
 FILENAME = "checkpoint.npz"
-
-
-@dataclass
-class TrainingState:
-    """Everything a run needs to go on, for N networks: the trainer starts from one and hands one
-    back, and a checkpoint stores one. Mini-batches are a pure function of (seed, step), so the
-    step is the whole random-generator state."""
-
-    params: np.ndarray  # [N, P] float32
-    moment1: np.ndarray | None  # [N, P]: Adam's m, or the SGD momentum buffer; None: zeros (a fresh run)
-    moment2: np.ndarray | None  # [N, P]: Adam's v (zeros for SGD); None: zeros
-    step: int  # updates done
-    seconds: float  # training time so far
-    loss: np.ndarray  # [N] float64: each network's loss when last read (NaN before the first read)
-
-    @classmethod
-    def fresh(cls, spec: NetworkSpec, seeds, output_means=None) -> "TrainingState":
-        """Step 0: network i initialised from seeds[i] (its outputs at output_means[i] if given, see
-        network.output_means); the moments start at zero."""
-        return cls(init_networks(spec, seeds, output_means), None, None, 0, 0.0, np.full(len(seeds), np.nan))
-
-    @property
-    def networks(self) -> int:
-        return self.params.shape[0]
 
 
 @dataclass

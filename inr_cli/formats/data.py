@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
+from inr_cli.core.pixels import PixelImage
 from inr_cli.errors import InrError
-from inr_cli.formats.images import PixelImage, load_image, pixels_from_array, resize
+from inr_cli.formats.images import load_image, pixels_from_array, resize
 from inr_cli.formats.pixel_csv import read_csv
 from inr_cli.resources import sample_image
 

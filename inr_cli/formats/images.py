@@ -1,47 +1,16 @@
-"""The image in memory (PixelImage) and in files: decoding every common mode, resizing, writing PNGs."""
+"""The image (core/pixels.py) in files: decoding every common mode, resizing, writing PNGs."""
 
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from inr_cli.formats.atomic import atomic_path
+from inr_cli.core.pixels import MAX_IMAGE_PIXELS, PixelImage, fit_longer_side
 from inr_cli.errors import InrError, UsageError
-
-
-@dataclass
-class PixelImage:
-    """H x W x C float32 values in [0, 1] and the names of the channels."""
-
-    values: np.ndarray
-    channels: tuple[str, ...]
-    bit_depth: int = 8  # 8 or 16: how decode quantises when writing an image file
-
-    @property
-    def height(self) -> int:
-        return self.values.shape[0]
-
-    @property
-    def width(self) -> int:
-        return self.values.shape[1]
-
-    @property
-    def n_channels(self) -> int:
-        return self.values.shape[2]
-
-    def targets(self) -> np.ndarray:
-        """Row-major (H*W, C) float32 table in the order of coords.pixel_grid."""
-        return np.ascontiguousarray(self.values.reshape(-1, self.n_channels), dtype=np.float32)
-
-
-# The largest image inr reads, writes or draws, whatever its format (about 1 GB of RGBA in memory).
-# Pillow's own bomb guard is a warning up to 2x this and an error beyond; we make both an error.
-MAX_IMAGE_PIXELS = 1 << 28
-
+from inr_cli.formats.atomic import atomic_path
 
 ARRAY_CHANNELS = {1: ("l",), 2: ("l", "a"), 3: ("r", "g", "b"), 4: ("r", "g", "b", "a")}
 
@@ -162,13 +131,6 @@ def pixels_from_pil(im: Image.Image, gray: bool) -> PixelImage:
         array = array[..., None]
     channels = {"L": ("l",), "RGB": ("r", "g", "b"), "RGBA": ("r", "g", "b", "a")}[target]
     return PixelImage(array, channels, bit_depth=8)
-
-
-def fit_longer_side(width: int, height: int, size: int) -> tuple[int, int]:
-    """Width and height with the longer side `size` and the aspect ratio kept."""
-    if width >= height:
-        return size, max(1, round(height * size / width))
-    return max(1, round(width * size / height)), size
 
 
 def resize(image: PixelImage, size: int) -> PixelImage:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from inr_cli.formats.atomic import atomic_path
+from inr_cli.core.pixels import MAX_IMAGE_PIXELS, PixelImage
 from inr_cli.errors import InrError
-from inr_cli.formats.images import MAX_IMAGE_PIXELS, PixelImage
+from inr_cli.formats.atomic import atomic_path
 
 CHANNEL_SETS = {("l",): "grey", ("r", "g", "b"): "RGB", ("r", "g", "b", "a"): "RGBA"}
 KNOWN_CHANNELS = {"l", "r", "g", "b", "a"}

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from inr_cli.core.network import NetworkSpec
-from inr_cli.core.runs import read_metrics
+from inr_cli.runs.metrics_csv import read_metrics
 from inr_cli.errors import InrError
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.data import load_training_data

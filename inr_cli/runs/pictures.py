@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
+from inr_cli.core.pixels import PixelImage
 from inr_cli.formats.atomic import atomic_path, atomic_write_text
-from inr_cli.formats.images import PixelImage
 
 LABEL_MIN_WIDTH = 64  # narrower panels get no caption: it would not fit
 LABEL_HEIGHT = 14

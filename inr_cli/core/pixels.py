@@ -1,0 +1,44 @@
+"""The image in memory (PixelImage), the size limit every image meets, and the one way a longer
+side is fitted; formats/images.py reads and writes it as files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+# The largest image inr reads, writes or draws, whatever its format (about 1 GB of RGBA in memory).
+# Pillow's own bomb guard is a warning up to 2x this and an error beyond; we make both an error.
+MAX_IMAGE_PIXELS = 1 << 28
+
+
+@dataclass
+class PixelImage:
+    """H x W x C float32 values in [0, 1] and the names of the channels."""
+
+    values: np.ndarray
+    channels: tuple[str, ...]
+    bit_depth: int = 8  # 8 or 16: how decode quantises when writing an image file
+
+    @property
+    def height(self) -> int:
+        return self.values.shape[0]
+
+    @property
+    def width(self) -> int:
+        return self.values.shape[1]
+
+    @property
+    def n_channels(self) -> int:
+        return self.values.shape[2]
+
+    def targets(self) -> np.ndarray:
+        """Row-major (H*W, C) float32 table in the order of coords.pixel_grid."""
+        return np.ascontiguousarray(self.values.reshape(-1, self.n_channels), dtype=np.float32)
+
+
+def fit_longer_side(width: int, height: int, size: int) -> tuple[int, int]:
+    """Width and height with the longer side `size` and the aspect ratio kept."""
+    if width >= height:
+        return size, max(1, round(height * size / width))
+    return max(1, round(width * size / height)), size

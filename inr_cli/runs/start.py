@@ -1,0 +1,80 @@
+"""Starting a run, or resuming one, from the settings `inr train` and the API's fit are given: the
+configuration, the training data and the run directory, checked, then the run's training."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from inr_cli import settings
+from inr_cli.config import build_config, flags_to_values, with_values
+from inr_cli.console import info, notice
+from inr_cli.errors import InrError, UsageError
+from inr_cli.formats import checkpoint as ckpt
+from inr_cli.formats.data import SAMPLE, fingerprint, load_training_data
+from inr_cli.runs.directory import RunLock, latest_run, new_run_dir
+from inr_cli.runs.training import TrainingResult, run_training
+
+# Settings that may change when a run is resumed; the rest define the run and stay as they were.
+RESUMABLE = settings.RESUMABLE
+
+
+def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> TrainingResult:
+    """A new run, as `inr train DATA` starts it (flags: {flag name: value}); the API's fit calls it too."""
+    values = flags_to_values(flags)
+    if data is not None:  # else the --config file's [data] source, or the preset's (the sample)
+        values["data.source"] = "" if data == SAMPLE else str(Path(data).resolve())
+    config = build_config(config_file, values, preset)
+    if preset is None and flags.get("model") == "relu" and "encoding" not in flags and config.encoding.name == "fourier":
+        notice("--model relu starts from the fourier preset: Fourier features (sigma "
+               f"{config.encoding.sigma:g}) in front of the ReLU MLP; --encoding none for a plain one")
+    source = config.data.source
+    notices: list[str] = []
+    image = load_training_data(source, config.data.size, config.data.gray, notices)
+    for message in notices:
+        notice(message)
+    if run_dir is None:
+        run_dir = new_run_dir(Path(source).stem if source else SAMPLE)
+    elif (run_dir / ckpt.FILENAME).exists():
+        with RunLock(run_dir):  # a run in use is said as such: resuming it would fail the same way
+            pass
+        raise UsageError(f"{run_dir} already holds a run; continue it with --resume {run_dir} or pick another --run-dir")
+    if not quiet:
+        net = config.network
+        info(f"training {net.model} ({net.layers}x{net.hidden}) on {source or 'the built-in sample'} "
+             f"({image.width}x{image.height}, {','.join(image.channels)}) -> {run_dir}")
+    return run_training(config, image, run_dir, None, quiet)
+
+
+def resume_run(data, flags, allow_data_change, quiet) -> TrainingResult | None:
+    """Go on with a run, as `inr train --resume [DATA]` does (data: its directory or checkpoint, None:
+    the latest run; flags: the resumable settings to change); None when it had already finished."""
+    fixed = sorted(set(flags) - RESUMABLE)
+    if fixed:
+        raise UsageError(f"--{fixed[0].replace('_', '-')} cannot change when resuming; start a new run instead")
+    run = Path(data) if data else latest_run()
+    if run.is_file() and run.suffix != ".npz":
+        raise UsageError(f"{run} is not a run: --resume takes a run directory (runs/NAME) or its {ckpt.FILENAME}")
+    saved = ckpt.load(run)
+    run_dir = run if run.is_dir() else run.parent
+    config = with_values(saved.config, flags_to_values(flags))
+    steps = config.training.steps
+    if "steps" in flags and steps <= saved.step:
+        raise UsageError(f"--steps is the run's new total and {run_dir} is at step {saved.step} already; "
+                         f"pass --steps N with N above {saved.step}")
+    if saved.step >= steps:
+        info(f"{run_dir} already finished {saved.step} of {steps} steps; pass --steps N (> {saved.step}) "
+             f"to train further")
+        return None
+    image = load_training_data(config.data.source, config.data.size, config.data.gray)
+    if image.n_channels != saved.spec.out_features:
+        raise InrError(f"the data now have {image.n_channels} channels, the run was trained on "
+                       f"{saved.spec.out_features}; start a new run")
+    if fingerprint(image) != saved.data_fingerprint:
+        where = config.data.source or "the built-in sample"
+        if not allow_data_change:
+            raise InrError(f"{where} has changed since this run started (fingerprint differs); "
+                           f"pass --allow-data-change to continue on the new data")
+        notice(f"{where} has changed since this run started; continuing on the new data as asked")
+    if not quiet:
+        info(f"resuming {run_dir} at step {saved.step} of {steps}")
+    return run_training(config, image, run_dir, saved, quiet)
