@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from inr_cli.core.network import ACTIVATIONS
+from inr_cli.core.models import ACTIVATIONS
 from inr_cli.core.schedule import step_hyperparameters
 
 
