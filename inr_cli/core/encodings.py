@@ -35,8 +35,7 @@ class Encoding(ABC):
         return 0
 
     def parameters(self, flat):
-        """Its parameters as views into [N, P] parameters (or gradients, or moments), or None."""
-        return None
+        """Its parameters as views into [N, P] parameters (or gradients, or moments); None: it has none."""
 
     def initialise(self, parameters, rng) -> None:
         """Draw one network's parameters (parameters(flat)[0]) from rng; first, before any layer's."""
