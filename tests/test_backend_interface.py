@@ -17,10 +17,10 @@ from inr_cli.backends.kernel_backend import KernelBackend
 from inr_cli.backends.launch import ACTIVATION_CODES
 from inr_cli.backends.numpy_backend import NumpyBackend
 from inr_cli.config import from_values, with_values
-from inr_cli.core.encodings import create_encoding
-from inr_cli.core.models import ACTIVATIONS, create_model
+from inr_cli.core.encodings import ENCODING_CLASSES, create_encoding
+from inr_cli.core.models import ACTIVATIONS, MODEL_CLASSES, create_model
 from inr_cli.core.network import NetworkSpec, init_parameters, layer_views
-from inr_cli.core.optimizers import create_optimizer
+from inr_cli.core.optimizers import OPTIMIZER_CLASSES, create_optimizer
 from inr_cli.settings import DEFAULTS, ENCODINGS, MODELS, OPTIMIZERS
 from tests.emulation.emulated_backend import EmulatedBackend
 
@@ -29,8 +29,8 @@ MEMBERS = sorted(name for name, member in vars(Backend).items() if inspect.isfun
 
 
 def stated(function) -> list[tuple]:
-    """A signature as (name, kind, default) of each parameter but `self`: annotations are the
-    interface's to state, not every engine's to repeat."""
+    """A signature as (name, kind, default) of each parameter: annotations are the interface's to
+    state, not every engine's to repeat."""
     parameters = list(inspect.signature(function).parameters.values())
     return [(p.name, p.kind, p.default) for p in parameters]
 
@@ -88,6 +88,9 @@ def spec_of(model="siren", encoding="none", **values) -> NetworkSpec:
 
 
 def test_the_factories_offer_what_the_settings_offer():
+    assert list(OPTIMIZER_CLASSES) == list(OPTIMIZERS)
+    assert list(ENCODING_CLASSES) == list(ENCODINGS)
+    assert list(MODEL_CLASSES) == list(MODELS)
     for name in OPTIMIZERS:
         assert create_optimizer(configuration(**{"optimizer.name": name}).optimizer).name == name
     for name in ENCODINGS:

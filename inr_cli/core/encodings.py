@@ -1,10 +1,11 @@
 """The encodings: what the first layer sees instead of the coordinates (u, v).
 
 `create_encoding(spec)` builds the one a network spec names (spec.encoding); a new encoding is a
-class here, registered in ENCODINGS, plus the backend operations it launches. An encoding says how
-wide its output is, which parameters it keeps at the front of each network's parameter vector
-(never trained: their gradient stays zero, and a zero gradient leaves Adam and SGD updates at zero),
-how they start, which batch-sized buffers it needs, and runs on a batch in the forward pass.
+class here, registered in ENCODING_CLASSES (and named among the settings' choices), plus the
+backend operations it launches. An encoding says how wide its output is, which parameters it keeps
+at the front of each network's parameter vector (never trained: their gradient stays zero, and a
+zero gradient leaves Adam and SGD updates at zero), how they start, which batch-sized buffers it
+needs, and runs on a batch in the forward pass.
 """
 
 from __future__ import annotations
@@ -107,12 +108,12 @@ class Fourier(Encoding):
         return ws.encoded[:, :rows]
 
 
-ENCODINGS: dict[str, type[Encoding]] = {kind.name: kind for kind in (Identity, Fourier)}
+ENCODING_CLASSES: dict[str, type[Encoding]] = {kind.name: kind for kind in (Identity, Fourier)}
 
 
 def create_encoding(spec: NetworkSpec) -> Encoding:
     """The encoding the spec names, sized for it."""
-    kind = ENCODINGS.get(spec.encoding)
+    kind = ENCODING_CLASSES.get(spec.encoding)
     if kind is None:
-        raise ValueError(f"encoding '{spec.encoding}' is not one of: {', '.join(ENCODINGS)}")
+        raise ValueError(f"encoding '{spec.encoding}' is not one of: {', '.join(ENCODING_CLASSES)}")
     return kind(spec)

@@ -1,8 +1,8 @@
 """The models (network.model): each one's activations and how its layers start.
 
 `create_model(spec)` builds the one a network spec names; a new model, with its own activation or
-initialisation, is a class here registered in MODELS_BY_NAME (a new activation is also a name in
-ACTIVATIONS that the backends and kernels implement). network.init_parameters draws a network's
+initialisation, is a class here registered in MODEL_CLASSES and named among the settings' choices
+(a new activation is also a name in ACTIVATIONS that the backends and kernels implement). network.init_parameters draws a network's
 parameters with it: the encoding's first, then each layer's weight and bias in turn from one
 generator, so the order of the draws is fixed.
 """
@@ -98,13 +98,13 @@ class Relu(GlorotSigmoidOutput):
     name, hidden_activation = "relu", "relu"
 
 
-MODELS_BY_NAME: dict[str, type[Model]] = {kind.name: kind for kind in (Siren, Sigmoid, Relu)}
+MODEL_CLASSES: dict[str, type[Model]] = {kind.name: kind for kind in (Siren, Sigmoid, Relu)}
 
 
 def model_class(name: str) -> type[Model]:
-    kind = MODELS_BY_NAME.get(name)
+    kind = MODEL_CLASSES.get(name)
     if kind is None:
-        raise ValueError(f"model '{name}' is not one of: {', '.join(MODELS_BY_NAME)}")
+        raise ValueError(f"model '{name}' is not one of: {', '.join(MODEL_CLASSES)}")
     return kind
 
 

@@ -34,12 +34,12 @@ IN_FEATURES = 2  # (u, v): the network's input is a point of the image plane
 
 @dataclass(frozen=True)
 class NetworkSpec:
-    model: str  # one of config.MODELS (models.MODELS_BY_NAME)
+    model: str  # one of config.MODELS (models.MODEL_CLASSES)
     out_features: int
     hidden: int
     layers: int  # number of hidden layers
     omega0: float
-    encoding: str  # one of config.ENCODINGS (encodings.ENCODINGS): "none" or "fourier"
+    encoding: str  # one of config.ENCODINGS (encodings.ENCODING_CLASSES): "none" or "fourier"
     fourier_features: int  # rows of B (m); the first layer then has 2m inputs; 0 without an encoding
     fourier_sigma: float
     in_features: int = IN_FEATURES

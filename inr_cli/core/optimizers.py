@@ -2,9 +2,9 @@
 backend operation (adam_update, sgd_update), at the learning rate of the cosine schedule.
 
 `create_optimizer(config.optimizer)` builds the one the configuration names; a new optimizer is a
-class here, registered in OPTIMIZERS, plus its backend operation (backend.py, numpy_ops.py, the
-kernel). Both optimizers are handed the trainer's two [N, P] moment arrays, which the checkpoint
-keeps whichever the optimizer.
+class here, registered in OPTIMIZER_CLASSES, plus its backend operation (backend.py, numpy_ops.py,
+the kernel) and its name among the settings' choices. Every optimizer is handed the trainer's two
+[N, P] moment arrays, which the checkpoint keeps whichever the optimizer.
 """
 
 from __future__ import annotations
@@ -60,12 +60,12 @@ class SGD(Optimizer):
         backend.sgd_update(params, grads, moment1, hyper, self.momentum)
 
 
-OPTIMIZERS: dict[str, type[Optimizer]] = {kind.name: kind for kind in (Adam, SGD)}
+OPTIMIZER_CLASSES: dict[str, type[Optimizer]] = {kind.name: kind for kind in (Adam, SGD)}
 
 
 def create_optimizer(settings: OptimizerConfig) -> Optimizer:
     """The optimizer the configuration's [optimizer] section names, with its hyper-parameters."""
-    kind = OPTIMIZERS.get(settings.name)
+    kind = OPTIMIZER_CLASSES.get(settings.name)
     if kind is None:
-        raise ValueError(f"optimizer '{settings.name}' is not one of: {', '.join(OPTIMIZERS)}")
+        raise ValueError(f"optimizer '{settings.name}' is not one of: {', '.join(OPTIMIZER_CLASSES)}")
     return kind(settings)
