@@ -34,8 +34,8 @@ if TYPE_CHECKING:  # the backend is handed in, never imported by the core
 
 
 class Trainer:
-    def __init__(self, backend: Backend, spec: NetworkSpec, config: Config, images: list[PixelImage], state: TrainingState,
-                 seeds):
+    def __init__(self, backend: Backend, spec: NetworkSpec, config: Config, images: list[PixelImage],
+                 state: TrainingState, seeds):
         """images: one per network, all of one size; seeds: network i's mini-batches come from seeds[i]
         (its initialisation already did, in TrainingState.fresh)."""
         if len(images) != state.networks or len(seeds) != state.networks:
