@@ -1,51 +1,132 @@
 """What a backend is: the memory and the operations that the network's passes and the trainer need.
 
-Every backend implements all of it: numpy_backend.NumpyBackend (the reference), cpu_backend.CpuBackend
-(the CPU engine built on it), kernel_backend.KernelBackend (our kernels: cuda_backend.CudaBackend on
-a GPU, and the test suite's emulation on the CPU). Operands are stacks [N, rows, cols], one per
-network (a stack of one is shared by all N); numpy_backend.py documents each operation.
+Every engine inherits Backend and implements all of it, or cannot be instantiated:
+numpy_backend.NumpyBackend (the reference, each operation one whole-array expression of
+numpy_ops.py), cpu_backend.CpuBackend (the CPU engine: the same operations on cache-sized blocks
+over threads), kernel_backend.KernelBackend (our kernels: cuda_backend.CudaBackend on a GPU, and the
+test suite's emulation on the CPU). Each operation's signature and meaning are stated here once;
+tests/test_backend_interface.py holds every engine to them.
+
+Operands are stacks [N, rows, cols], one per network (a stack of one is shared by all N), and each
+network's result is the bits it would get alone. The kernel with an operation's name in kernels/
+implements it on the GPU.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+import numpy as np
 
 
-@runtime_checkable
-class Backend(Protocol):
-    name: str
+class Backend(ABC):
+    name: ClassVar[str]  # what --device and the messages call it
 
-    # --- memory: arrays on the backend's device ---
-    def empty(self, shape, dtype=...): ...
-    def zeros(self, shape, dtype=...): ...
-    def to_device(self, array): ...
-    def copy_from_host(self, out, array) -> None: ...
-    def to_host(self, array): ...
-    def synchronize(self) -> None: ...
+    # --- memory: arrays on the backend's device --------------------------------------------------
+    @abstractmethod
+    def empty(self, shape, dtype=np.float32):
+        """An uninitialised array of the shape."""
+
+    @abstractmethod
+    def zeros(self, shape, dtype=np.float32):
+        """An array of zeros of the shape."""
+
+    @abstractmethod
+    def to_device(self, array):
+        """A copy of a host array on the device."""
+
+    @abstractmethod
+    def copy_from_host(self, out, array) -> None:
+        """out[...] = array, a host array, in the order of the backend's other operations."""
+
+    @abstractmethod
+    def to_host(self, array):
+        """The array as a host NumPy array; waits for the operations before it."""
+
+    @abstractmethod
+    def synchronize(self) -> None:
+        """Wait until every operation launched so far has finished."""
+
+    @abstractmethod
     def memory_budget(self) -> int:
         """Bytes that one pack of networks in training may take."""
 
-    # --- a training step ---
+    # --- a training step -------------------------------------------------------------------------
+    @abstractmethod
     def training_pass(self, spec, params, grads, networks: int, batch: int):
         """A callable (x, t, loss): forward, loss and backward of `networks` networks over a batch,
         writing each network's gradients into grads and its loss into loss (core/batch_pass.py)."""
 
     def compile_step(self, step):
-        """The step as this backend runs it fastest (the GPU: a captured CUDA graph)."""
+        """The step as this backend runs it fastest (the GPU: a captured CUDA graph); elsewhere the
+        step itself, there being nothing to gain."""
+        return step
 
-    # --- operations (one per kernel) ---
-    def fill(self, out, value: float) -> None: ...
-    def matmul(self, a, b, out, trans_a: bool = False, trans_b: bool = False) -> None: ...
-    def column_reduce(self, x, out) -> None: ...
-    def bias_activation(self, z, bias, out, activation: str, omega0: float = 1.0) -> None: ...
-    def activation_backward(self, grad, z, a, activation: str, omega0: float = 1.0) -> None: ...
-    def linear_forward(self, x, weight, bias, z, a, activation: str, omega0: float = 1.0) -> None: ...
+    # --- operations (one per kernel) -------------------------------------------------------------
+    @abstractmethod
+    def fill(self, out, value: float) -> None:
+        """out[...] = value."""
+
+    @abstractmethod
+    def matmul(self, a, b, out, trans_a: bool = False, trans_b: bool = False) -> None:
+        """out[i] = op(a[i]) @ op(b[i]) for every network i, op transposing when asked; row-major float32."""
+
+    @abstractmethod
+    def column_reduce(self, x, out) -> None:
+        """out[i, j] = sum over rows of x[i, :, j]."""
+
+    @abstractmethod
+    def bias_activation(self, z, bias, out, activation: str, omega0: float = 1.0) -> None:
+        """z += bias (in place, per network and column); out = act(z). out may be z itself.
+        activation: one of network.ACTIVATIONS; omega0 scales a sine's argument."""
+
+    @abstractmethod
+    def activation_backward(self, grad, z, a, activation: str, omega0: float = 1.0) -> None:
+        """grad <- grad * act'(z), in place; a = act(z) from the forward pass."""
+
+    @abstractmethod
+    def linear_forward(self, x, weight, bias, z, a, activation: str, omega0: float = 1.0) -> None:
+        """One layer: z = x @ weight.T + bias, a = act(z) (a may be z); x may be one table [1, rows, in]
+        shared by every network. The bias and the activation follow the product while its output is
+        still at hand (in registers on the GPU)."""
+
+    @abstractmethod
     def linear_backward_input(self, grad, weight, z_prev, a_prev, out, activation_prev: str,
-                              omega0: float = 1.0) -> None: ...
-    def linear_backward_weights(self, grad, layer_input, weight_grad, bias_grad) -> None: ...
-    def fourier_features(self, projection, out) -> None: ...
-    def mse_loss(self, pred, target, grad, loss, count: int | None = None) -> None: ...
-    def sample_batch(self, coords, targets, batch_coords, batch_targets, seeds, step_counter) -> None: ...
-    def advance_schedule(self, step_counter, hyper, lr_max, lr_min, total, beta1, beta2) -> None: ...
-    def adam_update(self, params, grads, m, v, hyper, beta1, beta2, eps) -> None: ...
-    def sgd_update(self, params, grads, momentum_buf, hyper, momentum) -> None: ...
+                              omega0: float = 1.0) -> None:
+        """The previous layer's dL/dz: out = (grad @ weight) * act_prev'(z_prev)."""
+
+    @abstractmethod
+    def linear_backward_weights(self, grad, layer_input, weight_grad, bias_grad) -> None:
+        """A layer's parameter gradients: weight_grad = gradᵀ @ layer_input, bias_grad = the column sums
+        of grad, per network; layer_input may be one table [1, rows, in] shared by every network."""
+
+    @abstractmethod
+    def fourier_features(self, projection, out) -> None:
+        """out = [cos(2 pi p), sin(2 pi p)] for projection p [N, rows, m]; out is [N, rows, 2m]."""
+
+    @abstractmethod
+    def mse_loss(self, pred, target, grad, loss, count: int | None = None) -> None:
+        """Per network i: grad[i] = d(mean squared error)/d(pred[i]); loss[i] = its mean squared error.
+        count: the elements per network the mean is over, when pred is one block of a larger batch
+        (loss[i] is then that block's share of the mean)."""
+
+    @abstractmethod
+    def sample_batch(self, coords, targets, batch_coords, batch_targets, seeds, step_counter) -> None:
+        """Network i's mini-batch: the pixels numpy_ops.batch_indices(seeds[i], step) of coords
+        [1, n, in] and targets[i], step being step_counter[0] (an int64 array of one, on the device)."""
+
+    @abstractmethod
+    def advance_schedule(self, step_counter, hyper, lr_max, lr_min, total, beta1, beta2) -> None:
+        """hyper = [lr, lr / (1 - beta1^t), sqrt(1 - beta2^t)] for update t = step + 1, lr on the
+        cosine of core/schedule.py; then step += 1. Both live on the device, so a step's launches
+        never change."""
+
+    @abstractmethod
+    def adam_update(self, params, grads, m, v, hyper, beta1, beta2, eps) -> None:
+        """Adam as PyTorch writes it: p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps), elementwise over
+        [N, P], the learning rate and bias corrections read from hyper."""
+
+    @abstractmethod
+    def sgd_update(self, params, grads, momentum_buf, hyper, momentum) -> None:
+        """SGD with momentum as PyTorch writes it: buf = mu * buf + g; p -= lr * buf, lr = hyper[0]."""

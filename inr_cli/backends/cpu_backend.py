@@ -1,5 +1,7 @@
-"""The CPU engine: the reference backend's operations (numpy_backend.py) carried out on cache-sized
-blocks spread over a thread per core. This is what `inr` runs on without a GPU.
+"""The CPU engine: the reference's operations (numpy_ops.py) carried out on cache-sized blocks spread
+over a thread per core. This is what `inr` runs on without a GPU. It is the reference backend's
+sibling: both inherit host memory (host_memory.py), and the operations it does not block (the
+optimizer's, the loss, sampling, the encoding) are the reference's functions themselves.
 
 NumPy's elementwise functions use one core, and each makes a full pass over memory with a temporary
 for every intermediate. So the operations below run on blocks of rows small enough to stay in
@@ -25,7 +27,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from inr_cli.backends.numpy_backend import NumpyBackend, activate, blas_controller, check_activation, derivative_times
+from inr_cli.backends import numpy_ops as ops
+from inr_cli.backends.host_memory import HostMemory
+from inr_cli.backends.numpy_ops import activate, blas_controller, check_activation, derivative_times
 from inr_cli.core.batch_pass import WholeBatchPass, forward_loss_backward
 from inr_cli.core.network import Network, layer_views
 from inr_cli.core.workspace import Workspace
@@ -85,7 +89,7 @@ def _pool(threads: int) -> ThreadPoolExecutor:
     return _pools[threads]
 
 
-class CpuBackend(NumpyBackend):
+class CpuBackend(HostMemory):
     name = "cpu"
 
     def __init__(self, threads: int | None = None):
@@ -162,6 +166,15 @@ class CpuBackend(NumpyBackend):
         single = type(self)(threads=1)
         self._run(lambda i: function(i, single), [(i,) for i in range(count)], PARALLEL_MIN_ELEMENTS, products=True)
 
+    # --- the reference's operations as they are: small, or one pass over memory -------------------
+    fill = staticmethod(ops.fill)
+    fourier_features = staticmethod(ops.fourier_features)
+    mse_loss = staticmethod(ops.mse_loss)
+    sample_batch = staticmethod(ops.sample_batch)
+    advance_schedule = staticmethod(ops.advance_schedule)
+    adam_update = staticmethod(ops.adam_update)
+    sgd_update = staticmethod(ops.sgd_update)
+
     # --- the reference's operations, in blocks ---------------------------------------------------
     def matmul(self, a, b, out, trans_a: bool = False, trans_b: bool = False) -> None:
         with _OneThreadBlas():
@@ -175,6 +188,11 @@ class CpuBackend(NumpyBackend):
             np.einsum("nrc->nc", x, out=out)
         else:
             np.sum(x, axis=1, out=out)
+
+    def linear_backward_weights(self, grad, layer_input, weight_grad, bias_grad) -> None:
+        """As the reference composes it, from this engine's matmul and column_reduce."""
+        self.matmul(grad, layer_input, weight_grad, trans_a=True)
+        self.column_reduce(grad, bias_grad)
 
     def bias_activation(self, z, bias, out, activation: str, omega0: float = 1.0) -> None:
         check_activation(activation)

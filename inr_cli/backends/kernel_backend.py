@@ -1,4 +1,5 @@
-"""The operations of the reference backend (numpy_backend.py), carried out by launching the kernels in kernels/.
+"""The operations of backend.py, carried out by launching the kernels in kernels/ (numpy_ops.py is
+their reference).
 
 A subclass supplies memory (`empty`, `to_device`, ...) and `launch(name, grid, block, args)`: the
 CUDA backend launches through CuPy; the test-suite's emulation runs the same kernel source,
@@ -15,8 +16,11 @@ or a crash on the device. Replaying a captured CUDA graph skips Python, checks i
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import numpy as np
 
+from inr_cli.backends.backend import Backend
 from inr_cli.backends.launch import (
     ACTIVATION_CODES,
     LOSS_MAX_BLOCKS,
@@ -78,18 +82,16 @@ def group(array, first: int, stop: int):
     return array if array.shape[0] == 1 else array[first:stop]
 
 
-class KernelBackend:
+class KernelBackend(Backend):
     sm_count = 1
 
     def __init__(self):
         self._scratch: dict[str, object] = {}
 
-    # --- subclass interface ----------------------------------------------------------------------
+    # --- what a subclass adds to the memory of backend.Backend -----------------------------------
+    @abstractmethod
     def launch(self, name: str, grid, block, args) -> None:
-        raise NotImplementedError
-
-    def empty(self, shape, dtype=np.float32):
-        raise NotImplementedError
+        """Run kernel `name` on a grid of blocks (both (x, y, z)) with these arguments."""
 
     def scratch(self, key: str, n: int):
         """A reusable flat float32 buffer of at least n elements (grown, never shrunk)."""
@@ -106,7 +108,6 @@ class KernelBackend:
         self.launch("fill", grid, block, (out, f32(value), i64(out.size)))
 
     def matmul(self, a, b, out, trans_a: bool = False, trans_b: bool = False) -> None:
-        """out[i] = op(a[i]) @ op(b[i]) for every network i."""
         n_net, m, n = out.shape
         k = a.shape[1] if trans_a else a.shape[2]
         stride_c = stack_stride("matmul out", out, (None, m, n))
@@ -274,6 +275,3 @@ class KernelBackend:
     def training_pass(self, spec, params, grads, networks: int, batch: int):
         """One pass over every network and the whole batch: the kernels spread it over the device."""
         return WholeBatchPass(self, spec, params, grads, networks, batch)
-
-    def compile_step(self, step):
-        return step

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from inr_cli.core.network import ACTIVATIONS
+from inr_cli.core.models import ACTIVATIONS
 from inr_cli.resources import kernels_dir
 
 

@@ -6,35 +6,40 @@ their parameters are one [N, P] float32 array, so one fused kernel updates them 
 operation of a pass covers all N in one call. The backend (NumPy or our kernels) and the workspace
 (the batch-sized buffers) are passed into each pass and belong to the caller, not to the network.
 
-With a Fourier encoding the first layer sees [cos(2 pi x Bᵀ), sin(2 pi x Bᵀ)] instead of x. B sits
-at the front of each network's parameter vector so that checkpoints and renders carry it, but it is
-never trained: its gradient stays zero, and a zero gradient leaves Adam and SGD updates at zero.
+The first layer sees the coordinates through the spec's encoding (encodings.py: none, or Fourier
+features [cos(2 pi x Bᵀ), sin(2 pi x Bᵀ)]). An encoding's parameters (B) sit at the front of each
+network's parameter vector so that checkpoints and renders carry them, but they are never trained:
+their gradient stays zero, and a zero gradient leaves Adam and SGD updates at zero. The model
+(models.py) gives the layers' activations and how they start.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from inr_cli.config import MODELS, Config
+from inr_cli.config import Config
+from inr_cli.core.encodings import create_encoding
+from inr_cli.core.models import ACTIVATIONS, create_model, model_class  # noqa: F401 (ACTIVATIONS: said here too)
+
+if TYPE_CHECKING:  # the backend is handed in, never imported by the core
+    from inr_cli.backends.backend import Backend
+    from inr_cli.core.workspace import Workspace
 
 IN_FEATURES = 2  # (u, v): the network's input is a point of the image plane
 
 
-# Every activation a layer can have: the backends implement these, the kernels number them.
-ACTIVATIONS = ("linear", "sigmoid", "sine", "relu")
-
 @dataclass(frozen=True)
 class NetworkSpec:
-    model: str  # one of config.MODELS
+    model: str  # one of config.MODELS (models.MODEL_CLASSES)
     out_features: int
     hidden: int
     layers: int  # number of hidden layers
     omega0: float
-    encoding: str  # "none" or "fourier"
+    encoding: str  # one of config.ENCODINGS (encodings.ENCODING_CLASSES): "none" or "fourier"
     fourier_features: int  # rows of B (m); the first layer then has 2m inputs; 0 without an encoding
     fourier_sigma: float
     in_features: int = IN_FEATURES
@@ -52,7 +57,8 @@ class NetworkSpec:
 
     @property
     def encoded_features(self) -> int:
-        return 2 * self.fourier_features if self.encoding == "fourier" else self.in_features
+        """The first layer's inputs: the encoding's outputs."""
+        return create_encoding(self).features
 
     def layer_shapes(self) -> list[tuple[int, int]]:
         """(out, in) of every linear layer, first to last."""
@@ -61,13 +67,12 @@ class NetworkSpec:
 
     def activations(self) -> list[str]:
         """Each layer's activation, one of ACTIVATIONS."""
-        hidden = {"siren": "sine", "sigmoid": "sigmoid", "relu": "relu"}[self.model]
-        output = "linear" if self.model == "siren" else "sigmoid"
-        return [hidden] * self.layers + [output]
+        model = model_class(self.model)
+        return [model.hidden_activation] * self.layers + [model.output_activation]
 
     def encoding_size(self) -> int:
-        """Entries of the fixed frequency matrix B at the front of the parameter vector."""
-        return self.fourier_features * self.in_features if self.encoding == "fourier" else 0
+        """Entries of the encoding's fixed parameters (Fourier: B) at the front of the parameter vector."""
+        return create_encoding(self).parameter_count
 
     def parameter_count(self) -> int:
         return self.encoding_size() + sum(o * i + o for o, i in self.layer_shapes())
@@ -78,8 +83,8 @@ class NetworkSpec:
     @classmethod
     def from_json(cls, text: str) -> "NetworkSpec":
         spec = cls(**json.loads(text))
-        if spec.model not in MODELS:
-            raise ValueError(f"unknown model {spec.model}")
+        model_class(spec.model)  # an unknown model or encoding is refused here, naming the choices
+        create_encoding(spec)
         return spec
 
 
@@ -98,54 +103,37 @@ def layer_views(spec: NetworkSpec, flat) -> list[tuple]:
 
 
 def frequency_view(spec: NetworkSpec, flat):
-    """The Fourier frequencies B [N, m, in] at the front of [N, P] parameters, or None."""
-    if spec.encoding != "fourier":
-        return None
-    return flat[:, : spec.encoding_size()].reshape(flat.shape[0], spec.fourier_features, spec.in_features)
+    """The encoding's parameters at the front of [N, P] parameters (the Fourier frequencies B
+    [N, m, in]), or None."""
+    return create_encoding(spec).parameters(flat)
 
 
-def init_parameters(spec: NetworkSpec, seed: int, output_mean=None) -> np.ndarray:
-    """One network's [P] parameters. SIREN: the paper's init (first layer U(±1/in), later
-    U(±sqrt(6/in)/omega0)), biases U(±1/sqrt(in)) as PyTorch's nn.Linear and the paper's code;
-    sigmoid and ReLU: Glorot uniform, zero biases. Fourier frequencies B ~ N(0, sigma^2), as
-    Tancik et al. draw them. With output_mean (the image's mean per channel), the output biases
-    start the network at that colour: its logit for a sigmoid output, itself for a linear one."""
+def init_parameters(spec: NetworkSpec, seed: int, output_mean=None, weight_scale: float = 1.0) -> np.ndarray:
+    """One network's [P] parameters, drawn from one generator in a fixed order: the encoding's first
+    (Fourier frequencies B ~ N(0, sigma^2), as Tancik et al. draw them), then each layer's weight and
+    bias as the model says (models.py: SIREN's paper init, scaled by weight_scale; Glorot uniform
+    for sigmoid and ReLU). With output_mean (the image's mean per channel), the output biases start
+    the network at that colour: its logit for a sigmoid output, itself for a linear one."""
     rng = np.random.default_rng(seed)
     flat = np.empty((1, spec.parameter_count()), dtype=np.float32)
-    frequencies = frequency_view(spec, flat)
-    if frequencies is not None:
-        frequencies[0] = rng.normal(0.0, spec.fourier_sigma, frequencies.shape[1:])
-    for index, (weight, bias) in enumerate(layer_views(spec, flat)):
-        weight, bias = weight[0], bias[0]
-        out_f, in_f = weight.shape
-        if spec.model == "siren":
-            bound = 1.0 / in_f if index == 0 else math.sqrt(6.0 / in_f) / spec.omega0
-            weight[...] = rng.uniform(-bound, bound, weight.shape)
-            bias_bound = 1.0 / math.sqrt(in_f)
-            bias[...] = rng.uniform(-bias_bound, bias_bound, bias.shape)
-        else:
-            bound = math.sqrt(6.0 / (in_f + out_f))
-            weight[...] = rng.uniform(-bound, bound, weight.shape)
-            bias[...] = 0.0
+    encoding, model = create_encoding(spec), create_model(spec, weight_scale)
+    encoding_parameters = encoding.parameters(flat)
+    if encoding_parameters is not None:
+        encoding.initialise(encoding_parameters[0], rng)
+    layers = layer_views(spec, flat)
+    for index, (weight, bias) in enumerate(layers):
+        model.init_layer(index, index == len(layers) - 1, weight[0], bias[0], rng)
     if output_mean is not None:
-        layer_views(spec, flat)[-1][1][0] = _output_bias(spec, np.asarray(output_mean, dtype=np.float64))
+        layers[-1][1][0] = model.output_bias(np.asarray(output_mean, dtype=np.float64))
     return flat[0]
 
 
-def _output_bias(spec: NetworkSpec, mean: np.ndarray) -> np.ndarray:
-    if spec.activations()[-1] == "linear":
-        return mean
-    # A mostly white drawing otherwise starts at 0.5 and drives every output, and with it the
-    # hidden layers, into saturation before any stroke is learnt (issue 16: a blank page).
-    mean = np.clip(mean, 0.01, 0.99)
-    return np.log(mean / (1.0 - mean))
-
-
-def init_networks(spec: NetworkSpec, seeds, output_means=None) -> np.ndarray:
+def init_networks(spec: NetworkSpec, seeds, output_means=None, weight_scale: float = 1.0) -> np.ndarray:
     """[N, P] parameters, network i initialised from seeds[i] (and output_means[i]) exactly as it
     would be alone."""
     means = [None] * len(seeds) if output_means is None else output_means
-    return np.stack([init_parameters(spec, int(seed), mean) for seed, mean in zip(seeds, means, strict=True)])
+    return np.stack([init_parameters(spec, int(seed), mean, weight_scale)
+                     for seed, mean in zip(seeds, means, strict=True)])
 
 
 def output_means(config, images) -> list[np.ndarray] | None:
@@ -166,19 +154,20 @@ class Network:
         self.params = params
         self.count = params.shape[0]
         self.layers = layer_views(spec, params)
-        self.frequencies = frequency_view(spec, params)
+        self.encoding = create_encoding(spec)
+        self.encoding_parameters = self.encoding.parameters(params)
 
-    def forward(self, backend, ws, x, rows: int):
+    def forward(self, backend: Backend, ws: Workspace, x, rows: int):
         """The outputs [N, rows, out] for the first `rows` rows of x ([N or 1, rows, in]: one table of
         coordinates may serve every network); a view into the workspace."""
-        layer_input = self._encode(backend, ws, x, rows)
+        layer_input = self.encoding.forward(backend, ws, self.encoding_parameters, x, rows)
         for (weight, bias), z, a, act in zip(self.layers, ws.z, ws.a, self.spec.activations()):
             z, a = z[:, :rows], a[:, :rows]
             backend.linear_forward(layer_input, weight, bias, z, a, act, self.spec.omega0)
             layer_input = a
         return layer_input
 
-    def backward(self, backend, ws, x, rows: int, grads: list[tuple]) -> None:
+    def backward(self, backend: Backend, ws: Workspace, x, rows: int, grads: list[tuple]) -> None:
         """Parameter gradients into `grads` (layer_views of an [N, P] gradient array), given dL/d(output)
         in ws.grad[-1] and the forward pass just run on the same rows.
 
@@ -190,20 +179,8 @@ class Network:
                                     activations[last], omega0)
         for i in reversed(range(len(self.layers))):
             grad = ws.grad[i][:, :rows]
-            layer_input = self._first_layer_input(ws, x, rows) if i == 0 else ws.a[i - 1][:, :rows]
+            layer_input = self.encoding.output(ws, x, rows) if i == 0 else ws.a[i - 1][:, :rows]
             backend.linear_backward_weights(grad, layer_input, grads[i][0], grads[i][1])
             if i > 0:
                 backend.linear_backward_input(grad, self.layers[i][0], ws.z[i - 1][:, :rows], ws.a[i - 1][:, :rows],
                                               ws.grad[i - 1][:, :rows], activations[i - 1], omega0)
-
-    def _encode(self, backend, ws, x, rows: int):
-        """The first layer's input: x itself, or its Fourier features."""
-        if self.frequencies is None:
-            return x[:, :rows]
-        backend.matmul(x[:, :rows], self.frequencies, ws.projection[:, :rows], trans_b=True)
-        backend.fourier_features(ws.projection[:, :rows], ws.encoded[:, :rows])
-        return ws.encoded[:, :rows]
-
-    def _first_layer_input(self, ws, x, rows: int):
-        """What _encode returned in the forward pass just run."""
-        return ws.encoded[:, :rows] if self.frequencies is not None else x[:, :rows]

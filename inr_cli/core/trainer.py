@@ -11,25 +11,31 @@ The step, in order:
     training pass                       forward, mse_loss, backward (core/batch_pass.py; the CPU
                                         engine runs it on cache-sized blocks)
     advance_schedule                    step += 1; the cosine learning rate (schedule.py) on the device
-    adam_update / sgd_update            every parameter of every network in one launch
+    the optimizer's update              adam_update / sgd_update (optimizers.py): every parameter of
+                                        every network in one launch
 """
 
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from inr_cli.config import Config
 from inr_cli.core.coords import pixel_grid
 from inr_cli.core.network import NetworkSpec
+from inr_cli.core.optimizers import create_optimizer
 from inr_cli.core.pixels import PixelImage
 from inr_cli.core.state import TrainingState
 
+if TYPE_CHECKING:  # the backend is handed in, never imported by the core
+    from inr_cli.backends.backend import Backend
+
 
 class Trainer:
-    def __init__(self, backend, spec: NetworkSpec, config: Config, images: list[PixelImage], state: TrainingState,
-                 seeds):
+    def __init__(self, backend: Backend, spec: NetworkSpec, config: Config, images: list[PixelImage],
+                 state: TrainingState, seeds):
         """images: one per network, all of one size; seeds: network i's mini-batches come from seeds[i]
         (its initialisation already did, in TrainingState.fresh)."""
         if len(images) != state.networks or len(seeds) != state.networks:
@@ -40,6 +46,7 @@ class Trainer:
         self.backend = backend
         self.spec = spec
         self.config = config
+        self.optimizer = create_optimizer(config.optimizer)
         self.networks = state.networks
         self.total_steps = config.training.steps
         self.step_done = state.step
@@ -82,19 +89,15 @@ class Trainer:
         return moment
 
     def _step(self) -> None:
-        b, opt = self.backend, self.config.optimizer
+        b = self.backend
         if self.full_batch:
             x, t = self.coords, self.targets
         else:
             b.sample_batch(self.coords, self.targets, self.batch_x, self.batch_t, self.seeds, self.step_counter)
             x, t = self.batch_x, self.batch_t
         self.training_pass(x, t, self.step_loss)
-        b.advance_schedule(self.step_counter, self.hyper, opt.lr, opt.lr_min, self.total_steps, opt.beta1, opt.beta2)
-        if opt.name == "adam":
-            b.adam_update(self.params, self.flat_grads, self.moment1, self.moment2, self.hyper, opt.beta1, opt.beta2,
-                          opt.eps)
-        else:
-            b.sgd_update(self.params, self.flat_grads, self.moment1, self.hyper, opt.momentum)
+        self.optimizer.advance_schedule(b, self.step_counter, self.hyper, self.total_steps)
+        self.optimizer.update(b, self.params, self.flat_grads, self.moment1, self.moment2, self.hyper)
 
     def step(self) -> None:
         self._run_step()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from inr_cli.core.encodings import create_encoding
 from inr_cli.core.network import NetworkSpec
 
 
@@ -16,10 +17,9 @@ class Workspace:
         self.batch = batch
         n = networks
         shapes = spec.layer_shapes()
-        if spec.encoding == "fourier":
-            # x B^T, then [cos, sin] of it: the first layer's input, kept for its weight gradient.
-            self.projection = backend.empty((n, batch, spec.fourier_features), dtype)
-            self.encoded = backend.empty((n, batch, spec.encoded_features), dtype)
+        # The encoding's own (Fourier: ws.projection and ws.encoded), under the names it reads them by.
+        for name, shape in create_encoding(spec).buffer_shapes(n, batch).items():
+            setattr(self, name, backend.empty(shape, dtype))
         if training:
             # z (pre-activation) feeds the activations' derivatives, a the next layer's weight gradient.
             self.z = [backend.empty((n, batch, out_f), dtype) for out_f, _ in shapes]

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from inr_cli.backends.host_memory import HostMemory
 from inr_cli.backends.kernel_backend import KernelBackend
-from inr_cli.backends.numpy_backend import HostMemory
 from inr_cli.resources import kernels_dir
 
 HERE = Path(__file__).resolve().parent

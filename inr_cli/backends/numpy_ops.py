@@ -1,0 +1,177 @@
+"""Every backend operation as whole-array NumPy, float32 throughout: the specification of the kernels.
+
+One function per operation, named after its kernel in kernels/ and with the signature backend.py
+states (less `self`); the reference backend (numpy_backend.NumpyBackend) is these functions, and the
+CPU engine (cpu_backend.CpuBackend) runs the elementwise ones in blocks and the others as they are.
+The CUDA backend must agree with them to float32 tolerance, and tests hold them to finite
+differences and closed forms. Every operation covers N networks at once: operands are stacks
+[N, rows, cols] (a stack of one is shared by all N), and each network's result is the bits it would
+get alone.
+
+This file is written to be read: one whole-array expression per operation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from inr_cli.core.models import ACTIVATIONS
+from inr_cli.core.schedule import step_hyperparameters
+
+
+def batch_indices(seed: int, step: int, batch: int, n: int) -> np.ndarray:
+    """Pixel indices of mini-batch `step`: a counter-based hash (splitmix64), so any step's batch is
+    a pure function of (seed, step), identical on every backend and after a resume."""
+    with np.errstate(over="ignore"):
+        counter = np.uint64(step) * np.uint64(batch) + np.arange(1, batch + 1, dtype=np.uint64)
+        x = np.uint64(seed) + np.uint64(0x9E3779B97F4A7C15) * counter
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return (x % np.uint64(n)).astype(np.int64)
+
+
+def check_activation(activation: str) -> None:
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {activation}")
+
+
+def activate(z, out, activation: str, omega0: float) -> None:
+    """out = act(z); out may be z."""
+    if activation == "linear":
+        if out is not z:
+            out[...] = z
+    elif activation == "sigmoid":
+        np.negative(z, out=out)
+        with np.errstate(over="ignore"):  # exp(-z) -> inf gives sigmoid 0, as it should
+            np.exp(out, out=out)
+        out += 1.0
+        np.reciprocal(out, out=out)
+    elif activation == "sine":
+        np.multiply(z, np.float32(omega0), out=out)
+        np.sin(out, out=out)
+    elif activation == "relu":
+        np.maximum(z, 0.0, out=out)
+
+
+def derivative_times(grad, z, a, activation: str, omega0: float, factor) -> None:
+    """grad *= act'(z), given a = act(z); factor: an array of grad's shape for the factor's values."""
+    if activation == "sigmoid":
+        np.subtract(np.float32(1.0), a, out=factor)
+        factor *= a
+        grad *= factor
+    elif activation == "sine":
+        np.multiply(z, np.float32(omega0), out=factor)
+        np.cos(factor, out=factor)
+        factor *= np.float32(omega0)
+        grad *= factor
+    elif activation == "relu":
+        grad *= z > 0
+
+
+_blas = {}
+
+
+def blas_controller():
+    """threadpoolctl's view of the BLAS libraries loaded in this process, made once."""
+    if "controller" not in _blas:
+        from threadpoolctl import ThreadpoolController
+
+        _blas["controller"] = ThreadpoolController()
+    return _blas["controller"]
+
+
+def one_thread_blas():
+    """A context in which the BLAS uses one thread. Every product runs in one: a multi-threaded
+    OpenBLAS splits long sums (a weight gradient's, over the batch) between its threads, so its bits
+    would depend on the machine's core count; with one, a network's bits depend on its inputs alone."""
+    return blas_controller().limit(limits=1, user_api="blas")
+
+
+# --- the operations (backend.py says what each does) -----------------------------------------------
+def fill(out, value: float) -> None:
+    out.fill(value)
+
+
+def matmul(a, b, out, trans_a: bool = False, trans_b: bool = False) -> None:
+    with one_thread_blas():
+        np.matmul(a.swapaxes(1, 2) if trans_a else a, b.swapaxes(1, 2) if trans_b else b, out=out)
+
+
+def column_reduce(x, out) -> None:
+    np.sum(x, axis=1, out=out)
+
+
+def bias_activation(z, bias, out, activation: str, omega0: float = 1.0) -> None:
+    check_activation(activation)
+    z += bias[:, None]
+    activate(z, out, activation, omega0)
+
+
+def activation_backward(grad, z, a, activation: str, omega0: float = 1.0) -> None:
+    check_activation(activation)
+    derivative_times(grad, z, a, activation, omega0, np.empty_like(grad))
+
+
+def linear_forward(x, weight, bias, z, a, activation: str, omega0: float = 1.0) -> None:
+    check_activation(activation)
+    with one_thread_blas():
+        np.matmul(x, weight.swapaxes(1, 2), out=z)
+    bias_activation(z, bias, a, activation, omega0)
+
+
+def linear_backward_input(grad, weight, z_prev, a_prev, out, activation_prev: str, omega0: float = 1.0) -> None:
+    check_activation(activation_prev)
+    matmul(grad, weight, out)
+    activation_backward(out, z_prev, a_prev, activation_prev, omega0)
+
+
+def linear_backward_weights(grad, layer_input, weight_grad, bias_grad) -> None:
+    matmul(grad, layer_input, weight_grad, trans_a=True)
+    column_reduce(grad, bias_grad)
+
+
+def fourier_features(projection, out) -> None:
+    m = projection.shape[-1]
+    angle = (2.0 * math.pi) * projection  # a Python float keeps the array dtype (NEP 50)
+    np.cos(angle, out=out[..., :m])
+    np.sin(angle, out=out[..., m:])
+
+
+def mse_loss(pred, target, grad, loss, count: int | None = None) -> None:
+    n = pred.shape[0]
+    scale = np.float32(1.0 / (count or pred.size // n))
+    np.subtract(pred, target, out=grad)
+    loss[:] = np.sum((grad * grad).reshape(n, -1), axis=1) * scale
+    grad *= np.float32(2.0) * scale
+
+
+def sample_batch(coords, targets, batch_coords, batch_targets, seeds, step_counter) -> None:
+    step, batch, n_pixels = int(step_counter[0]), batch_coords.shape[1], coords.shape[1]
+    for i, seed in enumerate(seeds):
+        idx = batch_indices(int(seed), step, batch, n_pixels)
+        np.take(coords[0], idx, axis=0, out=batch_coords[i])
+        np.take(targets[i], idx, axis=0, out=batch_targets[i])
+
+
+def advance_schedule(step_counter, hyper, lr_max, lr_min, total, beta1, beta2) -> None:
+    step = int(step_counter[0])
+    hyper[:] = step_hyperparameters(step, total, lr_max, lr_min, beta1, beta2)
+    step_counter[0] = step + 1
+
+
+def adam_update(params, grads, m, v, hyper, beta1, beta2, eps) -> None:
+    m *= np.float32(beta1)
+    m += np.float32(1.0 - beta1) * grads
+    v *= np.float32(beta2)
+    v += np.float32(1.0 - beta2) * grads * grads
+    denom = np.sqrt(v) / hyper[2] + np.float32(eps)
+    params -= hyper[1] * m / denom
+
+
+def sgd_update(params, grads, momentum_buf, hyper, momentum) -> None:
+    momentum_buf *= np.float32(momentum)
+    momentum_buf += grads
+    params -= hyper[0] * momentum_buf
