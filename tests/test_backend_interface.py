@@ -9,7 +9,7 @@ from abc import ABCMeta
 import numpy as np
 import pytest
 
-from inr_cli.backends.backend import Backend
+from inr_cli.core.backend import Backend
 from inr_cli.backends.cpu_backend import CpuBackend
 from inr_cli.backends.cuda_backend import CudaBackend
 from inr_cli.backends.host_memory import HostMemory

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inr_cli.backends.backend import Backend
+from inr_cli.core.backend import Backend
 
 
 class HostMemory(Backend):

@@ -20,7 +20,7 @@ from abc import abstractmethod
 
 import numpy as np
 
-from inr_cli.backends.backend import Backend
+from inr_cli.core.backend import Backend
 from inr_cli.backends.launch import (
     ACTIVATION_CODES,
     LOSS_MAX_BLOCKS,

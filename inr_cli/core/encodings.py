@@ -13,8 +13,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, ClassVar
 
-if TYPE_CHECKING:  # the backend is handed in, never imported by the core
-    from inr_cli.backends.backend import Backend
+if TYPE_CHECKING:  # annotations only: the backend itself is handed in
+    from inr_cli.core.backend import Backend
     from inr_cli.core.network import NetworkSpec
     from inr_cli.core.workspace import Workspace
 

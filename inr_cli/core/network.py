@@ -25,8 +25,8 @@ from inr_cli.config import Config
 from inr_cli.core.encodings import create_encoding
 from inr_cli.core.models import ACTIVATIONS, create_model, model_class  # noqa: F401 (ACTIVATIONS: said here too)
 
-if TYPE_CHECKING:  # the backend is handed in, never imported by the core
-    from inr_cli.backends.backend import Backend
+if TYPE_CHECKING:  # annotations only: the backend itself is handed in
+    from inr_cli.core.backend import Backend
     from inr_cli.core.workspace import Workspace
 
 IN_FEATURES = 2  # (u, v): the network's input is a point of the image plane

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 from inr_cli.config import OptimizerConfig
 
-if TYPE_CHECKING:  # the backend is handed in, never imported by the core
-    from inr_cli.backends.backend import Backend
+if TYPE_CHECKING:  # annotations only: the backend itself is handed in
+    from inr_cli.core.backend import Backend
 
 
 class Optimizer(ABC):

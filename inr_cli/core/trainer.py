@@ -29,8 +29,8 @@ from inr_cli.core.optimizers import create_optimizer
 from inr_cli.core.pixels import PixelImage
 from inr_cli.core.state import TrainingState
 
-if TYPE_CHECKING:  # the backend is handed in, never imported by the core
-    from inr_cli.backends.backend import Backend
+if TYPE_CHECKING:  # annotations only: the backend itself is handed in
+    from inr_cli.core.backend import Backend
 
 
 class Trainer:
