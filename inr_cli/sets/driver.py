@@ -75,7 +75,7 @@ class Runner(Protocol):
 
 
 class InProcess:
-    """Every shard fitted here, one after another, on this process's backend, in packs that fill it."""
+    """Every shard fitted here, one after another, each as one pack on this process's backend."""
 
     def __init__(self, config: Config, quiet: bool):
         from inr_cli.backends import make_backend
