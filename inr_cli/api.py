@@ -29,7 +29,7 @@ from inr_cli.errors import UsageError
 from inr_cli.formats.checkpoint import FILENAME as CHECKPOINT
 from inr_cli.formats.network_set import LABEL, is_network_set, load_network_set
 from inr_cli.loading import one_network
-from inr_cli.settings import BY_KEY, POSITIVE, for_command
+from inr_cli.settings import BY_KEY, FIT_MANY, POSITIVE, for_command
 
 PathLike = str | Path
 ARRAY_FILE = "image.npy"  # where a run keeps an image given as an array, for --resume
@@ -255,12 +255,12 @@ def fit_many(folder: PathLike, out: PathLike, *, preset: str | None = None, conf
     `inr fit-many INPUT -o OUT` fits them with the same settings, and return the set (None when
     `out` is a URL: the set is read where it lies, or copied); running it again resumes (ray:
     "local", "auto" or "ray://host:port", as --ray)."""
-    from inr_cli.commands import fit_many as command
+    from inr_cli.sets.driver import fit_folder
 
-    flags = _flags(command.NAME, options, settings or {})
+    flags = _flags(FIT_MANY, options, settings or {})
     with _interrupt_as_keyboard_interrupt():
-        command.fit_folder(str(folder), str(out), flags, _path(config), preset, pack, ray, workers,
-                           gpus_per_worker, skip_unreadable, quiet)
+        fit_folder(str(folder), str(out), flags, _path(config), preset, pack, ray, workers, gpus_per_worker,
+                   skip_unreadable, quiet)
     return None if "://" in str(out) else TrainedSet(out)
 
 

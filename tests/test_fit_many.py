@@ -17,8 +17,9 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from inr_cli.formats import checkpoint as ckpt
-from inr_cli.sets import fit_many
-from inr_cli.formats.network_set import load_network_set
+from inr_cli.formats.network_set import INDEX, INDEX_COLUMNS, SHARDS, WEIGHTS, WEIGHTS_PART, load_network_set
+from inr_cli.sets.plan import image_seed
+from inr_cli.sets.storage import shard_name
 from tests import failpoints
 from inr_cli.cli import app
 
@@ -55,7 +56,7 @@ def finish(process: subprocess.Popen, timeout: float = 600) -> tuple[int, str]:
 
 
 def shards_on_disk(out: Path) -> int:
-    folder = out / fit_many.SHARDS
+    folder = out / SHARDS
     return len(list(folder.glob("*.npz"))) if folder.is_dir() else 0
 
 
@@ -80,11 +81,11 @@ def reference(tmp_path_factory):
 
 def test_output_is_a_data_set_of_networks(reference):
     folder, out = reference
-    weights = np.load(out / fit_many.WEIGHTS)  # one NumPy call
-    with open(out / fit_many.INDEX, newline="") as handle:
+    weights = np.load(out / WEIGHTS)  # one NumPy call
+    with open(out / INDEX, newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert [r["name"] for r in rows] == sorted(p.name for p in folder.iterdir())
-    assert set(fit_many.INDEX_COLUMNS) <= set(rows[0])
+    assert set(INDEX_COLUMNS) <= set(rows[0])
     networks = load_network_set(out)
     assert weights.dtype == np.float32 and weights.shape == (5, networks.spec.parameter_count())
     assert all(float(r["psnr"]) > 10 and int(r["steps"]) == 40 for r in rows)
@@ -117,7 +118,7 @@ def test_same_network_whatever_the_pack_and_as_inr_train(reference, tmp_path):
     folder, out = reference
     result = fit(folder, "-o", tmp_path / "one-pack", "--pack", "5", *NET)
     assert result.exit_code == 0, result.output
-    assert np.array_equal(np.load(tmp_path / "one-pack" / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
+    assert np.array_equal(np.load(tmp_path / "one-pack" / WEIGHTS), np.load(out / WEIGHTS))
     networks = load_network_set(out)
     row = networks.row("img3.png")
     seed = networks.index[row]["seed"]
@@ -154,11 +155,11 @@ def test_driver_killed_then_same_command_completes_bit_identical(reference, tmp_
     process = inr(*args, failpoint="driver-after=2")
     code, stderr = finish(process)
     assert code == -signal.SIGKILL, stderr
-    assert shards_on_disk(target) == 2 and not (target / fit_many.WEIGHTS).exists()
+    assert shards_on_disk(target) == 2 and not (target / WEIGHTS).exists()
     result = fit(*args[1:])
     assert result.exit_code == 0, result.output
-    assert np.array_equal(np.load(target / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
-    assert not list((target / fit_many.SHARDS).glob(".*.tmp"))
+    assert np.array_equal(np.load(target / WEIGHTS), np.load(out / WEIGHTS))
+    assert not list((target / SHARDS).glob(".*.tmp"))
 
 
 def test_networks_are_written_at_their_rows_and_a_rerun_fits_only_what_lost_them(reference, tmp_path):
@@ -166,48 +167,48 @@ def test_networks_are_written_at_their_rows_and_a_rerun_fits_only_what_lost_them
     names and scores, not networks); the shards whose rows file is gone, and a shard removed from a
     finished set, are fitted again, and the set is the uninterrupted one, bit for bit."""
     folder, out = reference
-    expected = np.load(out / fit_many.WEIGHTS)
+    expected = np.load(out / WEIGHTS)
     target = tmp_path / "out"
     args = ["fit-many", folder, "-o", target, "--pack", "1", *NET]
     assert finish(inr(*args, failpoint="driver-after=2"))[0] == -signal.SIGKILL
-    part = np.load(target / fit_many.WEIGHTS_PART)
-    fitted = [i for i in range(5) if (target / fit_many.shard_name(i)).is_file()]
-    assert len(fitted) == 2 and all("params" not in np.load(target / fit_many.shard_name(i)).files for i in fitted)
+    part = np.load(target / WEIGHTS_PART)
+    fitted = [i for i in range(5) if (target / shard_name(i)).is_file()]
+    assert len(fitted) == 2 and all("params" not in np.load(target / shard_name(i)).files for i in fitted)
     assert all(np.array_equal(part[i], expected[i]) == (i in fitted) for i in range(5))
-    (target / fit_many.WEIGHTS_PART).unlink()
+    (target / WEIGHTS_PART).unlink()
     result = fit(*args[1:-1])  # not quiet: its notice is read
     assert result.exit_code == 0 and "2 finished shards had their networks in a weights.npy.part" in result.output
-    assert np.array_equal(np.load(target / fit_many.WEIGHTS), expected)
-    assert not (target / fit_many.WEIGHTS_PART).exists()
-    kept = {i: (target / fit_many.shard_name(i)).stat().st_mtime_ns for i in (0, 1, 2, 4)}
-    (target / fit_many.shard_name(3)).unlink()
-    weights = np.load(target / fit_many.WEIGHTS, mmap_mode="r+")
+    assert np.array_equal(np.load(target / WEIGHTS), expected)
+    assert not (target / WEIGHTS_PART).exists()
+    kept = {i: (target / shard_name(i)).stat().st_mtime_ns for i in (0, 1, 2, 4)}
+    (target / shard_name(3)).unlink()
+    weights = np.load(target / WEIGHTS, mmap_mode="r+")
     weights[3] = 0
     weights.flush()
     del weights
     result = fit(*args[1:])
     assert result.exit_code == 0, result.output
-    assert np.array_equal(np.load(target / fit_many.WEIGHTS), expected)
-    assert kept == {i: (target / fit_many.shard_name(i)).stat().st_mtime_ns for i in kept}
+    assert np.array_equal(np.load(target / WEIGHTS), expected)
+    assert kept == {i: (target / shard_name(i)).stat().st_mtime_ns for i in kept}
 
 
 def test_a_shard_file_that_holds_its_networks_is_assembled(reference, tmp_path):
     """Shard files that hold the networks (an output in a bucket, an older inr's) are written
     into weights.npy at their rows."""
     folder, out = reference
-    expected = np.load(out / fit_many.WEIGHTS)
+    expected = np.load(out / WEIGHTS)
     target = tmp_path / "out"
     assert fit(folder, "-o", target, "--pack", "2", *NET).exit_code == 0
-    shard = dict(np.load(target / fit_many.shard_name(1)))
+    shard = dict(np.load(target / shard_name(1)))
     rows = [int(name[3]) for name in shard["names"]]  # img2.png, img3.png
-    with open(target / fit_many.shard_name(1), "wb") as handle:
+    with open(target / shard_name(1), "wb") as handle:
         np.savez(handle, **shard, params=expected[rows])
-    weights = np.load(target / fit_many.WEIGHTS, mmap_mode="r+")
+    weights = np.load(target / WEIGHTS, mmap_mode="r+")
     weights[rows] = 0
     weights.flush()
     del weights
     assert fit(folder, "-o", target, "--pack", "2", *NET).exit_code == 0
-    assert np.array_equal(np.load(target / fit_many.WEIGHTS), expected)
+    assert np.array_equal(np.load(target / WEIGHTS), expected)
 
 
 def test_an_output_in_a_bucket(reference, tmp_path):
@@ -221,14 +222,14 @@ def test_an_output_in_a_bucket(reference, tmp_path):
     result = fit(folder, "-o", url, "--pack", "2", *NET)
     assert result.exit_code == 0, result.output
     root = url.removeprefix("memory:/")
-    for name in (fit_many.WEIGHTS, fit_many.INDEX):
+    for name in (WEIGHTS, INDEX):
         assert bucket.cat_file(f"{root}/{name}") == (out / name).read_bytes(), name
     assert not [p for p in bucket.find(root) if p.endswith(".tmp")]
-    bucket.rm_file(f"{root}/{fit_many.shard_name(2)}")
-    bucket.rm_file(f"{root}/{fit_many.WEIGHTS}")
+    bucket.rm_file(f"{root}/{shard_name(2)}")
+    bucket.rm_file(f"{root}/{WEIGHTS}")
     result = fit(folder, "-o", url, "--pack", "2", *NET)
     assert result.exit_code == 0, result.output
-    assert bucket.cat_file(f"{root}/{fit_many.WEIGHTS}") == (out / fit_many.WEIGHTS).read_bytes()
+    assert bucket.cat_file(f"{root}/{WEIGHTS}") == (out / WEIGHTS).read_bytes()
     bucket.rm(root, recursive=True)
 
 
@@ -238,7 +239,7 @@ def test_bad_folders(tmp_path):
     (tmp_path / "other" / "img0.png").rename(folder / "small.png")
     result = fit(folder, "-o", tmp_path / "o1", *NET)
     assert result.exit_code == 1 and "img0.png is 14x10 but small.png is 9x9" in result.output
-    assert not (tmp_path / "o1" / fit_many.WEIGHTS).exists()
+    assert not (tmp_path / "o1" / WEIGHTS).exists()
     result = fit(folder, "-o", tmp_path / "o2", "--size", "12", *NET)
     assert result.exit_code == 0, result.output
     sizes = {(r["name"], r["width"], r["height"]) for r in load_network_set(tmp_path / "o2").index}
@@ -246,16 +247,42 @@ def test_bad_folders(tmp_path):
     (folder / "notes.txt").write_text("not an image")
     result = fit(folder, "-o", tmp_path / "o3", "--size", "12", *NET)
     assert result.exit_code == 1 and "notes.txt" in result.output and "--skip-unreadable" in result.output
-    assert "Traceback" not in result.output and not (tmp_path / "o3" / fit_many.SHARDS).exists()
+    assert "Traceback" not in result.output and not (tmp_path / "o3" / SHARDS).exists()
     result = fit(folder, "-o", tmp_path / "o4", "--size", "12", "--skip-unreadable", *NET[:-1])
     assert result.exit_code == 0 and "skipped notes.txt" in result.output
     assert len(load_network_set(tmp_path / "o4").index) == 3
 
 
+
+@pytest.mark.parametrize("options,message", [
+    ({"pack": 0}, "--pack must be a positive number of networks, got 0"),
+    ({"workers": 0}, "--workers must be positive, got 0"),
+    ({"ray": "local", "gpus_per_worker": 0.0}, "--gpus-per-worker must be a positive share of a GPU, got 0"),
+    ({"ray": "local", "gpus_per_worker": 1.5},
+     "--gpus-per-worker must be a share of one GPU (0 < F <= 1) or a whole number, got 1.5"),
+    ({"ray": "local", "gpus_per_worker": float("inf")},
+     "--gpus-per-worker must be a share of one GPU (0 < F <= 1) or a whole number, got inf"),
+    ({"gpus_per_worker": 0.5}, "--gpus-per-worker places Ray workers: it needs --ray"),
+])
+def test_bad_options_are_refused_before_any_work_by_the_command_and_the_api(tmp_path, options, message):
+    """fit-many's own options, checked in one place for both: one line, exit 2 (UsageError), no Ray
+    started and nothing written."""
+    import inr_cli
+    from inr_cli.errors import UsageError
+
+    folder = make_folder(tmp_path / "images", count=1)
+    flags = [item for key, value in options.items() for item in (f"--{key.replace('_', '-')}", value)]
+    result = fit(folder, "-o", tmp_path / "out", *flags, *NET)
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output, result.output
+    with pytest.raises(UsageError) as raised:
+        inr_cli.fit_many(folder, tmp_path / "out", **options, device="cpu", quiet=True)
+    assert message in str(raised.value)
+    assert not (tmp_path / "out").exists()
+
 def test_seed_depends_on_the_run_seed_and_the_name_only():
-    assert fit_many.image_seed(0, "a.png") == fit_many.image_seed(0, "a.png")
-    assert len({fit_many.image_seed(s, n) for s in (0, 1) for n in ("a.png", "b.png")}) == 4
-    assert 0 <= fit_many.image_seed(7, "x") < 2**63
+    assert image_seed(0, "a.png") == image_seed(0, "a.png")
+    assert len({image_seed(s, n) for s in (0, 1) for n in ("a.png", "b.png")}) == 4
+    assert 0 <= image_seed(7, "x") < 2**63
 
 
 @pytest.fixture(scope="module")
@@ -273,7 +300,7 @@ def test_on_a_local_ray_with_a_worker_killed_mid_shard(ray_available, reference,
     code, stderr = finish(process)
     assert code == 0, stderr
     assert "shard 1 was lost" in stderr and "it is sent again" in stderr
-    assert np.array_equal(np.load(target / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
+    assert np.array_equal(np.load(target / WEIGHTS), np.load(out / WEIGHTS))
 
 
 def test_on_a_local_ray_driver_killed_then_rerun(ray_available, reference, tmp_path):
@@ -283,11 +310,11 @@ def test_on_a_local_ray_driver_killed_then_rerun(ray_available, reference, tmp_p
     process = inr(*args, failpoint="driver-after=1")
     code, stderr = finish(process)
     assert code == -signal.SIGKILL, stderr
-    assert 1 <= shards_on_disk(target) < 3 and not (target / fit_many.WEIGHTS).exists()
+    assert 1 <= shards_on_disk(target) < 3 and not (target / WEIGHTS).exists()
     rerun = inr(*args)
     code, stderr = finish(rerun)
     assert code == 0, stderr
-    assert np.array_equal(np.load(target / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
+    assert np.array_equal(np.load(target / WEIGHTS), np.load(out / WEIGHTS))
 
 
 def test_ctrl_c_keeps_the_finished_shards_and_says_how_to_go_on(tmp_path):
@@ -331,7 +358,7 @@ def test_a_list_file_and_a_folder_url_give_the_folder_set(reference, tmp_path):
     set: the same networks as the folder, row for row, and only the listed images."""
     fsspec = pytest.importorskip("fsspec")
     folder, out = reference
-    expected = np.load(out / fit_many.WEIGHTS)
+    expected = np.load(out / WEIGHTS)
     listing = tmp_path / "images.txt"
     (tmp_path / "some").mkdir()
     for name in ("img1.png", "img3.png"):
@@ -345,7 +372,7 @@ def test_a_list_file_and_a_folder_url_give_the_folder_set(reference, tmp_path):
     url = fsspec.core.strip_protocol(str(folder))
     result = fit(f"file://{url}", "-o", tmp_path / "url", "--pack", "2", *NET)
     assert result.exit_code == 0, result.output
-    assert np.array_equal(np.load(tmp_path / "url" / fit_many.WEIGHTS), expected)
+    assert np.array_equal(np.load(tmp_path / "url" / WEIGHTS), expected)
     urls = tmp_path / "urls.txt"
     urls.write_text("".join(f"file://{folder / name}\n" for name in ("img0.png", "img4.png")))
     result = fit(urls, "-o", tmp_path / "urls", *NET)
@@ -430,4 +457,4 @@ def test_an_image_whose_pixels_are_broken_stops_the_run_naming_it(tmp_path):
     result = fit(folder, "-o", tmp_path / "out", "--pack", "1", *NET)
     assert result.exit_code == 1 and "img1.jpg: broken or truncated" in result.output
     assert "--skip-unreadable" not in result.output and "Traceback" not in result.output
-    assert (tmp_path / "out" / fit_many.shard_name(0)).is_file()  # the shard before it is kept
+    assert (tmp_path / "out" / shard_name(0)).is_file()  # the shard before it is kept

@@ -14,9 +14,11 @@ import inr_cli
 from inr_cli import config as configuration
 from inr_cli.config import build_config, flags_to_values
 from inr_cli.errors import InrError
+from inr_cli.formats.network_set import SHARDS, WEIGHTS, WEIGHTS_PART
 from inr_cli.sets import cluster as on_ray
-from inr_cli.sets import fit_many, inputs
+from inr_cli.sets import inputs
 from inr_cli.sets.cluster import MAX_ATTEMPTS, UNREACHABLE, gpu_problem, probe_task, worker_options
+from inr_cli.sets.storage import shard_name
 from tests import test_fit_many
 from tests.test_fit_many import NET, finish, inr, shards_on_disk
 
@@ -55,7 +57,7 @@ def test_a_node_killed_mid_run(cluster, reference, tmp_path):
                            failpoint="node-at=victim")
         assert code == 0, stderr
         assert "was lost" in stderr and "it is sent again" in stderr
-        assert np.array_equal(np.load(tmp_path / "set" / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
+        assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
     finally:
         try:
             cluster.remove_node(victim, allow_graceful=False)
@@ -68,13 +70,13 @@ def test_the_driver_killed_then_the_command_rerun(cluster, reference, tmp_path):
     args = [folder, "-o", tmp_path / "set", "--pack", "1", "--workers", "2", *NET]
     code, stderr = run(cluster, *args, failpoint="driver-after=1")
     assert code == -signal.SIGKILL, stderr
-    assert 1 <= shards_on_disk(tmp_path / "set") < 5 and not (tmp_path / "set" / fit_many.WEIGHTS).exists()
+    assert 1 <= shards_on_disk(tmp_path / "set") < 5 and not (tmp_path / "set" / WEIGHTS).exists()
     code, stderr = run(cluster, *args)
     assert code == 0, stderr
-    assert np.array_equal(np.load(tmp_path / "set" / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
+    assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
     code, stderr = run(cluster, *args)  # a finished set run again: nothing to fit, nothing changed
     assert code == 0, stderr
-    assert np.array_equal(np.load(tmp_path / "set" / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
+    assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
 
 
 def test_a_poisoned_input_stops_the_run_naming_it(cluster, reference, tmp_path):
@@ -86,9 +88,9 @@ def test_a_poisoned_input_stops_the_run_naming_it(cluster, reference, tmp_path):
     assert code == 1, stderr
     assert f"was lost {MAX_ATTEMPTS} times" in stderr and "img3.png" in stderr and "Traceback" not in stderr
     assert stderr.count("shard 3 was lost (") == MAX_ATTEMPTS - 1
-    assert not (tmp_path / "set" / fit_many.WEIGHTS).exists()
+    assert not (tmp_path / "set" / WEIGHTS).exists()
     # the shards that died beside it were sent again alone; what was fitted is kept
-    names = {str(np.load(path)["names"][0]) for path in (tmp_path / "set" / fit_many.SHARDS).glob("*.npz")}
+    names = {str(np.load(path)["names"][0]) for path in (tmp_path / "set" / SHARDS).glob("*.npz")}
     assert names and names <= {"img0.png", "img1.png", "img2.png", "img4.png"}
 
 
@@ -99,9 +101,9 @@ def test_an_output_url_the_workers_write(cluster, reference, tmp_path):
     folder, out = reference
     code, stderr = run(cluster, folder, "-o", f"file://{tmp_path}/set", "--pack", "2", "--workers", "2", *NET)
     assert code == 0, stderr
-    assert np.array_equal(np.load(tmp_path / "set" / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
-    assert "params" in np.load(tmp_path / "set" / fit_many.shard_name(0)).files
-    assert not (tmp_path / "set" / fit_many.WEIGHTS_PART).exists()
+    assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
+    assert "params" in np.load(tmp_path / "set" / shard_name(0)).files
+    assert not (tmp_path / "set" / WEIGHTS_PART).exists()
 
 
 def test_a_worker_given_a_gpu_it_cannot_use_stops_the_run(cluster, reference, tmp_path):
@@ -170,7 +172,7 @@ def test_workers_that_cannot_reach_the_inputs_get_the_files(cluster, reference, 
     stderr = capsys.readouterr().err
     assert f"the driver sends the images' files to 2 of 2 workers: they cannot read memory://{root}/" in stderr
     assert "skipped notes.txt: notes.txt: not an image file Pillow can read" in stderr
-    assert np.array_equal(np.load(tmp_path / "set" / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
+    assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
 
 
 def test_on_a_cluster_where_one_node_reaches_the_inputs(cluster, reference, tmp_path, capsys, monkeypatch):
@@ -191,7 +193,7 @@ def test_on_a_cluster_where_one_node_reaches_the_inputs(cluster, reference, tmp_
         cluster.remove_node(seeing)
     stderr = capsys.readouterr().err
     assert f"the driver sends the images' files to 2 of 3 workers: they cannot read dir://{folder.name}/" in stderr
-    assert np.array_equal(np.load(tmp_path / "set" / fit_many.WEIGHTS), np.load(out / fit_many.WEIGHTS))
+    assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
 
 
 def test_a_probe_tells_files_it_cannot_reach_from_files_that_do_not_decode(reference, tmp_path):

@@ -20,7 +20,8 @@ from inr_cli.core.trainer import Trainer
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.runs.directory import RunLock
 from inr_cli.runs.training import slow_run_hint
-from inr_cli.sets import fit_many
+from inr_cli.sets import driver
+from inr_cli.sets.storage import shard_name
 from tests.conftest import FIXTURES
 
 runner = CliRunner()
@@ -68,7 +69,7 @@ def test_fit_many_stops_a_pack_that_diverges_naming_its_images(tmp_path, monkeyp
     rng = np.random.default_rng(0)
     for i in range(4):
         Image.fromarray(rng.integers(0, 256, (8, 10, 3), dtype=np.uint8)).save(folder / f"img{i}.png")
-    real = fit_many.shard_images
+    real = driver.shard_images
 
     def poisoned(plan, index):
         images = real(plan, index)
@@ -76,13 +77,13 @@ def test_fit_many_stops_a_pack_that_diverges_naming_its_images(tmp_path, monkeyp
             images[0].values[0, 0, 0] = np.nan
         return images
 
-    monkeypatch.setattr(fit_many, "shard_images", poisoned)
+    monkeypatch.setattr(driver, "shard_images", poisoned)
     out = tmp_path / "out"
     result = runner.invoke(app, ["fit-many", str(folder), "-o", str(out), "--pack", "2", "--steps", "5",
                                  "--hidden", "8", "--device", "cpu", "-q"])
     assert result.exit_code == 1, result.output
     assert "img2.png" in result.output and "img0.png" not in result.output and "--lr" in result.output
-    assert (out / fit_many.shard_name(0)).is_file() and not (out / fit_many.shard_name(1)).exists()
+    assert (out / shard_name(0)).is_file() and not (out / shard_name(1)).exists()
 
 
 def test_checkpoints_follow_the_clock_as_well_as_the_steps(monkeypatch):

@@ -5,11 +5,8 @@ from typing import Optional
 
 import typer
 
-from inr_cli.sets import fit_many
 from inr_cli.commands.setting_options import given_settings, set_option, with_setting_options
-from inr_cli.config import build_config, flags_to_values
-from inr_cli.errors import UsageError
-from inr_cli.sets.inputs import is_url
+from inr_cli.sets.driver import fit_folder
 
 NAME = "fit-many"
 HELP = ("Fit one network per image of a folder (searched recursively), a list of images or a bucket, many "
@@ -47,25 +44,3 @@ def command(
     fit_folder(source, out, given_settings(NAME, options, overrides), config_file, preset, pack, ray_address, workers,
                gpus_per_worker, skip_unreadable, quiet)
     typer.echo(out)
-
-
-def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, preset: str | None, pack: int | None,
-               ray_address: str | None, workers: int | None, gpus_per_worker: float | None, skip_unreadable: bool,
-               quiet: bool) -> None:
-    """`inr fit-many INPUT -o OUT` (flags: {flag name: value}); the API's fit_many calls it too."""
-    if pack is not None and pack <= 0:
-        raise UsageError(f"--pack must be a positive number of networks, got {pack}")
-    if workers is not None and workers <= 0:
-        raise UsageError(f"--workers must be positive, got {workers}")
-    if gpus_per_worker is not None and not (0 < gpus_per_worker <= 1 or gpus_per_worker == int(gpus_per_worker)):
-        raise UsageError(f"--gpus-per-worker must be a share of one GPU (0 < F <= 1) or a whole number, "
-                         f"got {gpus_per_worker:g}")
-    if gpus_per_worker is not None and not ray_address:
-        raise UsageError("--gpus-per-worker places Ray workers: it needs --ray")
-    if not is_url(source):
-        source = str(Path(source).resolve())
-    if not is_url(out):
-        out = str(Path(out).resolve())
-    flags = {**flags, "preview_every": 0}
-    config = build_config(config_file, flags_to_values({**flags, "source": source}), preset)
-    fit_many.fit_set(source, out, config, pack, ray_address, workers, gpus_per_worker, skip_unreadable, quiet)

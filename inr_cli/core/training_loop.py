@@ -1,6 +1,6 @@
 """The training loop, one for `inr train` and `inr fit-many`: steps, loss readings, the divergence
 check, checkpoints, signals. The trainer it steps carries its backend; what happens around the loop
-is the caller's (runs/training.py for `inr train`, sets/fit_many.py once per pack for fit-many).
+is the caller's (runs/training.py for `inr train`, sets/packs.py once per pack for fit-many).
 """
 
 from __future__ import annotations

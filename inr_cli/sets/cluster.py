@@ -24,21 +24,48 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from inr_cli import config as configuration
+from inr_cli.config import Config
 from inr_cli.console import info, notice
-from inr_cli.errors import InrError
-from inr_cli.hooks import hook
 from inr_cli.core.network import NetworkSpec
+from inr_cli.core.training_loop import Signals
+from inr_cli.errors import InrError
+from inr_cli.formats.network_set import SHARDS, WEIGHTS_PART
+from inr_cli.hooks import hook
 from inr_cli.sets import inputs
-from inr_cli.sets.fit_many import (SHARDS, WEIGHTS_PART, ImageEntry, Plan, default_pack, entry_values, fit_shard,
-                                  load_entry, write_shard)
+from inr_cli.sets.packs import default_pack, fit_shard, load_entry
+from inr_cli.sets.plan import ImageEntry, Plan, entry_values
 from inr_cli.sets.set_folder import SetFolder
+from inr_cli.sets.storage import write_shard
 
+# Images per shard when --pack is not given: the unit of work, of resuming and of the driver's
+# bookkeeping. Each worker fits a shard in packs sized from its own device.
+RAY_SHARD = 512
 MAX_ATTEMPTS = 3  # a shard whose worker dies this many times is a poisoned input, not bad luck
 IN_FLIGHT = 2  # shards queued on each worker: one fitting, the next being read and decoded
 PROBE_CHUNK = 1000  # images per probe task
 SENT_PIECE = 32 << 20  # file bytes per probe task when the driver sends the files
 SENT_IN_FLIGHT = 4  # probe tasks carrying the driver's bytes at once: its memory stays bounded
 UNREACHABLE = "unreachable"  # a probe task's answer when it cannot reach the files of its chunk
+
+
+class OnRay:
+    """fit-many's shards fitted on a Ray cluster (a driver.Runner): the images probed by Ray tasks,
+    the shards fitted by ShardWorkers."""
+
+    def __init__(self, address: str, workers: int | None, gpus_per_worker: float | None):
+        self.ray = connect(address)
+        self.where = f"Ray ({address})"
+        self.workers, self.gpus_per_worker = workers, gpus_per_worker
+
+    def probe(self, listed: list[inputs.Listed], config: Config) -> list[tuple]:
+        return probe_on_ray(self.ray, listed, config)
+
+    def pack_for(self, spec: NetworkSpec, config: Config, width: int, height: int) -> int:
+        return RAY_SHARD
+
+    def fit(self, plan: Plan, folder: SetFolder, pending: list[int], on_shard, signals: Signals) -> None:
+        if pending:  # a finished set run again starts no worker
+            run_on_ray(self.ray, plan, folder, pending, on_shard, self.workers, self.gpus_per_worker)
 
 
 def gpu_problem(device: str, assigned_gpus: list, node_gpus: float, unavailable_reason: str | None) -> str | None:
@@ -213,8 +240,6 @@ def _read_pieces(listed: list[inputs.Listed], start: int, stop: int):
 def worker_options(ray, device: str, workers: int | None, gpus_per_worker: float | None) -> tuple[int, dict]:
     resources = ray.cluster_resources()
     gpus, cpus = float(resources.get("GPU", 0)), int(resources.get("CPU", 1))
-    if gpus_per_worker is not None and gpus_per_worker <= 0:
-        raise InrError(f"--gpus-per-worker must be a positive share of a GPU, got {gpus_per_worker:g}")
     if device == "gpu" or (device == "auto" and gpus > 0) or gpus_per_worker:
         if gpus == 0:
             raise InrError(f"{'--device gpu' if device == 'gpu' else '--gpus-per-worker'}: the Ray cluster has no GPU")

@@ -24,7 +24,8 @@ from PIL import Image, UnidentifiedImageError
 from inr_cli.config import Config
 from inr_cli.errors import InrError
 from inr_cli.formats.data import load_training_data
-from inr_cli.formats.images import MAX_IMAGE_PIXELS, PixelImage, pixels_from_pil, fit_longer_side
+from inr_cli.core.pixels import MAX_IMAGE_PIXELS, PixelImage, fit_longer_side
+from inr_cli.formats.images import pixels_from_pil
 
 LIST_SUFFIXES = (".txt", ".lst", ".list")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

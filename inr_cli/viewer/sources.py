@@ -22,7 +22,7 @@ from inr_cli.formats.images import fit_longer_side
 from inr_cli.formats.network_set import PLAN, is_network_set, load_network_set
 from inr_cli.formats.png import png_bytes
 from inr_cli.sets import inputs
-from inr_cli.sets.fit_many import Plan
+from inr_cli.sets.plan import Plan
 from inr_cli.sets.inputs import is_url
 from inr_cli.viewer.tiles import PngCache, Pyramid
 

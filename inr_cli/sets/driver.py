@@ -1,0 +1,203 @@
+"""`inr fit-many`: one network per image of a folder (or a list, or a bucket), fitted in packs
+through the core's networks dimension. The driver lists the inputs, plans (plan.py), has the
+shards fitted by a Runner, in this process (InProcess, here) or on a Ray cluster (cluster.OnRay),
+and assembles the set (storage.py).
+
+Running the same command again lists the inputs, compares them with the plan and fits only the
+shards that are missing, so a killed run loses at most the shards in flight.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from inr_cli.config import Config, build_config, flags_to_values, with_values
+from inr_cli.console import info, notice
+from inr_cli.core.network import NetworkSpec
+from inr_cli.core.sizing import AUTO, SIZED_KEYS, fit_to_image
+from inr_cli.core.training_loop import Interrupted, Signals
+from inr_cli.errors import InrError, UsageError
+from inr_cli.formats.network_set import INDEX, PLAN, SHARDS, WEIGHTS
+from inr_cli.hooks import hook
+from inr_cli.sets import inputs
+from inr_cli.sets.cluster import OnRay
+from inr_cli.sets.packs import default_pack, fit_shard, shard_images
+from inr_cli.sets.plan import Plan, entries_from_probe, make_plan
+from inr_cli.sets.set_folder import SetFolder
+from inr_cli.sets.storage import assemble, rows_file_ready, shard_name, write_shard
+
+
+def check_options(pack: int | None, ray: str | None, workers: int | None, gpus_per_worker: float | None) -> None:
+    """fit-many's own options (--pack, --workers, --gpus-per-worker), as the command and the API take
+    them; the settings are checked where the configuration is built."""
+    if pack is not None and pack <= 0:
+        raise UsageError(f"--pack must be a positive number of networks, got {pack}")
+    if workers is not None and workers <= 0:
+        raise UsageError(f"--workers must be positive, got {workers}")
+    if gpus_per_worker is not None and gpus_per_worker <= 0:
+        raise UsageError(f"--gpus-per-worker must be a positive share of a GPU, got {gpus_per_worker:g}")
+    if gpus_per_worker is not None and not (gpus_per_worker <= 1 or float(gpus_per_worker).is_integer()):
+        raise UsageError(f"--gpus-per-worker must be a share of one GPU (0 < F <= 1) or a whole number, "
+                         f"got {gpus_per_worker:g}")
+    if gpus_per_worker is not None and not ray:
+        raise UsageError("--gpus-per-worker places Ray workers: it needs --ray")
+
+
+def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, preset: str | None, pack: int | None,
+               ray: str | None, workers: int | None, gpus_per_worker: float | None, skip_unreadable: bool,
+               quiet: bool) -> Plan:
+    """`inr fit-many INPUT -o OUT` (flags: {flag name: value}), for the command and the API's fit_many."""
+    check_options(pack, ray, workers, gpus_per_worker)
+    if not inputs.is_url(source):
+        source = str(Path(source).resolve())
+    if not inputs.is_url(out):
+        out = str(Path(out).resolve())
+    flags = {**flags, "preview_every": 0}
+    config = build_config(config_file, flags_to_values({**flags, "source": source}), preset)
+    return fit_set(source, out, config, pack, ray, workers, gpus_per_worker, skip_unreadable, quiet)
+
+
+class Runner(Protocol):
+    """Where the shards are fitted: InProcess (below) or cluster.OnRay."""
+
+    where: str  # for the line that starts the fitting
+
+    def probe(self, listed: list[inputs.Listed], config: Config) -> list[tuple]:
+        """inputs.probe of every listed image, run where the images are read."""
+
+    def pack_for(self, spec: NetworkSpec, config: Config, width: int, height: int) -> int:
+        """The images per shard when --pack is not given."""
+
+    def fit(self, plan: Plan, folder: SetFolder, pending: list[int], on_shard, signals: Signals) -> None:
+        """Fit and write the shards `pending`, calling on_shard(index, result) after each; a signal
+        (signals) ends it as Interrupted."""
+
+
+class InProcess:
+    """Every shard fitted here, one after another, each as one pack on this process's backend."""
+
+    def __init__(self, config: Config, quiet: bool):
+        from inr_cli.backends import make_backend
+
+        self.backend = make_backend(config.training.device, config.training.matmul, quiet)
+        self.where = self.backend.name
+
+    def probe(self, listed: list[inputs.Listed], config: Config) -> list[tuple]:
+        return inputs.probe([(item.name, item.location) for item in listed], config)
+
+    def pack_for(self, spec: NetworkSpec, config: Config, width: int, height: int) -> int:
+        return default_pack(self.backend, spec, config, width, height)
+
+    def fit(self, plan: Plan, folder: SetFolder, pending: list[int], on_shard, signals: Signals) -> None:
+        for index in pending:
+            names = plan.shards[index]
+            result = fit_shard(self.backend, plan, shard_images(plan, index), names, signals)
+            write_shard(folder, index, result, [plan.row_of[name] for name in names])
+            on_shard(index, result)
+            hook("shard-written", shards=folder.join(SHARDS))
+
+
+def fit_set(source: str, out: str | Path, config: Config, pack: int | None = None, ray: str | None = None,
+            workers: int | None = None, gpus_per_worker: float | None = None, skip_unreadable: bool = False,
+            quiet: bool = False) -> Plan:
+    """`inr fit-many` after its options are read and checked (fit_folder): plan (or resume), fit every
+    pending shard in-process or on a Ray cluster, assemble the set in `out`. Progress and notices on
+    stderr unless quiet."""
+    from inr_cli.progress import ImageProgress
+
+    notices: list[str] = []
+    folder = SetFolder(out)
+    runner: Runner = OnRay(ray, workers, gpus_per_worker) if ray else InProcess(config, quiet)
+    plan, pending = prepare(source, folder, config, pack, skip_unreadable, notices, runner)
+    for message in notices:
+        notice(message)
+    total = len(plan.images)
+    done = total - sum(len(plan.shards[i]) for i in pending)
+    if not quiet:
+        info(f"fitting {total} images ({len(plan.shards)} shards of up to {plan.pack}; {done} done) on {runner.where}: "
+             f"{plan.spec.model} {plan.spec.layers}x{plan.spec.hidden}, {plan.config.training.steps} steps -> {out}")
+    with Signals() as signals, ImageProgress(total, done, quiet) as progress:
+        def on_shard(index, result):
+            progress.add(len(result["names"]), result["psnr"])
+
+        try:
+            runner.fit(plan, folder, pending, on_shard, signals)
+        except Interrupted as exc:
+            signals.ignore()
+            progress.stop()
+            info(f"{exc}: {progress.done} of {total} images are fitted and kept in {out}; "
+                 f"run the same command again to fit the rest")
+            raise SystemExit(128 + exc.signum) from None
+    bytes_per_image = assemble(folder, plan)
+    if not quiet:
+        info(f"done: {total} networks of {plan.spec.parameter_count():,} parameters ({bytes_per_image:,} bytes "
+             f"each) in {folder.join(WEIGHTS)}; one row per image in {folder.join(INDEX)}")
+    return plan
+
+
+def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, skip_unreadable: bool,
+            notices: list, runner: Runner) -> tuple[Plan, list[int]]:
+    """The plan (new, or the one in the output checked against this command) and the shards still
+    to fit. The runner probes the images (their size and fingerprint, learned where they are read)
+    and says the shard size when --pack is not given."""
+    listed = inputs.list_inputs(source)
+    if folder.exists(PLAN):
+        try:
+            saved = Plan.from_json(folder.read_bytes(PLAN).decode())
+        except (ValueError, KeyError, TypeError, UsageError) as exc:
+            raise InrError(f"{folder.join(PLAN)}: not a plan this inr can read ({exc})") from None
+        _refuse_changed_inputs(folder, saved, listed)
+        # A setting left to the size is the one this data set already got (an older inr may have
+        # chosen it differently); one given by hand is checked against it below.
+        config = with_values(config, {key: saved.config.get(key) for key in SIZED_KEYS if config.get(key) == AUTO})
+        wanted = Plan(saved.folder, config, saved.spec, [], [], pack or saved.pack)
+        _refuse_changed_settings(folder, saved, wanted)
+        plan = saved
+        plan.config = config  # the free keys (device, ...) may differ; the rest was just checked
+    else:
+        entries, skipped = entries_from_probe(listed, runner.probe(listed, config), config, skip_unreadable)
+        config, reasons = fit_to_image(config, max(e.width for e in entries), max(e.height for e in entries))
+        notices += reasons
+        if pack is None:
+            first = entries[0]
+            spec = NetworkSpec.from_config(config, len(first.channels))
+            pack = runner.pack_for(spec, config, first.width, first.height)
+        plan = make_plan(source, config, entries, pack, skipped)
+        folder.make_folder(SHARDS)
+        folder.write_bytes(PLAN, plan.to_json().encode())
+    for name, why in plan.skipped:
+        notices.append(f"skipped {name}: {why}")
+    files = folder.files(SHARDS)
+    for leftover in files:
+        if leftover.startswith(".") and leftover.endswith(".tmp"):  # a write killed before its rename
+            folder.remove(f"{SHARDS}/{leftover}")
+    done = set(files)
+    pending = [i for i in range(len(plan.shards)) if shard_name(i).rpartition("/")[2] not in done]
+    if folder.local:
+        pending = rows_file_ready(folder.local, plan, pending, notices)
+    return plan, pending
+
+
+def _refuse_changed_inputs(out: SetFolder, saved: Plan, listed: list[inputs.Listed]) -> None:
+    planned = {e.name: e.bytes for e in saved.images}
+    planned.update((name, -1) for name, _ in saved.skipped)
+    now = {item.name: item.size for item in listed}
+    if planned.keys() != now.keys():
+        added, gone = sorted(now.keys() - planned.keys()), sorted(planned.keys() - now.keys())
+        change = f"{added[0]} is new" if added else f"{gone[0]} is gone"
+        raise InrError(f"{out} was started on other images ({change} since); use another -o")
+    for name, size in planned.items():
+        if size >= 0 and now[name] >= 0 and size != now[name]:
+            raise InrError(f"{out} was started on other images ({name} changed since); use another -o")
+
+
+def _refuse_changed_settings(out: SetFolder, saved: Plan, plan: Plan) -> None:
+    old, new = saved.settings(), plan.settings()
+    if old["pack"] != new["pack"]:
+        raise InrError(f"{out} was started with --pack {old['pack']}, not {new['pack']}; "
+                       f"rerun without --pack or with --pack {old['pack']}")
+    for key, value in old["settings"].items():
+        if new["settings"].get(key) != value:
+            raise InrError(f"{out} was started with {key} = {value!r}, not {new['settings'].get(key)!r}; "
+                           f"rerun with the same settings, or use another -o")
