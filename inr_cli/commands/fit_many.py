@@ -20,8 +20,8 @@ def command(
                                  "the label), a list file (.txt: one path or URL per line) or a folder URL "
                                  "(s3://..., gs://...; needs the remote extra of inr).", show_default=False),
     out: str = typer.Option(..., "-o", "--output", metavar="DIR",
-                            help="Folder for the set of networks, or a URL (s3://...; needs the remote extra) "
-                            "(created; rerun: resumed)."),
+                            help="Folder for the set of networks, or a URL (s3://...; needs the remote extra): "
+                            "new or empty, or this command's set to resume; anything else needs --force."),
     config_file: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML config (see configs/)."),
     preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME",
                                          help="Start from configs/NAME.toml (default: the model's)."),
@@ -39,8 +39,11 @@ def command(
     skip_unreadable: bool = typer.Option(False, "--skip-unreadable", help="Skip and list files that do not decode "
                                          "(default: refuse before any work)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
+    force: bool = typer.Option(False, "--force", help="Write the set into -o even where it holds other files or "
+                               "another set (the set's own files there are replaced; a set of this command "
+                               "is resumed)."),
     **options,  # one per setting: with_setting_options
 ) -> None:
     fit_folder(source, out, given_settings(NAME, options, overrides), config_file, preset, pack, ray_address, workers,
-               gpus_per_worker, skip_unreadable, quiet)
+               gpus_per_worker, skip_unreadable, quiet, force)
     typer.echo(out)

@@ -5,6 +5,11 @@
     OUT/network.json    the network's description (NetworkSpec) and the configuration that fitted it
     OUT/fit-many.json   the plan, and OUT/shards/ the finished shards, for resuming
     OUT/weights.npy.part    weights.npy while it is being fitted (each network written at its row)
+
+A name or label in index.csv that a spreadsheet would run as a formula (one beginning with = + - @,
+a tab or a carriage return) is written behind an apostrophe, as spreadsheets expect, and so is one
+that begins with an apostrophe before such a character or another apostrophe; inr's reader takes
+the apostrophe off (index_cell writes a cell, index_text reads it), so every name reads back exactly.
 """
 
 from __future__ import annotations
@@ -52,6 +57,24 @@ def is_network_set(path: Path) -> bool:
     return Path(path).is_dir() and (Path(path) / PLAN).is_file()
 
 
+# A spreadsheet runs a cell that begins so as a formula (CSV injection): index.csv holds such a name
+# or label behind an apostrophe, as spreadsheets expect, and so does one that would otherwise read
+# back as escaped, so that every name reads back exactly.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+ESCAPE = "'"
+
+
+def index_cell(text: str) -> str:
+    """A name or label as index.csv holds it (index_text reads it back)."""
+    escaped = text[:1] in FORMULA_STARTS or (text[:1] == ESCAPE and text[1:2] in FORMULA_STARTS + (ESCAPE,))
+    return ESCAPE + text if escaped else text
+
+
+def index_text(cell: str) -> str:
+    """The name or label that index_cell wrote as `cell`."""
+    return cell[1:] if cell[:1] == ESCAPE and cell[1:2] in FORMULA_STARTS + (ESCAPE,) else cell
+
+
 def load_network_set(out: Path) -> NetworkSet:
     out = Path(out)
     if not (out / WEIGHTS).is_file():
@@ -61,6 +84,10 @@ def load_network_set(out: Path) -> NetworkSet:
         spec = NetworkSpec.from_json(json.dumps(description["spec"]))
         with open(out / INDEX, newline="") as handle:
             index = list(csv.DictReader(handle))
+        for row in index:
+            for column in ("name", LABEL):
+                if isinstance(row.get(column), str):
+                    row[column] = index_text(row[column])
         weights = np.load(out / WEIGHTS, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InrError(f"{out}: damaged network set ({exc})") from None

@@ -9,6 +9,7 @@ shards that are missing, so a killed run loses at most the shards in flight.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Protocol
 
@@ -23,9 +24,10 @@ from inr_cli.hooks import hook
 from inr_cli.sets import inputs
 from inr_cli.sets.cluster import OnRay
 from inr_cli.sets.packs import default_pack, fit_shard, shard_images
-from inr_cli.sets.plan import Plan, entries_from_probe, make_plan
+from inr_cli.sets.plan import BadPlan, Plan, entries_from_probe, make_plan
 from inr_cli.sets.set_folder import SetFolder
-from inr_cli.sets.storage import assemble, rows_file_ready, shard_name, write_shard
+from inr_cli.sets.storage import (SET_FILES, DamagedShard, assemble, check_shard, clear_set, rows_file_ready,
+                                  shard_name, write_shard)
 
 
 def check_options(pack: int | None, ray: str | None, workers: int | None, gpus_per_worker: float | None) -> None:
@@ -46,7 +48,7 @@ def check_options(pack: int | None, ray: str | None, workers: int | None, gpus_p
 
 def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, preset: str | None, pack: int | None,
                ray: str | None, workers: int | None, gpus_per_worker: float | None, skip_unreadable: bool,
-               quiet: bool) -> Plan:
+               quiet: bool, force: bool = False) -> Plan:
     """`inr fit-many INPUT -o OUT` (flags: {flag name: value}), for the command and the API's fit_many."""
     check_options(pack, ray, workers, gpus_per_worker)
     if not inputs.is_url(source):
@@ -55,7 +57,7 @@ def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, pre
         out = str(Path(out).resolve())
     flags = {**flags, "preview_every": 0}
     config = build_config(config_file, flags_to_values({**flags, "source": source}), preset)
-    return fit_set(source, out, config, pack, ray, workers, gpus_per_worker, skip_unreadable, quiet)
+    return fit_set(source, out, config, pack, ray, workers, gpus_per_worker, skip_unreadable, quiet, force)
 
 
 class Runner(Protocol):
@@ -100,7 +102,7 @@ class InProcess:
 
 def fit_set(source: str, out: str | Path, config: Config, pack: int | None = None, ray: str | None = None,
             workers: int | None = None, gpus_per_worker: float | None = None, skip_unreadable: bool = False,
-            quiet: bool = False) -> Plan:
+            quiet: bool = False, force: bool = False) -> Plan:
     """`inr fit-many` after its options are read and checked (fit_folder): plan (or resume), fit every
     pending shard in-process or on a Ray cluster, assemble the set in `out`. Progress and notices on
     stderr unless quiet."""
@@ -109,7 +111,7 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
     notices: list[str] = []
     folder = SetFolder(out)
     runner: Runner = OnRay(ray, workers, gpus_per_worker) if ray else InProcess(config, quiet)
-    plan, pending = prepare(source, folder, config, pack, skip_unreadable, notices, runner)
+    plan, pending = prepare(source, folder, config, pack, skip_unreadable, notices, runner, force)
     for message in notices:
         notice(message)
     total = len(plan.images)
@@ -137,24 +139,37 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
 
 
 def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, skip_unreadable: bool,
-            notices: list, runner: Runner) -> tuple[Plan, list[int]]:
+            notices: list, runner: Runner, force: bool = False) -> tuple[Plan, list[int]]:
     """The plan (new, or the one in the output checked against this command) and the shards still
     to fit. The runner probes the images (their size and fingerprint, learned where they are read)
-    and says the shard size when --pack is not given."""
+    and says the shard size when --pack is not given. Every check is made before the output is
+    touched: only then are its files written, renamed or removed (--force: a new set replaces
+    whatever set or set files were there)."""
+    _refuse_output_in_input(source, folder)
+    saved = _saved_plan(folder, force, notices)
     listed = inputs.list_inputs(source)
-    if folder.exists(PLAN):
+    _refuse_writing_over_inputs(folder, listed)
+    if saved is not None:
         try:
-            saved = Plan.from_json(folder.read_bytes(PLAN).decode())
-        except (ValueError, KeyError, TypeError, UsageError) as exc:
-            raise InrError(f"{folder.join(PLAN)}: not a plan this inr can read ({exc})") from None
-        _refuse_changed_inputs(folder, saved, listed)
-        # A setting left to the size is the one this data set already got (an older inr may have
-        # chosen it differently); one given by hand is checked against it below.
-        config = with_values(config, {key: saved.config.get(key) for key in SIZED_KEYS if config.get(key) == AUTO})
-        wanted = Plan(saved.folder, config, saved.spec, [], [], pack or saved.pack)
-        _refuse_changed_settings(folder, saved, wanted)
+            config = _resumed_config(folder, saved, listed, config, pack)
+        except InrError as exc:
+            if not force:
+                raise
+            notices.append(f"--force: {folder} is started again ({exc})")
+            saved = None
+    if saved is not None:
         plan = saved
         plan.config = config  # the free keys (device, ...) may differ; the rest was just checked
+        located = {item.name: item.location for item in listed}
+        for entry in plan.images:  # read where this command's input says, never where a plan file says
+            entry.location = located[entry.name]
+        pending, with_networks, damaged, leftovers = _shards_to_fit(folder, plan)
+        for index, why in damaged.items():
+            notices.append(f"{folder.join(shard_name(index))} is damaged ({why}); its images are fitted again")
+            folder.remove(shard_name(index))
+        for name in leftovers:  # writes killed before their rename
+            folder.remove(f"{SHARDS}/{name}")
+        folder.make_folder(SHARDS)
     else:
         entries, skipped = entries_from_probe(listed, runner.probe(listed, config), config, skip_unreadable)
         config, reasons = fit_to_image(config, max(e.width for e in entries), max(e.height for e in entries))
@@ -164,19 +179,109 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
             spec = NetworkSpec.from_config(config, len(first.channels))
             pack = runner.pack_for(spec, config, first.width, first.height)
         plan = make_plan(source, config, entries, pack, skipped)
+        if force:
+            clear_set(folder)
         folder.make_folder(SHARDS)
         folder.write_bytes(PLAN, plan.to_json().encode())
+        pending, with_networks = list(range(len(plan.shards))), set()
     for name, why in plan.skipped:
         notices.append(f"skipped {name}: {why}")
-    files = folder.files(SHARDS)
-    for leftover in files:
-        if leftover.startswith(".") and leftover.endswith(".tmp"):  # a write killed before its rename
-            folder.remove(f"{SHARDS}/{leftover}")
-    done = set(files)
-    pending = [i for i in range(len(plan.shards)) if shard_name(i).rpartition("/")[2] not in done]
     if folder.local:
-        pending = rows_file_ready(folder.local, plan, pending, notices)
+        pending = rows_file_ready(folder.local, plan, pending, with_networks, notices)
     return plan, pending
+
+
+def _refuse_output_in_input(source: str, folder: SetFolder) -> None:
+    """A set inside its input folder would be listed as its own images when the command is run again."""
+    inside = str(folder).rstrip("/") + "/"
+    if (folder.local is None) != inputs.is_url(source):
+        return
+    if folder.local is not None and not Path(source).is_dir():
+        return  # a list file names its images one by one
+    if inside.startswith(source.rstrip("/") + "/"):
+        raise UsageError(f"-o {folder} is inside the input folder {source}: its files would be listed as images "
+                         f"when the command is run again; choose an -o outside it")
+
+
+def _refuse_writing_over_inputs(folder: SetFolder, listed: list[inputs.Listed]) -> None:
+    """A set's file that is also one of its inputs (a list file may name anything) is never written,
+    even with --force."""
+    if folder.local is None:
+        return
+    prefix = str(folder.local) + os.sep
+    own = {str(folder.local / name) for name in SET_FILES}
+    for item in listed:
+        location = item.location
+        if not (location.startswith(prefix) or ".." in location) or inputs.is_url(location):
+            continue  # the quick test: most inputs are elsewhere
+        location = os.path.normpath(location)
+        if location in own or os.path.dirname(location) == str(folder.local / SHARDS):
+            raise UsageError(f"{location} is an input of this command and a file of the set in {folder}; it is "
+                             f"never overwritten, even with --force: choose another -o")
+
+
+def _saved_plan(folder: SetFolder, force: bool, notices: list) -> Plan | None:
+    """The output's plan, checked whole; None for a new set. An output that holds files but no set
+    is refused, as an existing file is by the other commands, unless --force."""
+    names = folder.listing()
+    if folder.local:
+        for name in (*SET_FILES, SHARDS):
+            path = folder.local / name
+            if path.exists() and not (path.is_dir() if name == SHARDS else path.is_file()):
+                raise UsageError(f"{path} is not a {'folder' if name == SHARDS else 'regular file'}; inr never "
+                                 f"replaces it: choose another -o")
+    if folder.exists(PLAN):
+        try:
+            return Plan.from_json(folder.read_bytes(PLAN).decode())
+        except (BadPlan, UnicodeDecodeError) as exc:
+            if not force:
+                raise InrError(f"{folder.join(PLAN)}: not a plan this inr can read ({exc}); --force starts a new "
+                               f"set in {folder}") from None
+            notices.append(f"--force: {folder} is started again ({folder.join(PLAN)} was not a plan this inr "
+                           f"can read)")
+            return None
+    # A new set makes shards/ first: an empty one is what a run killed at once leaves
+    others = [name for name in names if not (name == SHARDS and not folder.files(SHARDS)
+                                             and not (folder.local and os.listdir(folder.local / SHARDS)))]
+    if others and not force:
+        ours = sorted(set(others) & {*SET_FILES, SHARDS})
+        replaced = f"--force replaces its {', '.join(ours)}" if ours else "--force writes the set beside them"
+        shown = ", ".join(sorted(others)[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise UsageError(f"{folder} is not empty ({shown}) and holds no inr fit-many set: choose another -o "
+                         f"({replaced})")
+    return None
+
+
+def _resumed_config(folder: SetFolder, saved: Plan, listed: list[inputs.Listed], config: Config,
+                    pack: int | None) -> Config:
+    """This command's configuration for the saved plan: refused where it or the inputs changed."""
+    _refuse_changed_inputs(folder, saved, listed)
+    # A setting left to the size is the one this data set already got (an older inr may have
+    # chosen it differently); one given by hand is checked against it below.
+    config = with_values(config, {key: saved.config.get(key) for key in SIZED_KEYS if config.get(key) == AUTO})
+    wanted = Plan(saved.folder, config, saved.spec, [], [], pack or saved.pack)
+    _refuse_changed_settings(folder, saved, wanted)
+    return config
+
+
+def _shards_to_fit(folder: SetFolder, plan: Plan) -> tuple[list[int], set[int], dict[int, str], list[str]]:
+    """The shards without a file, those whose file holds their networks, the damaged ones (to fit
+    again) and the leftovers of killed writes, each file checked against the plan; nothing is
+    removed here."""
+    files = set(folder.files(SHARDS))
+    leftovers = [name for name in files if name.startswith(".") and name.endswith(".tmp")]
+    pending, with_networks, damaged = [], set(), {}
+    for index in range(len(plan.shards)):
+        if shard_name(index).rpartition("/")[2] not in files:
+            pending.append(index)
+            continue
+        try:
+            if check_shard(folder, index, plan):
+                with_networks.add(index)
+        except DamagedShard as exc:
+            damaged[index] = str(exc)
+            pending.append(index)
+    return pending, with_networks, damaged, leftovers
 
 
 def _refuse_changed_inputs(out: SetFolder, saved: Plan, listed: list[inputs.Listed]) -> None:

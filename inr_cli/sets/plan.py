@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import operator
 import os
+import re
 from dataclasses import dataclass, field, fields
 
 from inr_cli import config as configuration
 from inr_cli.config import Config
 from inr_cli.core.network import NetworkSpec
-from inr_cli.errors import InrError
+from inr_cli.core.pixels import MAX_IMAGE_PIXELS
+from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.network_set import FORMAT_VERSION
+from inr_cli.formats.pixel_csv import CHANNEL_SETS
 from inr_cli.sets import inputs
 from inr_cli.settings import FIT_MANY_FREE_KEYS
 
@@ -48,6 +52,7 @@ class ImageEntry:
 
 
 IMAGE_FIELDS = [f.name for f in fields(ImageEntry)]
+REQUIRED_FIELDS = ("name", "width", "height", "channels", "sha256", "seed")  # an older plan may lack the others
 entry_values = operator.attrgetter(*IMAGE_FIELDS)  # an entry as the tuple of its fields, in one C call
 
 
@@ -77,16 +82,9 @@ class Plan:
 
     @classmethod
     def from_json(cls, text: str) -> "Plan":
-        data = json.loads(text)
-        folder = data["folder"]
-        rows = data["images"]
-        if "fields" in data:  # else an older plan: one object per image
-            rows = [dict(zip(data["fields"], row)) for row in rows]
-        images = [ImageEntry(**{"location": os.path.join(folder, e["name"]), **e,
-                                "channels": tuple(e["channels"])}) for e in rows]
-        return cls(folder, configuration.from_json(json.dumps(data["config"])),
-                   NetworkSpec.from_json(json.dumps(data["spec"])), images, data["shards"], data["pack"],
-                   data.get("skipped", []))
+        """The plan in `text`, checked whole before anything acts on it (a rerun renames files by
+        it, a worker is sent its images, the viewer reads where it says): BadPlan says what is wrong."""
+        return plan_from_document(_document(text))
 
     def entry(self, name: str) -> ImageEntry:
         return self.images[self.row_of[name]]
@@ -138,3 +136,192 @@ def make_plan(source: str, config: Config, entries: list[ImageEntry], pack: int,
     for names in by_size.values():
         shards += [names[i:i + pack] for i in range(0, len(names), pack)]
     return Plan(source, config, spec, entries, shards, pack, skipped or [])
+
+
+class BadPlan(ValueError):
+    """A fit-many.json that this inr cannot act on; the message says what in it is wrong."""
+
+
+SEED_LIMIT = 1 << 63  # image_seed's range
+FINGERPRINT = re.compile(r"[0-9a-f]{1,64}")
+
+
+def _document(text: str) -> dict:
+    try:
+        data = json.loads(text)
+    except RecursionError:  # before the parser's own ValueError: the JSON decoder recurses per level
+        raise BadPlan("its JSON is nested too deeply") from None
+    except ValueError as exc:
+        raise BadPlan(f"not JSON ({str(exc)[:80]})") from None
+    if not isinstance(data, dict):
+        raise BadPlan(f"a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def plan_from_document(data: dict) -> Plan:
+    """Every field's type and range, then the fields against each other: the network description
+    against the settings, every shard's names against the images."""
+    version = data.get("format_version", FORMAT_VERSION)  # absent in the first plans
+    if type(version) is not int:
+        raise BadPlan(f"'format_version' is {_shown(version)}, not an integer")
+    if version > FORMAT_VERSION:
+        raise BadPlan(f"written by a newer inr (set format {version}; this inr reads up to {FORMAT_VERSION}); "
+                      f"upgrade inr")
+    folder, pack = data.get("folder"), data.get("pack")
+    if type(folder) is not str:
+        raise BadPlan(f"'folder' is {_shown(folder)}, not the input's path")
+    if type(pack) is not int or pack < 1:
+        raise BadPlan(f"'pack' is {_shown(pack)}, not a positive number of networks")
+    config = _config(data.get("config"))
+    images = _images(data, folder)
+    spec = _spec(data.get("spec"), config, len(images[0].channels))
+    row_of = {entry.name: i for i, entry in enumerate(images)}
+    shards = _shards(data.get("shards"), images, row_of, pack)
+    plan = Plan(folder, config, spec, images, shards, pack, _skipped(data.get("skipped", []), row_of))
+    plan.__dict__["row_of"] = row_of  # the cached property, already made
+    return plan
+
+
+def _config(value) -> Config:
+    if not isinstance(value, dict):
+        raise BadPlan(f"'config' is {_shown(value)}, not the settings")
+    try:
+        return configuration.validate(configuration.from_json(json.dumps(value)))
+    except UsageError as exc:
+        raise BadPlan(f"its settings: {str(exc).removeprefix('checkpoint: ')}") from None
+
+
+def _spec(value, config: Config, out_features: int) -> NetworkSpec:
+    """The network the plan's settings give, which the plan's own description must be."""
+    try:
+        expected = NetworkSpec.from_config(config, out_features)
+    except ValueError as exc:
+        raise BadPlan(f"its settings do not give a network ({exc})") from None
+    wanted = json.loads(expected.to_json())
+    if not isinstance(value, dict):
+        raise BadPlan(f"'spec' is {_shown(value)}, not the network's description")
+    given = {"in_features": expected.in_features, **value}  # the first plans did not write it
+    for key in sorted(wanted.keys() | given.keys()):
+        if key not in wanted or given.get(key) != wanted[key] or type(given.get(key)) is bool:
+            raise BadPlan(f"its network description says {key} = {_shown(given.get(key))}, its settings give "
+                          f"{_shown(wanted.get(key))}")
+    return expected
+
+
+def _images(data: dict, folder: str) -> list[ImageEntry]:
+    """The images, checked column by column (a million-image plan is read in seconds)."""
+    rows = data.get("images")
+    if type(rows) is not list or not rows:
+        raise BadPlan("'images' is not a list of images")
+    if "fields" in data:
+        names = data["fields"]
+        if (type(names) is not list or not all(type(n) is str for n in names) or len(set(names)) != len(names)
+                or not set(REQUIRED_FIELDS) <= set(names) <= set(IMAGE_FIELDS)):
+            raise BadPlan(f"'fields' is {_shown(names)}, not {', '.join(IMAGE_FIELDS)}")
+        bad = next((i for i, row in enumerate(rows) if type(row) is not list or len(row) != len(names)), None)
+        if bad is not None:
+            raise BadPlan(f"image {bad + 1} is {_shown(rows[bad])}, not a list of its {len(names)} fields")
+        columns = dict(zip(names, zip(*rows)))
+    else:  # an older plan: one object per image
+        bad = next((i for i, row in enumerate(rows) if type(row) is not dict
+                    or not set(REQUIRED_FIELDS) <= row.keys() <= set(IMAGE_FIELDS)), None)
+        if bad is not None:
+            raise BadPlan(f"image {bad + 1} is {_shown(rows[bad])}, not an object of {', '.join(REQUIRED_FIELDS)}")
+        columns = {name: tuple(row[name] for row in rows) for name in IMAGE_FIELDS if name in rows[0]}
+        if any(columns.keys() != row.keys() for row in rows):
+            raise BadPlan("its images do not all have the same fields")
+    count = len(rows)
+    _check(columns, "name", _texts, lambda v: type(v) is str and v != "" and "\0" not in v, "a file name")
+    _check(columns, "width", _whole(1, MAX_IMAGE_PIXELS), None, "a width in pixels")
+    _check(columns, "height", _whole(1, MAX_IMAGE_PIXELS), None, "a height in pixels")
+    _check(columns, "channels", lambda c: set(map(type, c)) == {list} and set(map(tuple, c)) <= CHANNEL_SETS.keys(),
+           lambda v: type(v) is list and tuple(v) in CHANNEL_SETS, "l, r,g,b or r,g,b,a")
+    _check(columns, "sha256", lambda c: set(map(type, c)) == {str} and all(map(FINGERPRINT.fullmatch, c)),
+           lambda v: type(v) is str and FINGERPRINT.fullmatch(v) is not None, "a fingerprint")
+    _check(columns, "seed", _whole(0, SEED_LIMIT - 1), None, "a seed below 2^63")
+    _check(columns, "location", _texts, None, "a path or a URL")
+    _check(columns, "bytes", _whole(-1, None), None, "a file size")
+    _check(columns, "label", _texts, None, "a label")
+    names = columns["name"]
+    unique = set(names)
+    if "" in unique:
+        raise BadPlan(f"image {names.index('') + 1}: its name is empty")
+    if len(unique) != count:
+        seen: set[str] = set()
+        twice = next(name for name in names if name in seen or seen.add(name))
+        raise BadPlan(f"{_shown(twice)} is listed twice in 'images'")
+    big = next((i for i, (w, h) in enumerate(zip(columns["width"], columns["height"])) if w * h > MAX_IMAGE_PIXELS),
+               None)
+    if big is not None:
+        raise BadPlan(f"{_shown(names[big])} is {columns['width'][big]}x{columns['height'][big]}, more than inr's "
+                      f"limit of {MAX_IMAGE_PIXELS} pixels")
+    if len(set(map(tuple, columns["channels"]))) != 1:
+        raise BadPlan("its images do not all have the same channels (one network shape needs one kind of image)")
+    channels = tuple(columns["channels"][0])
+    locations = columns.get("location") or ("",) * count
+    locations = [location or os.path.join(folder, name) for location, name in zip(locations, names)]
+    return list(map(ImageEntry, names, columns["width"], columns["height"], (channels,) * count, columns["sha256"],
+                    columns["seed"], locations, columns.get("bytes") or (-1,) * count,
+                    columns.get("label") or ("",) * count))
+
+
+def _texts(column) -> bool:
+    return set(map(type, column)) <= {str} and "\0" not in "".join(column)
+
+
+def _whole(low: int, high: int | None):
+    def valid(column) -> bool:  # bool is a type of its own here, so true and false are refused
+        return set(map(type, column)) == {int} and min(column) >= low and (high is None or max(column) <= high)
+    return valid
+
+
+def _check(columns: dict, name: str, valid_column, valid, what: str) -> None:
+    """A column checked at C speed (valid_column); where it fails, the first bad value found (valid:
+    the same test for one value, by default valid_column of it alone) and named."""
+    column = columns.get(name)
+    if column is None or valid_column(column):
+        return
+    valid = valid or (lambda value: valid_column((value,)))
+    bad = next(i for i, value in enumerate(column) if not valid(value))
+    raise BadPlan(f"image {bad + 1}: its {name} {_shown(column[bad])} is not {what}")
+
+
+def _shards(value, images: list[ImageEntry], row_of: dict[str, int], pack: int) -> list[list[str]]:
+    """Every image in exactly one shard; a shard of at most `pack` images, all of one size."""
+    if type(value) is not list or not value:
+        raise BadPlan("'shards' is not a list of shards")
+    if not all(type(shard) is list and 1 <= len(shard) <= pack for shard in value):
+        number = next(i for i, shard in enumerate(value) if not (type(shard) is list and 1 <= len(shard) <= pack))
+        raise BadPlan(f"shard {number} is not a list of 1 to {pack} (the pack) image names")
+    named = list(itertools.chain.from_iterable(value))
+    if set(map(type, named)) != {str} or len(named) != len(images) or set(named) != row_of.keys():  # each image once
+        seen: set[str] = set()
+        for number, shard in enumerate(value):
+            for name in shard:
+                if type(name) is not str or name not in row_of:
+                    raise BadPlan(f"shard {number}: {_shown(name)} is not an image of the plan")
+                if name in seen:
+                    raise BadPlan(f"shard {number}: {_shown(name)} is in another shard too")
+                seen.add(name)
+        missing = next(entry.name for entry in images if entry.name not in seen)
+        raise BadPlan(f"{_shown(missing)} is in no shard")
+    size_of = [(entry.width, entry.height) for entry in images]
+    for number, shard in enumerate(value):
+        if len(set(map(size_of.__getitem__, map(row_of.__getitem__, shard)))) != 1:
+            raise BadPlan(f"shard {number} holds images of different sizes")
+    return value
+
+
+def _skipped(value, row_of: dict[str, int]) -> list[list[str]]:
+    if type(value) is not list or not all(type(item) is list and len(item) == 2 and all(type(t) is str for t in item)
+                                          for item in value):
+        raise BadPlan("'skipped' is not a list of [name, reason]")
+    fitted = next((name for name, _ in value if name in row_of), None)
+    if fitted is not None:
+        raise BadPlan(f"{_shown(fitted)} is both skipped and an image to fit")
+    return value

@@ -60,6 +60,37 @@ class SetFolder:
             raise InrError(f"{self.join(name)}: cannot read ({exc.strerror or exc})") from None
 
     @contextmanager
+    def opened(self, name: str):
+        """A binary handle on the file `name` for reading parts of it (a bucket's file is read by range)."""
+        try:
+            if self.local:
+                handle = open(self.local / name, "rb")
+            else:
+                fs, _ = self.fs
+                handle = fs.open(self._remote(name), "rb")
+        except OSError as exc:
+            raise InrError(f"{self.join(name)}: cannot read ({exc.strerror or exc})") from None
+        with handle:
+            yield handle
+
+    def listing(self) -> list[str]:
+        """The names in the folder itself (empty when it does not exist); a file there is refused."""
+        if self.local:
+            if self.local.exists() and not self.local.is_dir():
+                raise InrError(f"{self.local} is a file; -o names the folder of the set")
+            try:
+                return os.listdir(self.local) if self.local.is_dir() else []
+            except OSError as exc:
+                raise InrError(f"{self.local}: cannot list ({exc.strerror or exc})") from None
+        fs, root = self.fs
+        try:
+            return [info["name"].rstrip("/").rsplit("/", 1)[-1] for info in fs.ls(root, detail=True)]
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise InrError(f"{self.where}: cannot list ({exc})") from None
+
+    @contextmanager
     def writing(self, name: str):
         """A binary handle on the file `name`, which appears only once the block ends without error."""
         try:

@@ -14,6 +14,7 @@ import csv
 import io
 import json
 import os
+import re
 import tempfile
 import zipfile
 from contextlib import contextmanager
@@ -24,10 +25,21 @@ import numpy as np
 from inr_cli import config as configuration
 from inr_cli.errors import InrError
 from inr_cli.formats.atomic import atomic_path
-from inr_cli.formats.network_set import (DESCRIPTION, FORMAT_VERSION, INDEX, INDEX_COLUMNS, LABEL, SHARDS, WEIGHTS,
-                                         WEIGHTS_PART)
+from inr_cli.formats.network_set import (DESCRIPTION, FORMAT_VERSION, INDEX, INDEX_COLUMNS, LABEL, PLAN, SHARDS,
+                                         WEIGHTS, WEIGHTS_PART, index_cell)
 from inr_cli.sets.plan import Plan
 from inr_cli.sets.set_folder import SetFolder
+
+
+# The files of a set (and its folder of shards): what --force replaces, and all it replaces.
+SET_FILES = (PLAN, WEIGHTS, WEIGHTS_PART, INDEX, DESCRIPTION)
+SHARD_FILE = re.compile(r"\d{5,}\.npz|\..*\.tmp")  # a shard, or a write killed before its rename
+SHARD_ARRAYS = {"names.npy", "psnr.npy", "loss.npy"}  # and params.npy where the file holds the networks
+NPY_HEADER_ROOM = 4096  # a member's bytes beyond its data: the .npy header that np.save writes
+
+
+class DamagedShard(Exception):
+    """A shard file that is not what its shard of the plan needs; the message says why."""
 
 
 def shard_name(index: int) -> str:
@@ -44,6 +56,53 @@ def write_shard(folder: SetFolder, index: int, result: dict, rows: list[int]) ->
         result = {key: value for key, value in result.items() if key != "params"}
     with folder.writing(shard_name(index)) as handle:
         np.savez(handle, **result)
+
+
+def check_shard(folder: SetFolder, index: int, plan: Plan) -> bool:
+    """Whether the file of shard `index` holds its networks (else they are in the rows file); a file
+    that is not this shard's (its arrays, their types and shapes, the plan's names) is DamagedShard.
+    Only the names and scores are read, each member's size checked first; of the networks, only the
+    header."""
+    names = plan.shards[index]
+    count, width = len(names), plan.spec.parameter_count()
+    sizes = {"names.npy": count * 4 * max(map(len, names)), "psnr.npy": count * 8, "loss.npy": count * 8,
+             "params.npy": count * width * 4}
+    try:
+        with folder.opened(shard_name(index)) as handle, zipfile.ZipFile(handle) as archive:
+            members = {info.filename: info for info in archive.infolist()}
+            if not SHARD_ARRAYS <= members.keys() <= sizes.keys():
+                raise DamagedShard(f"it holds {', '.join(sorted(members))[:80]}, not {', '.join(sorted(sizes))}")
+            for member, info in members.items():
+                if info.file_size > sizes[member] + NPY_HEADER_ROOM:
+                    raise DamagedShard(f"its {member} holds {info.file_size:,} bytes, more than {count} images need")
+            arrays = {}
+            for member in SHARD_ARRAYS:
+                with archive.open(member) as data:
+                    arrays[member] = np.lib.format.read_array(data, allow_pickle=False)
+            if "params.npy" in members:
+                with archive.open("params.npy") as data:
+                    _check_params_header(data, members["params.npy"].file_size, (count, width))
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError,
+            RuntimeError) as exc:
+        raise DamagedShard(str(exc)[:120] or type(exc).__name__) from None
+    found = arrays["names.npy"]
+    if found.dtype.kind != "U" or found.shape != (count,) or sorted(found.tolist()) != sorted(names):
+        raise DamagedShard(f"its names are not the {count} of shard {index} in the plan")
+    for member in ("psnr.npy", "loss.npy"):
+        if arrays[member].dtype.kind != "f" or arrays[member].shape != (count,):
+            raise DamagedShard(f"its {member} is {arrays[member].dtype} {arrays[member].shape}, not {count} numbers")
+    return "params.npy" in members
+
+
+def _check_params_header(data, size: int, shape: tuple[int, int]) -> None:
+    """The .npy member `data` of `size` bytes is float32 networks of `shape`, whole."""
+    version = np.lib.format.read_magic(data)
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    found, fortran, dtype = read_header(data)
+    if fortran or dtype != np.dtype("<f4") or found != shape:
+        raise DamagedShard(f"its networks are {dtype} {found}, not float32 {shape}")
+    if size != data.tell() + shape[0] * shape[1] * 4:
+        raise DamagedShard(f"its networks are {size:,} bytes with their header, not float32 {shape}")
 
 
 def read_shard(folder: SetFolder, index: int) -> dict:
@@ -94,37 +153,64 @@ def _npy_layout(fd: int) -> tuple[tuple[int, ...], int]:
     return shape, header.tell()
 
 
-def rows_file_ready(out: Path, plan: Plan, pending: list[int], notices: list) -> list[int]:
+def rows_file_problem(path: Path, shape: tuple[int, int]) -> str | None:
+    """Why the .npy file `path` is not whole float32 rows of `shape` (None when it is)."""
+    try:
+        with open(path, "rb") as handle:
+            found, data_at = _npy_layout(handle.fileno())
+            size = os.fstat(handle.fileno()).st_size
+    except InrError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror or exc})"
+    if found != shape:
+        return f"{found[0]} networks of {found[1]} parameters, not {shape[0]} of {shape[1]}"
+    if size < data_at + shape[0] * shape[1] * 4:
+        return f"truncated: {size - data_at:,} bytes of rows, not {shape[0] * shape[1] * 4:,}"
+    return None
+
+
+def rows_file_ready(out: Path, plan: Plan, pending: list[int], with_networks: set[int], notices: list) -> list[int]:
     """weights.npy.part, where the workers write each network at its row, made ready for them; the
-    shards to fit (finished shards whose networks were in a rows file now gone are fitted again)."""
+    shards to fit. A finished shard whose networks were in a rows file now gone or damaged is fitted
+    again, unless its own file holds them (with_networks). Called once every check has passed: it
+    renames and removes the set's files."""
     part, finished = out / WEIGHTS_PART, out / WEIGHTS
     shape = (len(plan.images), plan.spec.parameter_count())
+    damaged = None
     if part.is_file():
-        with open(part, "rb") as handle:
-            try:
-                if _npy_layout(handle.fileno())[0] == shape:
-                    return pending
-            except InrError:  # not a rows file of ours: made again below
-                pass
+        if rows_file_problem(part, shape) is None:
+            return pending
     elif finished.is_file():
-        if pending:  # a finished set missing shards (removed to fit them again): its rows stay
-            os.replace(finished, part)
-        return pending
+        damaged = rows_file_problem(finished, shape)
+        if damaged is None:
+            if pending:  # a finished set missing shards (removed to fit them again): its rows stay
+                os.replace(finished, part)
+            return pending
     with atomic_path(part, suffix=".npy") as tmp:
         _new_rows_file(tmp, shape)
     waiting = set(pending)
-    lost = [i for i in range(len(plan.shards)) if i not in waiting and "params.npy" not in _shard_members(out, i)]
+    lost = [i for i in range(len(plan.shards)) if i not in waiting and i not in with_networks]
     for index in lost:
         (out / shard_name(index)).unlink()
-    if lost:
+    if damaged is not None:
+        finished.unlink()
+        notices.append(f"{finished} is damaged ({damaged}): {len(lost)} finished shards had their networks in it; "
+                       f"they are fitted again")
+    elif lost:
         notices.append(f"{len(lost)} finished shards had their networks in a {WEIGHTS_PART} that is gone; "
                        f"they are fitted again")
     return sorted(waiting.union(lost))
 
 
-def _shard_members(out: Path, index: int) -> list[str]:
-    with zipfile.ZipFile(out / shard_name(index)) as archive:
-        return archive.namelist()
+def clear_set(folder: SetFolder) -> None:
+    """The set's own files removed, so that a new set starts there (--force); nothing else in the
+    folder is touched."""
+    for name in SET_FILES:
+        folder.remove(name)
+    for name in folder.files(SHARDS):
+        if SHARD_FILE.fullmatch(name):
+            folder.remove(f"{SHARDS}/{name}")
 
 
 def assemble(folder: SetFolder, plan: Plan) -> int:
@@ -149,8 +235,8 @@ def assemble(folder: SetFolder, plan: Plan) -> int:
         writer.writerow(INDEX_COLUMNS + ((LABEL,) if labelled else ()))
         steps = plan.config.training.steps
         for i, entry in enumerate(plan.images):
-            writer.writerow((entry.name, f"{psnr[i]:.4f}", f"{loss[i]:.8g}", steps, entry.seed, entry.width,
-                             entry.height) + ((entry.label,) if labelled else ()))
+            writer.writerow((index_cell(entry.name), f"{psnr[i]:.4f}", f"{loss[i]:.8g}", steps, entry.seed,
+                             entry.width, entry.height) + ((index_cell(entry.label),) if labelled else ()))
         text.flush()
         text.detach()
     description = {"format_version": FORMAT_VERSION, "spec": json.loads(plan.spec.to_json()),
