@@ -24,16 +24,23 @@ def command(
                              "other machines see the run."),
     no_browser: bool = typer.Option(False, "--no-browser", help="Do not open the page in a browser."),
     device: Device = typer.Option("auto", "--device", help="auto | cpu | gpu: where tiles are drawn."),
+    trust: bool = typer.Option(False, "--trust", help="Show a set's training images from wherever its "
+                               "fit-many.json names them (URLs, paths outside its input folder): only for a set "
+                               "you made."),
 ) -> None:
     from inr_cli.viewer.server import ViewServer
-    from inr_cli.viewer.sources import open_view
+    from inr_cli.viewer.sources import SetView, open_view
     from inr_cli.viewer.tiles import TileRenderer
 
     if not 0 <= port <= 65535:
         raise UsageError(f"--port is 0..65535, got {port}")
     if _run_without_checkpoint(run):
         _wait_for_first_checkpoint(run)
-    view = open_view(run)
+    view = open_view(run, trust)
+    withheld = view.sources_allowed.withheld if isinstance(view, SetView) else 0
+    if withheld:
+        info(f"{withheld} training images are not shown: the set's plan names them at URLs or outside its input "
+             f"folder; --trust shows them (for a set you made)")
     renderer = TileRenderer(make_backend(device))
     try:
         server = ViewServer((host, port), view, renderer)

@@ -48,6 +48,8 @@ class NetworkSet:
         for i, row in enumerate(self.index):
             if row["name"] == name:
                 return i
+        if not self.index:  # a set is never fitted empty: it was damaged
+            raise InrError(f"no image named '{name}': this set holds no networks (a damaged set)")
         close = [r["name"] for r in self.index if r["name"].split(".")[0] == name.split(".")[0]]
         hint = f"; did you mean {close[0]}?" if close else f" ({len(self.index)} images, e.g. {self.index[0]['name']})"
         raise InrError(f"no image named '{name}' in this set{hint}")

@@ -199,8 +199,9 @@ def _refuse_output_in_input(source: str, folder: SetFolder) -> None:
     if folder.local is not None and not Path(source).is_dir():
         return  # a list file names its images one by one
     if inside.startswith(source.rstrip("/") + "/"):
-        raise UsageError(f"-o {folder} is inside the input folder {source}: its files would be listed as images "
-                         f"when the command is run again; choose an -o outside it")
+        where = "the input folder" if inside == source.rstrip("/") + "/" else f"inside the input folder {source}"
+        raise UsageError(f"-o {folder} is {where}: its files would be listed as images when the command is run "
+                         f"again; choose an -o outside it")
 
 
 def _refuse_writing_over_inputs(folder: SetFolder, listed: list[inputs.Listed]) -> None:
@@ -291,18 +292,20 @@ def _refuse_changed_inputs(out: SetFolder, saved: Plan, listed: list[inputs.List
     if planned.keys() != now.keys():
         added, gone = sorted(now.keys() - planned.keys()), sorted(planned.keys() - now.keys())
         change = f"{added[0]} is new" if added else f"{gone[0]} is gone"
-        raise InrError(f"{out} was started on other images ({change} since); use another -o")
+        raise InrError(f"{out} was started on other images ({change} since); use another -o (--force starts it "
+                       f"again on these)")
     for name, size in planned.items():
         if size >= 0 and now[name] >= 0 and size != now[name]:
-            raise InrError(f"{out} was started on other images ({name} changed since); use another -o")
+            raise InrError(f"{out} was started on other images ({name} changed since); use another -o (--force "
+                           f"starts it again on these)")
 
 
 def _refuse_changed_settings(out: SetFolder, saved: Plan, plan: Plan) -> None:
     old, new = saved.settings(), plan.settings()
     if old["pack"] != new["pack"]:
         raise InrError(f"{out} was started with --pack {old['pack']}, not {new['pack']}; "
-                       f"rerun without --pack or with --pack {old['pack']}")
+                       f"rerun without --pack or with --pack {old['pack']} (--force starts it again)")
     for key, value in old["settings"].items():
         if new["settings"].get(key) != value:
             raise InrError(f"{out} was started with {key} = {value!r}, not {new['settings'].get(key)!r}; "
-                           f"rerun with the same settings, or use another -o")
+                           f"rerun with the same settings, or use another -o (--force starts it again)")

@@ -27,6 +27,7 @@ SOURCE_PATH = re.compile(rf"^/source/{NUMBER}\.png$")
 CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
                  ".css": "text/css; charset=utf-8", ".png": "image/png", ".txt": "text/plain; charset=utf-8"}
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
+IDLE_SECONDS = 60  # a connection that sends or takes nothing for this long is closed, freeing its thread
 
 
 def static_files() -> dict[str, bytes]:
@@ -47,6 +48,7 @@ def static_files() -> dict[str, bytes]:
 class ViewServer(ThreadingHTTPServer):
     daemon_threads = True  # a tile still drawing never holds up Ctrl-C
     block_on_close = False
+    idle_timeout = IDLE_SECONDS
 
     def __init__(self, address, view: RunView | SetView, renderer: TileRenderer):
         self.view = view
@@ -72,6 +74,10 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format, *args):  # noqa: A002 - the standard library's name
         pass  # one line per tile would bury the address and the errors
 
+    def setup(self):
+        self.timeout = self.server.idle_timeout  # the socket's timeout: an idle client lets go of its thread
+        super().setup()
+
     def do_HEAD(self):
         self.do_GET(head=True)
 
@@ -86,8 +92,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send_text(HTTPStatus.BAD_REQUEST, str(exc))
         except NoSuchNetwork:
             self._send_text(HTTPStatus.NOT_FOUND, "no such network")
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the page moved on (OpenSeadragon cancels tiles that scrolled away)
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
+            self.close_connection = True  # the page moved on (OpenSeadragon cancels tiles), or stopped reading
         except Exception as exc:  # noqa: BLE001 - one line on the console, the page gets a 500
             error(f"inr view: {self.path}: {exc}")
             self._send_text(HTTPStatus.INTERNAL_SERVER_ERROR, "the server failed on this request")

@@ -17,7 +17,7 @@ from inr_cli.core.network import NetworkSpec
 from inr_cli.runs.metrics_csv import read_metrics
 from inr_cli.errors import InrError
 from inr_cli.formats import checkpoint as ckpt
-from inr_cli.formats.data import load_training_data
+from inr_cli.formats.data import fingerprint, load_training_data
 from inr_cli.formats.images import fit_longer_side
 from inr_cli.formats.network_set import PLAN, is_network_set, load_network_set
 from inr_cli.formats.png import png_bytes
@@ -84,8 +84,9 @@ class RunView:
         self.metrics_stamp = None
         self.metrics: list[dict] = []
         self._refresh()
-        data = self.saved.config.data
-        self.source: bytes | None = image_png(lambda: load_training_data(data.source, data.size, data.gray))
+        data, trained_on = self.saved.config.data, self.saved.data_fingerprint
+        self.source: bytes | None = image_png(lambda: _trained_on(
+            load_training_data(data.source, data.size, data.gray), trained_on))
 
     def _refresh(self) -> None:
         """Read the checkpoint again if it changed; a checkpoint that cannot be read keeps the last one."""
@@ -114,8 +115,8 @@ class RunView:
         return self.shown
 
     def thumbnail_size(self, net: int) -> tuple[int, int]:
-        shown = self.network(net)  # the size it is trained at
-        return shown.width, shown.height
+        shown = self.network(net)
+        return fit_longer_side(shown.width, shown.height, THUMBNAIL_SIDE)
 
     def _curve(self) -> dict:
         path = self.run_dir / "metrics.csv"
@@ -153,7 +154,7 @@ class SetView:
 
     kind = "set"
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, trust: bool = False):
         self.path = Path(path)
         self.name = self.path.resolve().name
         self.set = load_network_set(self.path)
@@ -162,6 +163,7 @@ class SetView:
             self.config = self.plan.config
         except (OSError, ValueError, KeyError, TypeError, InrError) as exc:
             raise InrError(f"{self.path / PLAN}: damaged plan ({exc})") from None
+        self.sources_allowed = SourcePolicy(self.plan, trust)
         index = self.set.index
         self.names = [row["name"] for row in index]
         self.psnr = np.array([_number(row.get("psnr")) for row in index])
@@ -230,8 +232,8 @@ class SetView:
                 "count": len(self.names), "source": self._source_reachable(net)}
 
     def _source_reachable(self, net: int) -> bool:
-        location = self.plan.entry(self.names[net]).location
-        return is_url(location) or Path(location).is_file()
+        location = self.sources_allowed.location(self.plan.entry(self.names[net]))
+        return location is not None and (is_url(location) or Path(location).is_file())
 
     def source_png(self, net: int) -> bytes | None:
         if not 0 <= net < len(self.names):
@@ -239,10 +241,51 @@ class SetView:
         data = self.sources.get(net)
         if data is None:
             entry = self.plan.entry(self.names[net])
-            data = image_png(lambda: inputs.load(entry.location, entry.name, self.config)[0])
+            data = image_png(lambda: self.sources_allowed.load(entry, self.config))
             if data is not None:
                 self.sources.put(net, data)
         return data
+
+
+def _trained_on(image, trained_on: str):
+    """The image a run loaded, if it is the one the run was trained on: a checkpoint names any path."""
+    if fingerprint(image) != trained_on:
+        raise InrError("not the image this run was trained on")
+    return image
+
+
+class SourcePolicy:
+    """Where `inr view` may read a set's training images. fit-many.json is a file that anyone could
+    have written (a set downloaded, a plan edited), so it names nothing the viewer follows blindly:
+    a path is read only inside the set's input folder (a list file's own folder), a URL never, and a
+    file is shown only when its bytes are the ones planned (their fingerprint). --trust (trust=True)
+    lets the viewer read any path or URL the plan names; the fingerprint is checked all the same."""
+
+    def __init__(self, plan: Plan, trust: bool):
+        self.trust = trust
+        folder = plan.folder
+        root = folder if is_url(folder) or os.path.isdir(folder) else os.path.dirname(folder)
+        self.roots = [] if is_url(root) or not root else \
+            [os.path.join(os.path.normpath(root), ""), os.path.join(os.path.realpath(root), "")]
+        self.withheld = 0 if trust else sum(1 for entry in plan.images if not self._inside(entry.location, quick=True))
+
+    def _inside(self, location: str, quick: bool = False) -> bool:
+        if is_url(location) or not self.roots:
+            return False
+        if quick:  # the path as written, for the count said at start
+            path = os.path.normpath(location)
+            return any(path.startswith(root) for root in self.roots)
+        return os.path.realpath(location).startswith(self.roots[1])  # resolved, links and all
+
+    def location(self, entry) -> str | None:
+        """Where the image of the plan's `entry` may be read; None where it may not."""
+        return entry.location if self.trust or self._inside(entry.location) else None
+
+    def load(self, entry, config):
+        location = self.location(entry)
+        if location is None:
+            raise InrError(f"{entry.location}: outside the set's input folder (inr view --trust reads it)")
+        return inputs.load(location, entry.name, config, expected=entry.sha256)[0]
 
 
 def _number(text) -> float:
@@ -252,6 +295,7 @@ def _number(text) -> float:
         return float("nan")
 
 
-def open_view(path: Path) -> RunView | SetView:
-    """The run or set at `path`, read once now so that a bad path is one error before any serving."""
-    return SetView(path) if is_network_set(path) else RunView(path)
+def open_view(path: Path, trust: bool = False) -> RunView | SetView:
+    """The run or set at `path`, read once now so that a bad path is one error before any serving
+    (trust: a set's training images are read wherever its plan says, SourcePolicy)."""
+    return SetView(path, trust) if is_network_set(path) else RunView(path)
