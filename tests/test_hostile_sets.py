@@ -407,3 +407,25 @@ def test_a_runs_thumbnail_is_drawn_at_thumbnail_size(tmp_path):
     assert view.source is not None
     make_images(tmp_path, ["photo.png"], size=(300, 200)[::-1])  # the training image replaced since
     assert open_view(tmp_path / "run").source is None
+
+
+def test_an_output_in_a_hidden_folder_of_its_input_resumes(tmp_path):
+    """The listing leaves hidden folders out, so a set there is never listed as its own images."""
+    images = make_images(tmp_path / "images", ["a.png", "b.png"])
+    for _ in range(2):
+        result = fit(images, "-o", images / ".inr" / "set", *NET)
+        assert result.exit_code == 0, result.output
+    assert len(load_network_set(images / ".inr" / "set").index) == 2
+
+
+@pytest.mark.parametrize("plan", ["[" * 100000 + "]" * 100000, '{"folder": 5}', "[]"])
+def test_export_and_view_of_a_set_whose_plan_is_not_one(reference, tmp_path, plan):
+    """export reads a set's plan only to protect its inputs: a plan that is not one protects
+    nothing and the set still exports; the viewer, which follows the plan, refuses it in one line."""
+    _, out = copy_set(reference, tmp_path)
+    (out / PLAN).write_text(plan)
+    result = run("export", out, "--image", "img0.png", "-o", tmp_path / "one.safetensors")
+    assert result.exit_code == 0, result.output
+    before = snapshot(tmp_path)
+    refused(run("view", out, "--no-browser", "--device", "cpu"), "damaged plan")
+    assert snapshot(tmp_path) == before

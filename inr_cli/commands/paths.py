@@ -79,6 +79,6 @@ def run_sources(run: Path, image: str | None = None) -> list[Path]:
         from inr_cli.formats import checkpoint as ckpt
 
         source = ckpt.load(run).config.data.source
-    except (InrError, OSError, ValueError, AttributeError):
+    except (InrError, OSError, ValueError, AttributeError, TypeError, RecursionError):  # a plan as anyone wrote it
         return []
     return [Path(source)] if source else []

@@ -155,7 +155,7 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
         except InrError as exc:
             if not force:
                 raise
-            notices.append(f"--force: {folder} is started again ({exc})")
+            notices.append(f"--force: {folder} is started again ({str(exc).split(';')[0]})")
             saved = None
     if saved is not None:
         plan = saved
@@ -193,13 +193,19 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
 
 def _refuse_output_in_input(source: str, folder: SetFolder) -> None:
     """A set inside its input folder would be listed as its own images when the command is run again."""
-    inside = str(folder).rstrip("/") + "/"
-    if (folder.local is None) != inputs.is_url(source):
+    if folder.local is not None:  # both resolved (fit_folder): links followed
+        if inputs.is_url(source) or not Path(source).is_dir():
+            return  # a list file names its images one by one
+        same, inside = folder.local == Path(source), Path(source) in folder.local.parents
+        # the listing leaves hidden files and folders out: a set in one is never listed
+        inside = inside and not any(part.startswith(".") for part in folder.local.relative_to(source).parts)
+    elif inputs.is_url(source):
+        out, root = str(folder).rstrip("/"), source.rstrip("/")
+        same, inside = out == root, out.startswith(root + "/")
+    else:
         return
-    if folder.local is not None and not Path(source).is_dir():
-        return  # a list file names its images one by one
-    if inside.startswith(source.rstrip("/") + "/"):
-        where = "the input folder" if inside == source.rstrip("/") + "/" else f"inside the input folder {source}"
+    if same or inside:
+        where = "the input folder" if same else f"inside the input folder {source}"
         raise UsageError(f"-o {folder} is {where}: its files would be listed as images when the command is run "
                          f"again; choose an -o outside it")
 
@@ -241,9 +247,7 @@ def _saved_plan(folder: SetFolder, force: bool, notices: list) -> Plan | None:
             notices.append(f"--force: {folder} is started again ({folder.join(PLAN)} was not a plan this inr "
                            f"can read)")
             return None
-    # A new set makes shards/ first: an empty one is what a run killed at once leaves
-    others = [name for name in names if not (name == SHARDS and not folder.files(SHARDS)
-                                             and not (folder.local and os.listdir(folder.local / SHARDS)))]
+    others = [name for name in names if not (name == SHARDS and _empty_shards_folder(folder))]
     if others and not force:
         ours = sorted(set(others) & {*SET_FILES, SHARDS})
         replaced = f"--force replaces its {', '.join(ours)}" if ours else "--force writes the set beside them"
@@ -251,6 +255,13 @@ def _saved_plan(folder: SetFolder, force: bool, notices: list) -> Plan | None:
         raise UsageError(f"{folder} is not empty ({shown}) and holds no inr fit-many set: choose another -o "
                          f"({replaced})")
     return None
+
+
+def _empty_shards_folder(folder: SetFolder) -> bool:
+    """A new set makes shards/ first: an empty one is what a run killed at its start leaves."""
+    if folder.local:
+        return not os.listdir(folder.local / SHARDS)
+    return not folder.files(SHARDS)
 
 
 def _resumed_config(folder: SetFolder, saved: Plan, listed: list[inputs.Listed], config: Config,
