@@ -44,7 +44,7 @@ from inr_cli.errors import InrError, UsageError
 from inr_cli.hooks import hook
 from inr_cli.formats.images import PixelImage
 from inr_cli.formats.network_set import (DESCRIPTION, FORMAT_VERSION, INDEX, INDEX_COLUMNS, LABEL, PLAN, SHARDS,
-                                         WEIGHTS, WEIGHTS_PART)
+                                         WEIGHTS, WEIGHTS_PART, refuse_newer_set)
 from inr_cli.core.metrics import psnr_from_mse
 from inr_cli.core.network import NetworkSpec, output_means
 from inr_cli.core.sizing import AUTO, SIZED_KEYS, fit_to_image
@@ -111,8 +111,9 @@ class Plan:
                            "shards": self.shards, "skipped": self.skipped})
 
     @classmethod
-    def from_json(cls, text: str) -> "Plan":
+    def from_json(cls, text: str, where: object = PLAN) -> "Plan":
         data = json.loads(text)
+        refuse_newer_set(where, data)  # before its unknown contents read as damage
         folder = data["folder"]
         rows = data["images"]
         if "fields" in data:  # else an older plan: one object per image
@@ -312,7 +313,7 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
     listed = inputs.list_inputs(source)
     if folder.exists(PLAN):
         try:
-            saved = Plan.from_json(folder.read_bytes(PLAN).decode())
+            saved = Plan.from_json(folder.read_bytes(PLAN).decode(), folder.join(PLAN))
         except (ValueError, KeyError, TypeError, UsageError) as exc:
             raise InrError(f"{folder.join(PLAN)}: not a plan this inr can read ({exc})") from None
         _refuse_changed_inputs(folder, saved, listed)
