@@ -17,9 +17,28 @@ from pathlib import Path
 
 from inr_cli.errors import UsageError
 from inr_cli.resources import configs_dir
-from inr_cli.settings import (ADDED_KEYS, BY_KEY, BY_NAME, DEFAULTS, DEVICES, ENCODINGS, MATMULS,  # noqa: F401
-                              MODELS, NON_NEGATIVE, OPTIMIZERS, POSITIVE, SETTINGS, Device, Encoding, Matmul,
-                              Model, Optimizer, for_command, format_value, markdown_table)
+from inr_cli.settings import (  # noqa: F401
+    ADDED_KEYS,
+    BY_KEY,
+    BY_NAME,
+    DEFAULTS,
+    DEVICES,
+    ENCODINGS,
+    MATMULS,
+    MODELS,
+    NON_NEGATIVE,
+    OPTIMIZERS,
+    POSITIVE,
+    SETTINGS,
+    Device,
+    Encoding,
+    Matmul,
+    Model,
+    Optimizer,
+    for_command,
+    format_value,
+    markdown_table,
+)
 
 
 def _section_class(section: str, class_name: str) -> type:

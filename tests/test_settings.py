@@ -12,8 +12,8 @@ import typer.main
 from typer.testing import CliRunner
 
 from inr_cli import settings
-from inr_cli.cli import app
 from inr_cli.api import KEYWORDS
+from inr_cli.cli import app
 from inr_cli.commands.setting_options import COMMAND_LINE
 from inr_cli.config import given_settings, options_table
 from inr_cli.errors import UsageError
