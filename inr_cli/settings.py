@@ -113,8 +113,8 @@ SETTINGS = (
             choices=MATMULS, fits=False),
     Setting("training.cuda_graph", bool, True, "Replay the GPU step as a CUDA graph (off: launch kernels one "
             "by one)", fits=False),
-    Setting("data.source", str, "", "Image, pixel CSV or .npy array; empty = the built-in sample; train's DATA argument sets it",
-            commands=(TRAIN,), flag=False),
+    Setting("data.source", str, "", "Image, pixel CSV or .npy array; empty = the built-in sample; train's DATA "
+            "argument sets it", commands=(TRAIN,), flag=False),
     Setting("data.size", int, 0, "Resize images so the longer side is N; 0 (in a config file) = as is",
             bound=NON_NEGATIVE, flag_bound=POSITIVE),
     Setting("data.gray", bool, False, "Train on one grey channel"),

@@ -20,6 +20,7 @@ from inr_cli.core.network import NetworkSpec
 from inr_cli.core.state import TrainingState
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.atomic import atomic_path
+from inr_cli.formats.versions import refuse_newer
 
 MAGIC = "inr-checkpoint"
 FORMAT_VERSION = 2  # 2: [N, P] parameters, nested configuration, training seconds; 1 still loads
@@ -119,10 +120,7 @@ def _from_arrays(path: Path, arrays: dict) -> Checkpoint:
     if str(need("magic")) != MAGIC:
         raise InrError(f"{path}: not an inr checkpoint")
     version = int(need("format_version"))
-    if version > FORMAT_VERSION:
-        raise InrError(
-            f"{path}: checkpoint format {version} is newer than this inr understands ({FORMAT_VERSION}); upgrade inr"
-        )
+    refuse_newer(path, version, FORMAT_VERSION)
     if version < 1:
         raise InrError(f"{path}: checkpoint format {version} is not one this inr reads (1 to {FORMAT_VERSION})")
     try:

@@ -18,6 +18,7 @@ import numpy as np
 
 from inr_cli.core.network import NetworkSpec
 from inr_cli.errors import InrError
+from inr_cli.formats.versions import refuse_newer
 
 PLAN = "fit-many.json"
 SHARDS = "shards"
@@ -27,7 +28,7 @@ INDEX = "index.csv"
 DESCRIPTION = "network.json"
 INDEX_COLUMNS = ("name", "psnr", "loss", "steps", "seed", "width", "height")
 LABEL = "label"  # the last column when the images came in class folders (the first folder level)
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # of network.json and fit-many.json, written together
 
 
 @dataclass
@@ -58,6 +59,7 @@ def load_network_set(out: Path) -> NetworkSet:
         raise InrError(f"{out}: the set is not finished (no {WEIGHTS}); run the same inr fit-many command again")
     try:
         description = json.loads((out / DESCRIPTION).read_text())
+        refuse_newer_set(out / DESCRIPTION, description)
         spec = NetworkSpec.from_json(json.dumps(description["spec"]))
         with open(out / INDEX, newline="") as handle:
             index = list(csv.DictReader(handle))
@@ -68,3 +70,10 @@ def load_network_set(out: Path) -> NetworkSet:
         raise InrError(f"{out}: damaged network set: weights {weights.shape} {weights.dtype} for "
                        f"{len(index)} images of {spec.parameter_count()} parameters")
     return NetworkSet(spec, tuple(description["channels"]), index, weights)
+
+
+def refuse_newer_set(where: object, document) -> None:
+    """InrError when a set's network.json or plan (`document`, parsed) was written by a newer inr."""
+    version = document.get("format_version", 1) if isinstance(document, dict) else 1
+    if isinstance(version, int):
+        refuse_newer(where, version, FORMAT_VERSION)

@@ -144,7 +144,7 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
     listed = inputs.list_inputs(source)
     if folder.exists(PLAN):
         try:
-            saved = Plan.from_json(folder.read_bytes(PLAN).decode())
+            saved = Plan.from_json(folder.read_bytes(PLAN).decode(), folder.join(PLAN))
         except (ValueError, KeyError, TypeError, UsageError) as exc:
             raise InrError(f"{folder.join(PLAN)}: not a plan this inr can read ({exc})") from None
         _refuse_changed_inputs(folder, saved, listed)

@@ -19,7 +19,7 @@ from inr_cli import config as configuration
 from inr_cli.config import Config
 from inr_cli.core.network import NetworkSpec
 from inr_cli.errors import InrError
-from inr_cli.formats.network_set import FORMAT_VERSION
+from inr_cli.formats.network_set import FORMAT_VERSION, PLAN, refuse_newer_set
 from inr_cli.sets import inputs
 from inr_cli.settings import FIT_MANY_FREE_KEYS
 
@@ -76,8 +76,9 @@ class Plan:
                            "shards": self.shards, "skipped": self.skipped})
 
     @classmethod
-    def from_json(cls, text: str) -> "Plan":
+    def from_json(cls, text: str, where: object = PLAN) -> "Plan":
         data = json.loads(text)
+        refuse_newer_set(where, data)  # before its unknown contents read as damage
         folder = data["folder"]
         rows = data["images"]
         if "fields" in data:  # else an older plan: one object per image
