@@ -134,12 +134,17 @@ def assemble(folder: SetFolder, plan: Plan) -> int:
     after shard, so the memory needed is one shard's whatever the size of the set."""
     count, width = len(plan.images), plan.spec.parameter_count()
     psnr, loss = np.full(count, np.nan), np.full(count, np.nan)
+    # Each network's steps: fewer than the budget where it reached the target PSNR (shards written
+    # before the target existed trained the whole budget).
+    steps = np.full(count, plan.config.training.steps, dtype=np.int64)
     with _rows_file(folder, (count, width)) as fd:
         data_at = _npy_layout(fd)[1]
         for index in range(len(plan.shards)):
             shard = read_shard(folder, index)
             rows = np.array([plan.row_of[name] for name in shard["names"].tolist()])
             psnr[rows], loss[rows] = shard["psnr"], shard["loss"]
+            if "steps" in shard:
+                steps[rows] = shard["steps"]
             if "params" in shard:
                 _write_runs(fd, data_at, rows, shard["params"])
     labelled = plan.labelled
@@ -147,9 +152,8 @@ def assemble(folder: SetFolder, plan: Plan) -> int:
         text = io.TextIOWrapper(handle, encoding="utf-8", newline="")
         writer = csv.writer(text, lineterminator="\n")
         writer.writerow(INDEX_COLUMNS + ((LABEL,) if labelled else ()))
-        steps = plan.config.training.steps
         for i, entry in enumerate(plan.images):
-            writer.writerow((entry.name, f"{psnr[i]:.4f}", f"{loss[i]:.8g}", steps, entry.seed, entry.width,
+            writer.writerow((entry.name, f"{psnr[i]:.4f}", f"{loss[i]:.8g}", steps[i], entry.seed, entry.width,
                              entry.height) + ((entry.label,) if labelled else ()))
         text.flush()
         text.detach()
