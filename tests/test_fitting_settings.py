@@ -15,6 +15,7 @@ from inr_cli.config import Config, build_config, with_values
 from inr_cli.core.network import NetworkSpec, output_means
 from inr_cli.core.sizing import fit_to_image
 from inr_cli.core.trainer import Trainer
+from inr_cli.core.training_loop import Signals, run_steps
 from inr_cli.core.state import TrainingState
 from inr_cli.formats.data import load_training_data
 from tests.conftest import make_image
@@ -43,6 +44,7 @@ CHANGED = {
     "training.steps": (50, {}),  # the cosine schedule's length
     "training.batch_size": (10, {}),
     "training.seed": (1, {}),
+    "training.target_psnr": (1.0, {}),  # reached at the first reading: the fit stops there
     "data.source": (OTHER_IMAGE, {}),
     "data.size": (4, {}),
     "data.gray": (True, {}),
@@ -73,9 +75,20 @@ def fit(backend, config: Config) -> np.ndarray:
     seed = config.training.seed
     state = TrainingState.fresh(spec, [seed], output_means(config, [image]))
     trainer = Trainer(backend, spec, config, [image], state, [seed])
-    for _ in range(STEPS):
-        trainer.step()
+
+    def stop_at_steps(step):
+        if step == STEPS:
+            raise _Done
+
+    try:  # the step loop itself, reading the loss at every step (where a target PSNR is checked)
+        run_steps(trainer, Signals(), 1, on_step=stop_at_steps, target_psnr=config.training.target_psnr)
+    except _Done:
+        pass
     return trainer.state().params[0]
+
+
+class _Done(Exception):
+    pass
 
 
 @pytest.fixture(params=["numpy", "kernels"])
