@@ -192,6 +192,9 @@ def _from_arrays(path: Path, arrays: _CheckedArrays) -> Checkpoint:
         raise InrError(f"{path}: damaged checkpoint, the moments do not match the {shapes['params'][0]} networks' "
                        f"parameters")
     flats = {name: need(name).reshape(shape) for name, shape in shapes.items()}
+    if not np.isfinite(flats["params"]).all():  # nothing could be drawn from it, nor resumed
+        raise InrError(f"{path}: the network's parameters hold NaN or infinite values (a damaged file, or a run "
+                       f"that blew up); there is nothing to draw or resume")
     networks = flats["params"].shape[0]
     data_shape = tuple(int(v) for v in need("data_shape"))
     if len(data_shape) != 3 or min(data_shape) < 1 or data_shape[0] * data_shape[1] > MAX_IMAGE_PIXELS:

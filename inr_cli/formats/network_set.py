@@ -51,6 +51,14 @@ class NetworkSet:
         hint = f"; did you mean {close[0]}?" if close else f" ({len(self.index)} images, e.g. {self.index[0]['name']})"
         raise InrError(f"no image named '{name}' in this set{hint}")
 
+    def params(self, row: int) -> np.ndarray:
+        """The [P] parameters of the network of index row `row`, read from the file and checked."""
+        params = np.array(self.weights[row])
+        if not np.isfinite(params).all():
+            raise InrError(f"{self.index[row]['name']}: its network's parameters in {WEIGHTS} hold NaN or infinite "
+                           f"values (a damaged set); there is nothing to draw")
+        return params
+
 
 def is_network_set(path: Path) -> bool:
     return Path(path).is_dir() and (Path(path) / PLAN).is_file()
@@ -201,11 +209,13 @@ def _index_row(path: Path, line: int, header: list[str], cells: list[str]) -> di
     if len(cells) != len(header):
         raise InrError(f"{path}, line {line}: {len(cells)} values, expected {len(header)} ({','.join(header)})")
     row = dict(zip(header, cells))
-    for column in ("psnr", "loss"):
+    for column in ("psnr", "loss"):  # NaN where it could not be measured; never negative
         try:
-            float(row[column])
+            value = float(row[column])
         except ValueError:
-            raise InrError(f"{path}, line {line}: {column} '{row[column][:40]}' is not a number") from None
+            value = -1.0
+        if value < 0:
+            raise InrError(f"{path}, line {line}: {column} '{row[column][:40]}' is not a number of at least 0")
     for column, low in (("steps", 0), ("seed", 0), ("width", 1), ("height", 1)):
         text = row[column]
         if not (text.isascii() and text.isdigit() and len(text) <= 20 and int(text) >= low):
