@@ -138,7 +138,8 @@ class _CheckedArrays(Mapping):
         kinds, dimensions = ARRAY_KINDS.get(name, (None, None))
         if kinds is not None and (dtype.kind not in kinds or len(shape) not in dimensions
                                   or (dtype.kind == "U" and dtype.itemsize > MAX_TEXT_BYTES)):
-            held = f"{dtype} of shape {shape}" if shape else f"one {dtype}"
+            kind = "text" if dtype.kind == "U" else dtype.name
+            held = f"a {shape} array of {kind}" if shape else kind if dtype.kind == "U" else f"one {kind}"
             wanted = KIND_WORDS[kinds] + (" (one value)" if dimensions == (0,) else "")
             raise InrError(f"{self.path}: damaged checkpoint, '{name}' is {held}, expected {wanted}")
         return self.archive[name]
