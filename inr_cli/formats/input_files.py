@@ -110,8 +110,9 @@ def check_regular(path: str | Path, where: str | None = None, expected: str = "a
 
 
 def read_local(path: str | Path) -> bytes:
-    check_regular(path)
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            check_regular(path)  # says what it is instead
         return Path(path).read_bytes()
     except OSError as exc:
         raise InrError(f"{path}: cannot read ({exc.strerror or exc})") from None
