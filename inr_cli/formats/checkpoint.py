@@ -133,6 +133,9 @@ class _CheckedArrays(Mapping):
     def header(self, name: str) -> tuple[tuple[int, ...], np.dtype]:
         return self.archive.headers[name]
 
+    def __contains__(self, name) -> bool:  # from the directory: Mapping's own would read the array
+        return name in self.archive.headers
+
     def __getitem__(self, name: str) -> np.ndarray:
         shape, dtype = self.archive.headers[name]
         kinds, dimensions = ARRAY_KINDS.get(name, (None, None))

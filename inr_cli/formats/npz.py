@@ -100,6 +100,9 @@ class Archive(Mapping):
         except READ_ERRORS as exc:
             raise self.damaged(f"array '{name}' cannot be read ({exc})") from None
 
+    def __contains__(self, name) -> bool:  # from the directory: Mapping's own would read the array
+        return name in self._infos
+
     def __iter__(self):
         return iter(self._infos)
 
