@@ -14,6 +14,7 @@ import struct
 import subprocess
 import sys
 import threading
+import warnings
 import zipfile
 import zlib
 from pathlib import Path
@@ -160,7 +161,8 @@ def test_parameters_that_are_not_finite_draw_nothing(trained, tmp_path):
         params = npz["params"].copy()
     params[0, 3] = np.nan
     run = tampered(trained, tmp_path, params=params)
-    refused_leaving_all(tmp_path, ["render", run, "-o", tmp_path / "out.png"], "NaN or infinite", out=tmp_path / "out.png")
+    out = tmp_path / "out.png"
+    refused_leaving_all(tmp_path, ["render", run, "-o", out], "NaN or infinite", out=out)
     assert not (tmp_path / "out.png").exists()
 
 
@@ -284,7 +286,8 @@ def rewrite_index(folder: Path, edit) -> None:
     (lambda s: edit_description(s, hidden="16"), "'hidden' is \"16\", expected an integer"),
     (lambda s: edit_description(s, hidden=1_000_000), "'hidden' is 1000000"),
     (lambda s: edit_description(s, hidden=12000), "declares 51 'float32' parameters, the network has"),
-    (lambda s: _drop_declared_count(s) or edit_description(s, hidden=12000), "expected (N, 72003) float32 as network.json says"),
+    (lambda s: _drop_declared_count(s) or edit_description(s, hidden=12000),
+     "expected (N, 72003) float32 as network.json says"),
     (lambda s: (s / network_set.DESCRIPTION).write_text("[" * 100_000), "not JSON"),
     (lambda s: (s / network_set.DESCRIPTION).write_text('{"format_version": 7}'), "written by a newer inr"),
     (lambda s: rewrite_index(s, lambda lines: lines + ["extra,1,1,1,1,1,1"]), "line 5: more rows than the 3"),
@@ -385,15 +388,19 @@ def test_a_header_that_declares_too_many_pixels(tmp_path):
     assert ran.code == 0 and "Traceback" not in ran.stderr and "skipped huge.png" in ran.stderr, ran.stderr
 
 
-def test_an_image_within_inr_limit_but_beyond_pillow_default_is_probed(tmp_path):
-    """16000 x 16000 is within inr's limit (which inr train accepts) and beyond Pillow's own: the
-    probe reads its size from the header."""
+@pytest.mark.parametrize("side", [10000, 16000])
+def test_an_image_within_inr_limit_but_beyond_pillow_default_is_probed(tmp_path, side):
+    """Within inr's limit (which inr train accepts) and beyond Pillow's own, where Pillow warns
+    (10000 x 10000, a RuntimeWarning on stderr) or refuses (16000 x 16000): the probe reads its size
+    from the header, and nothing warns."""
     from inr_cli.config import build_config
     from inr_cli.sets import inputs
 
-    path = grey_png_of_zeros(tmp_path / "large.png", 16000, 16000)
+    path = grey_png_of_zeros(tmp_path / "large.png", side, side)
     config = build_config(None, {"data.size": 32})
-    assert inputs.probe([("large.png", str(path))], config)[0][:3] == (32, 32, "l")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert inputs.probe([("large.png", str(path))], config)[0][:3] == (32, 32, "l")
 
 
 def test_symbolic_link_loops_in_a_folder(tmp_path):

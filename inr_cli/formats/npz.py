@@ -84,7 +84,8 @@ class Archive(Mapping):
         except READ_ERRORS as exc:
             raise self.damaged(f"array '{name}' has no readable .npy header ({exc})") from None
         if dtype.hasobject:
-            raise InrError(f"{self.where}: holds pickled objects, refused (a {self.what} is data only; '{name}' is not)")
+            raise InrError(f"{self.where}: holds pickled objects, refused (a {self.what} is data only; "
+                           f"'{name}' is not)")
         data_bytes = math.prod(shape) * dtype.itemsize
         if header_bytes + data_bytes != info.file_size:
             raise self.damaged(f"array '{name}' of shape {tuple(shape)} {dtype} should take {data_bytes:,} bytes, "
@@ -112,7 +113,7 @@ class Archive(Mapping):
     def close(self) -> None:
         self._zip.close()
 
-    def __enter__(self) -> "Archive":
+    def __enter__(self) -> Archive:
         return self
 
     def __exit__(self, *exc) -> None:

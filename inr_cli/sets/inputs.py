@@ -125,7 +125,8 @@ def _list_file(list_path: Path) -> list[Listed]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise InrError(f"{list_path}, line {line}: not UTF-8 text (a list file holds one path or URL per line)") from None
+        raise InrError(f"{list_path}, line {line}: not UTF-8 text (a list file holds one path or URL per "
+                       f"line)") from None
     for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
