@@ -1,10 +1,14 @@
 """The output folder of `inr fit-many`, a data set of networks: its file names, and reading it back.
 
     OUT/weights.npy     [N, P] float32, row i is the network of index.csv row i (np.load reads it)
-    OUT/index.csv       name, psnr, loss, steps, seed, width, height (and label, for class folders)
+    OUT/index.csv       name, psnr, loss, steps, seed, width, height (and label, for class folders);
+                        a name or label a spreadsheet would run as a formula behind an apostrophe
     OUT/network.json    the network's description (NetworkSpec) and the configuration that fitted it
     OUT/fit-many.json   the plan, and OUT/shards/ the finished shards, for resuming
     OUT/weights.npy.part    weights.npy while it is being fitted (each network written at its row)
+
+Everything read back is checked against its format and against the other files before anything is
+sized from it: a damaged set is one line naming the file (and the line of index.csv).
 """
 
 from __future__ import annotations

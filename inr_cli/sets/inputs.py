@@ -210,8 +210,9 @@ def probe(locations: list[tuple[str, str]], config: Config,
     or the one-line reason it cannot be: what the plan needs, learned where the images are read.
     The file is read once (for its fingerprint) and only its header is parsed, so that an image is
     decoded once, when it is fitted; a file whose header reads but whose pixels do not stops the
-    run there, naming it. `contents`: the files as read_or_reason gave them on the driver, for a
-    worker that cannot reach them."""
+    run there, naming it. The files are read PROBE_READERS at a time, so that a server that never
+    answers costs one network timeout, not one per file. `contents`: the files as read_or_reason gave
+    them on the driver, for a worker that cannot reach them."""
     found = []
     for (name, _), data in zip(locations, _read_ahead(locations) if contents is None else contents, strict=True):
         try:
