@@ -13,6 +13,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import warnings
 import zipfile
@@ -33,39 +34,51 @@ NET = ["--hidden", "8", "--layers", "1", "--steps", "3", "--device", "cpu", "-q"
 
 
 class Ran:
-    def __init__(self, code: int, stdout: str, stderr: str, peak_bytes: int):
+    def __init__(self, code: int, stdout: str, stderr: str, peak_bytes: int | None):
         self.code, self.stdout, self.stderr, self.peak_bytes = code, stdout, stderr, peak_bytes
 
 
-def inr(*args, cwd: Path | None = None, env: dict | None = None, timeout: float = 300) -> Ran:
-    """`inr ARGS` in a process of its own, as a user runs it (the interpreter's own warning filters),
-    and the peak memory that process used."""
+# `inr` that writes, as it exits, the most memory it held (VmHWM: this program's own, from after its
+# exec; a parent's rusage would count the pages of the test process it was forked from).
+PEAK_REPORTER = """
+import atexit, os, sys
+def report():
+    with open("/proc/self/status") as status:
+        peak = next(line.split()[1] for line in status if line.startswith("VmHWM"))
+    with open(os.environ["INR_TEST_PEAK_FILE"], "w") as out:
+        out.write(peak)
+atexit.register(report)
+sys.argv[0] = "inr"
+from inr_cli.cli import main
+main()
+"""
+
+
+def inr(*args, env: dict | None = None, timeout: float = 300, measure: bool = False) -> Ran:
+    """`inr ARGS` in a process of its own, as a user runs it (the interpreter's own warning filters);
+    with `measure`, the most memory it held."""
     environment = {key: value for key, value in os.environ.items() if key != "PYTHONWARNINGS"}
     environment.update({"PYTHONPATH": str(ROOT), **(env or {})})
-    with open(os.devnull, "rb") as stdin, _scratch() as out, _scratch() as err:
-        process = subprocess.Popen([sys.executable, "-m", "inr_cli", *map(str, args)], cwd=cwd, env=environment,
-                                   stdin=stdin, stdout=out, stderr=err)
-        finished = threading.Event()
-        killer = threading.Thread(target=lambda: finished.wait(timeout) or process.kill(), daemon=True)
-        killer.start()
-        _, status, usage = os.wait4(process.pid, 0)  # its own rusage: the peak memory of this process alone
-        process.returncode = os.waitstatus_to_exitcode(status)
-        finished.set()
-        out.seek(0), err.seek(0)
-        return Ran(process.returncode, out.read().decode(), err.read().decode(), usage.ru_maxrss * 1024)
-
-
-def _scratch():
-    import tempfile
-
-    return tempfile.TemporaryFile()
+    with tempfile.TemporaryDirectory() as scratch:
+        peak_file = Path(scratch) / "peak"
+        environment["INR_TEST_PEAK_FILE"] = str(peak_file)
+        program = ["-c", PEAK_REPORTER] if measure else ["-m", "inr_cli"]
+        process = subprocess.Popen([sys.executable, *program, *map(str, args)], env=environment,
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            stdout, stderr = process.communicate()
+        peak = int(peak_file.read_text()) * 1024 if measure else None
+        return Ran(process.returncode, stdout, stderr, peak)
 
 
 def refused(ran: Ran, *fragments: str) -> str:
     """The one line on stderr of a command that failed, which says each of `fragments`."""
     lines = ran.stderr.strip().splitlines()
     assert ran.code != 0, f"exit 0:\n{ran.stderr}"
-    assert ran.code not in (-9, 137), "killed: it hung"
+    assert ran.code != -9, "killed: it hung"
     assert len(lines) == 1 and "Traceback" not in ran.stderr and "Warning" not in ran.stderr, ran.stderr
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
@@ -208,7 +221,7 @@ def test_a_zip_bomb_checkpoint_is_refused_before_it_is_read(trained, tmp_path):
     assert declared > 200 * size
     before = snapshot(tmp_path)
     for args in (["info", run], ["export", run, "-o", tmp_path / "x.onnx"], ["render", run, "-o", tmp_path / "x.png"]):
-        ran = inr(*args)
+        ran = inr(*args, measure=True)
         refused(ran, "zip bomb")
         assert ran.peak_bytes < declared / 2, f"{args[0]} took {ran.peak_bytes:,} bytes"
     assert snapshot(tmp_path) == before
