@@ -136,7 +136,7 @@ class TrainedSet:
         else:
             row = self._saved.row(str(key))
         entry = self.index[row]
-        return TrainedNetwork(self.spec, np.array(self.weights[row]), self.channels, entry["width"], entry["height"])
+        return TrainedNetwork(self.spec, self._saved.params(row), self.channels, entry["width"], entry["height"])
 
     def __iter__(self) -> Iterator[TrainedNetwork]:
         return (self[i] for i in range(len(self)))
