@@ -1,3 +1,4 @@
-from inr_cli.cli import main
+from inr_cli.cli import run
 
-main()
+if __name__ == "__main__":
+    run()

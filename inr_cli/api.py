@@ -15,7 +15,6 @@ bad setting) carrying the one-line message the command would print.
 
 from __future__ import annotations
 
-import difflib
 import os
 import shutil
 from pathlib import Path
@@ -23,13 +22,13 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from inr_cli.config import coerce_value
+from inr_cli.config import Spelling, given_settings
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
 from inr_cli.errors import UsageError
 from inr_cli.formats.checkpoint import FILENAME as CHECKPOINT
 from inr_cli.formats.network_set import LABEL, is_network_set, load_network_set
 from inr_cli.loading import one_network
-from inr_cli.settings import BY_KEY, FIT_MANY, POSITIVE, for_command
+from inr_cli.settings import FIT_MANY
 
 PathLike = str | Path
 ARRAY_FILE = "image.npy"  # where a run keeps an image given as an array, for --resume
@@ -137,7 +136,7 @@ class TrainedSet:
         else:
             row = self._saved.row(str(key))
         entry = self.index[row]
-        return TrainedNetwork(self.spec, np.array(self.weights[row]), self.channels, entry["width"], entry["height"])
+        return TrainedNetwork(self.spec, self._saved.params(row), self.channels, entry["width"], entry["height"])
 
     def __iter__(self) -> Iterator[TrainedNetwork]:
         return (self[i] for i in range(len(self)))
@@ -265,36 +264,15 @@ def fit_many(folder: PathLike, out: PathLike, *, preset: str | None = None, conf
     return None if "://" in str(out) else TrainedSet(out)
 
 
+# How the library's messages spell a setting: lr_min= and settings={'optimizer.lr_min': 0.001}.
+KEYWORDS = Spelling(flag=lambda name: f"{name}=", key=lambda key: f"settings[{key!r}]",
+                    key_value=lambda key, value: f"settings={{{key!r}: {value!r}}}")
+
+
 def _flags(command: str, options: dict, settings: dict) -> dict:
     """{flag name: value} from keyword arguments (named as the flags) and {"section.key": value},
-    checked as the command checks its flags and --set."""
-    takes = for_command(command)
-    by_name = {s.name: s for s in takes if s.flag}
-    flags = {}
-    for name, value in options.items():
-        if name not in by_name:
-            close = difflib.get_close_matches(name, list(by_name), n=1)
-            hint = f"; did you mean {close[0]}=?" if close else " (settings: " + ", ".join(by_name) + ")"
-            raise UsageError(f"{name}= is not a setting of {command}{hint}")
-        if value is None:
-            continue
-        setting = by_name[name]
-        value = coerce_value(f"{name}=", setting.type, value)
-        if setting.flag_bound == POSITIVE and value <= 0:
-            raise UsageError(f"{name}= must be positive, got {value}; for {setting.key} = {value} pass "
-                             f"settings={{'{setting.key}': {value}}}")
-        flags[name] = value
-    allowed = {s.key for s in takes}
-    for key, value in settings.items():
-        if key not in allowed:
-            known = "" if key in BY_KEY else " (keys: " + ", ".join(sorted(allowed)) + ")"
-            raise UsageError(f"settings: {key} is not a setting of {command}{known}")
-        setting = BY_KEY[key]
-        value = coerce_value(f"settings: {key}", setting.type, value)
-        if setting.name in flags and flags[setting.name] != value:
-            raise UsageError(f"{key} is given twice, differently ({setting.name}= and settings)")
-        flags[setting.name] = value
-    return flags
+    checked as the command checks its flags and --set, with the messages in the library's spelling."""
+    return given_settings(command, options, settings.items(), KEYWORDS)
 
 
 class _interrupt_as_keyboard_interrupt:

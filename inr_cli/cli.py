@@ -7,6 +7,7 @@ import functools
 import os
 import sys
 import threading
+from typing import NoReturn
 
 import typer
 from typer.core import TyperGroup
@@ -15,10 +16,28 @@ from inr_cli import __version__
 from inr_cli.console import error
 from inr_cli.errors import InrError
 
+# The exit status when standard output was closed before all was written (`inr info | head -0`):
+# Python's own when its exit cannot flush stdout. Click's would be 1, the status of any failure.
+CLOSED_OUTPUT = 120
+
+
 class OneLineErrors(TyperGroup):
     """Usage errors (an unknown flag, a value not among the choices) as one line on stderr and exit
     code 2, like every other error, instead of a framed box. Typer raises Click's exceptions, from
-    Click or from its own copy of it: they are known by their exit_code and format_message."""
+    Click or from its own copy of it: they are known by their exit_code and format_message. A closed
+    stdout ends the command with CLOSED_OUTPUT, before Typer's own handling would make it 1."""
+
+    def make_context(self, *args, **kwargs):
+        try:
+            return super().make_context(*args, **kwargs)  # --version and --help write here
+        except BrokenPipeError:
+            raise typer.Exit(CLOSED_OUTPUT) from None
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise typer.Exit(CLOSED_OUTPUT) from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
@@ -103,27 +122,56 @@ def _register() -> None:
 _register()
 
 
-def main() -> None:
-    """The `inr` program. It ends without the interpreter's teardown: once NumPy and Ray are loaded,
-    freeing every module and object one by one costs more CPU than a short command itself, and Ray's
-    C++ threads may still run while it does. What the teardown does that matters is done first, in
-    its order (the program's threads waited for, the exit handlers run, Ray's shutdown among them,
-    the streams flushed); then the process ends as multiprocessing's children end. A bug's
-    traceback leaves the usual way."""
+def main(args: list[str] | None = None) -> int:
+    """Run one `inr` command (args: the command line after `inr`; None: sys.argv) and return its exit
+    code. In-process callers get the code back; the process goes on."""
     try:
-        app()
+        app(args=args)
         code = 0
     except SystemExit as exc:
         code = exc.code
-    if code is not None and not isinstance(code, int):
+    except BrokenPipeError:  # stdout closed while a usage error or the help was written
+        return CLOSED_OUTPUT
+    if code is None:
+        return 0
+    if not isinstance(code, int):
         print(code, file=sys.stderr)
-        code = 1
-    threading._shutdown()
-    atexit._run_exitfuncs()
+        return 1
+    return code
+
+
+def run() -> NoReturn:
+    """The console script `inr` and `python -m inr_cli`: main(), then the process ends without the
+    interpreter's teardown. Once NumPy and Ray are loaded, freeing every module and object one by one
+    costs more CPU than a short command, and Ray's C++ threads may still run while it does (a glibc
+    abort at exit once). What the teardown does that matters is done first, in its order: the
+    program's threads waited for, the exit handlers run (Ray's shutdown among them), Python's and C's
+    output buffers flushed; then the process ends as multiprocessing's children end. Without
+    CPython's hooks for the first two it exits the usual way."""
+    code = main()
+    wait_for_threads = getattr(threading, "_shutdown", None)
+    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
+    if wait_for_threads is None or run_exit_handlers is None:
+        sys.exit(code)
+    wait_for_threads()
+    run_exit_handlers()
     for stream in (sys.stdout, sys.stderr):
         try:
             if stream is not None:
                 stream.flush()
-        except (OSError, ValueError):  # a closed pipe: as Python's own exit, status 120
-            code = code or 120
-    os._exit(code or 0)
+        except (OSError, ValueError):  # a closed pipe
+            code = code or CLOSED_OUTPUT
+    _flush_c_streams()
+    os._exit(code)
+
+
+def _flush_c_streams() -> None:
+    """fflush(NULL): what C code (a library's printf) left in its stdio buffers, which only the C
+    library's exit would otherwise write. The process's own symbols hold the C library's fflush on
+    Linux and macOS (find_library would start ldconfig); elsewhere there is none to reach."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError, TypeError):
+        pass

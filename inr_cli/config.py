@@ -8,16 +8,37 @@ line. An unknown key, a wrong type or a bad value is a UsageError (exit code 2).
 
 from __future__ import annotations
 
+import difflib
 import json
 import tomllib
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields, make_dataclass, replace
 from pathlib import Path
 
 from inr_cli.errors import UsageError
 from inr_cli.resources import configs_dir
-from inr_cli.settings import (ADDED_KEYS, BY_KEY, DEFAULTS, DEVICES, ENCODINGS, MATMULS, MODELS,  # noqa: F401
-                              NON_NEGATIVE, OPTIMIZERS, POSITIVE, SETTINGS, Device, Encoding, Matmul, Model,
-                              Optimizer, format_value, markdown_table)
+from inr_cli.settings import (  # noqa: F401
+    ADDED_KEYS,
+    BY_KEY,
+    BY_NAME,
+    DEFAULTS,
+    DEVICES,
+    ENCODINGS,
+    MATMULS,
+    MODELS,
+    NON_NEGATIVE,
+    OPTIMIZERS,
+    POSITIVE,
+    SETTINGS,
+    Device,
+    Encoding,
+    Matmul,
+    Model,
+    Optimizer,
+    for_command,
+    format_value,
+    markdown_table,
+)
 
 
 def _section_class(section: str, class_name: str) -> type:
@@ -49,8 +70,6 @@ class Config:
 SECTION_TYPES = {"network": NetworkConfig, "encoding": EncodingConfig, "optimizer": OptimizerConfig,
                  "training": TrainingConfig, "data": DataConfig}
 KEY_TYPES = {s.key: s.type for s in SETTINGS}
-# Command-line flags (and the flat field names of checkpoint format 1) -> "section.key".
-FLAGS = {s.name: s.key for s in SETTINGS}
 
 # The preset a model starts from when no --preset is named.
 MODEL_PRESETS = {"siren": "siren", "sigmoid": "sigmoid", "relu": "fourier"}
@@ -91,8 +110,7 @@ def _flatten(where: str, document: dict) -> dict:
         for key, value in table.items():
             dotted = f"{section}.{key}"
             if dotted not in KEY_TYPES:
-                known = ", ".join(f.name for f in fields(SECTION_TYPES[section]))
-                raise UsageError(f"{where}: unknown key '{dotted}' (known in [{section}]: {known})")
+                raise UsageError(f"{where}: {_unknown_key(dotted)}")
             values[dotted] = coerce_value(f"{where}: {dotted}", KEY_TYPES[dotted], value)
     return values
 
@@ -136,7 +154,62 @@ def with_values(config: Config, values: dict) -> Config:
 
 def flags_to_values(flags: dict) -> dict:
     """{"flag_name": value} (None = not given) -> {"section.key": value}."""
-    return {FLAGS[name]: value for name, value in flags.items() if value is not None}
+    return {BY_NAME[name].key: value for name, value in flags.items() if value is not None}
+
+
+@dataclass(frozen=True)
+class Spelling:
+    """How a caller writes a setting, for given_settings' messages: the command line's --lr-min and
+    --set optimizer.lr_min=0.001, or the library's lr_min= and settings={'optimizer.lr_min': 0.001}."""
+
+    flag: Callable[[str], str]  # a flag's name -> "--lr-min"
+    key: Callable[[str], str]  # "section.key" -> "--set optimizer.lr_min"
+    key_value: Callable[[str, object], str]  # ("section.key", value) -> "--set optimizer.lr_min=0.001"
+
+
+def given_settings(command: str, flags: dict, keys: Iterable[tuple[str, object]], spelling: Spelling) -> dict:
+    """{flag name: value} of the settings a caller gave `command`: by flag name ({name: value}, None =
+    not given) and by key (("section.key", value) pairs, in the order given), each checked: a name
+    or key the command does not take, a value of the wrong type, a flag's own bound; a setting
+    given twice with different values is refused."""
+    takes = for_command(command)
+    by_name = {s.name: s for s in takes if s.flag}
+    given, said = {}, {}
+    for name, value in flags.items():
+        if name not in by_name:
+            close = difflib.get_close_matches(name, list(by_name), n=1)
+            hint = (f"; did you mean {spelling.flag(close[0])}?" if close
+                    else f" (settings: {', '.join(map(spelling.flag, by_name))})")
+            raise UsageError(f"{spelling.flag(name)} is not a setting of {command}{hint}")
+        if value is None:
+            continue
+        setting = by_name[name]
+        value = coerce_value(spelling.flag(name), setting.type, value)
+        if setting.flag_bound == POSITIVE and value <= 0:
+            raise UsageError(f"{spelling.flag(name)} must be positive, got {value}; for {setting.key} = {value} "
+                             f"leave {spelling.flag(name)} out or pass {spelling.key_value(setting.key, value)}")
+        given[name], said[name] = value, spelling.flag(name)
+    allowed = {s.key for s in takes}
+    for key, value in keys:
+        if key not in KEY_TYPES:
+            raise UsageError(f"{spelling.key(key)}: {_unknown_key(key)}")
+        if key not in allowed:
+            raise UsageError(f"{spelling.key(key)}: {key} is not a setting of {command}")
+        name = BY_KEY[key].name
+        value = coerce_value(spelling.key(key), KEY_TYPES[key], value)
+        if name in given and given[name] != value:
+            raise UsageError(f"{key} is given twice, differently ({said[name]} and "
+                             f"{spelling.key_value(key, value)})")
+        given[name], said[name] = value, spelling.key_value(key, value)
+    return given
+
+
+def _unknown_key(key: str) -> str:
+    section = key.partition(".")[0]
+    if section in SECTION_TYPES:
+        known = ", ".join(f.name for f in fields(SECTION_TYPES[section]))
+        return f"unknown key '{key}' (known in [{section}]: {known})"
+    return f"unknown key '{key}' (sections: {', '.join(SECTION_TYPES)})"
 
 
 def parse_assignment(text: str) -> tuple[str, object]:
@@ -146,11 +219,7 @@ def parse_assignment(text: str) -> tuple[str, object]:
     if not equals:
         raise UsageError(f"--set {text}: expected section.key=value, e.g. --set optimizer.lr=1e-3")
     if key not in KEY_TYPES:
-        section = key.partition(".")[0]
-        if section in SECTION_TYPES:
-            known = ", ".join(f.name for f in fields(SECTION_TYPES[section]))
-            raise UsageError(f"--set {text}: unknown key '{key}' (known in [{section}]: {known})")
-        raise UsageError(f"--set {text}: unknown key '{key}' (sections: {', '.join(SECTION_TYPES)})")
+        raise UsageError(f"--set {text}: {_unknown_key(key)}")
     return key, _parse(f"--set {key}", KEY_TYPES[key], raw.strip())
 
 
@@ -220,9 +289,8 @@ def from_json(text: str) -> Config:
 
 def from_flat_v1(values: dict) -> Config:
     """Checkpoint format 1 kept the configuration as one flat table of the flags' names."""
-    return from_values({**ADDED_KEYS, **{FLAGS[k]: v for k, v in values.items() if k in FLAGS}},
+    return from_values({**ADDED_KEYS, **{BY_NAME[k].key: v for k, v in values.items() if k in BY_NAME}},
                        "checkpoint (format 1)")
-
 
 
 def options_table() -> str:

@@ -33,7 +33,7 @@ def one_network(run: Path, image: str | None) -> OneNetwork:
         networks = load_network_set(run)
         row = networks.row(image)
         entry = networks.index[row]
-        return OneNetwork(networks.spec, np.array(networks.weights[row]), networks.channels, int(entry["width"]),
+        return OneNetwork(networks.spec, networks.params(row), networks.channels, int(entry["width"]),
                           int(entry["height"]), f"render-{Path(image).stem}")
     if image is not None:
         raise UsageError(f"--image names an image of an inr fit-many folder; {run} is a single run")

@@ -99,6 +99,9 @@ SETTINGS = (
             bound=NON_NEGATIVE),
     Setting("training.seed", int, 0, "Seed of the initialisation and mini-batches (fit-many: each image's "
             "seed comes from it and the image's name)", bound=NON_NEGATIVE),
+    Setting("training.target_psnr", float, 0.0, "Stop when the training PSNR reaches this many dB, checked at "
+            "each loss read (fit-many: each network stops on its own); --steps stays the ceiling; 0 = off",
+            name="until_psnr", bound=NON_NEGATIVE, legacy=0.0),
     Setting("training.checkpoint_every", int, 250, "Steps between checkpoints", bound=POSITIVE, fits=False,
             commands=(TRAIN,)),
     Setting("training.log_every", int, 10, "Steps between loss reads and metrics rows", bound=POSITIVE,
@@ -113,8 +116,8 @@ SETTINGS = (
             choices=MATMULS, fits=False),
     Setting("training.cuda_graph", bool, True, "Replay the GPU step as a CUDA graph (off: launch kernels one "
             "by one)", fits=False),
-    Setting("data.source", str, "", "Image, pixel CSV or .npy array; empty = the built-in sample; train's DATA argument sets it",
-            commands=(TRAIN,), flag=False),
+    Setting("data.source", str, "", "Image, pixel CSV or .npy array; empty = the built-in sample; train's DATA "
+            "argument sets it", commands=(TRAIN,), flag=False),
     Setting("data.size", int, 0, "Resize images so the longer side is N; 0 (in a config file) = as is",
             bound=NON_NEGATIVE, flag_bound=POSITIVE),
     Setting("data.gray", bool, False, "Train on one grey channel"),
@@ -125,9 +128,9 @@ BY_NAME = {s.name: s for s in SETTINGS}
 DEFAULTS = {s.key: s.default for s in SETTINGS}
 # Keys added after checkpoints were first written, with the value that does what those runs did.
 ADDED_KEYS = {s.key: s.legacy for s in SETTINGS if s.legacy is not NO_LEGACY}
-# What `inr train --resume` may change (by flag name): what does not change the fit, and the step
-# budget, which a resumed run extends.
-RESUMABLE = {s.name for s in SETTINGS if not s.fits} | {"steps"}
+# What `inr train --resume` may change (by flag name): what does not change the fit, and the budget
+# (steps, target PSNR), which a resumed run extends.
+RESUMABLE = {s.name for s in SETTINGS if not s.fits} | {"steps", "until_psnr"}
 # What a rerun of fit-many may change: what does not change the fit, and where the folder is.
 FIT_MANY_FREE_KEYS = {s.key for s in SETTINGS if not s.fits} | {"data.source"}
 

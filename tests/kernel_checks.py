@@ -91,15 +91,31 @@ def check_mse_loss(backend, rows, cols, networks=2):
     close(backend, loss, loss_ref, rtol=1e-5)
 
 
+# The optimizer's settings as the checks below pass them: the defaults (settings.py), and values far
+# enough from them that a kernel reading a default in place of any one of them fails the comparison
+# (a large lr and eps move the parameters by more than the tolerance).
+OPTIMIZER_SETTINGS = [
+    dict(lr=1e-3, lr_min=1e-5, beta1=0.9, beta2=0.999, eps=1e-8, momentum=0.9),
+    dict(lr=0.05, lr_min=2e-3, beta1=0.5, beta2=0.9, eps=0.1, momentum=0.3),
+    dict(lr=0.2, lr_min=0.0, beta1=0.99, beta2=0.5, eps=1e-4, momentum=0.0),
+]
+
+
 def check_schedule_and_optimizers(backend, n, total=100):
     """The on-device schedule against schedule.py over the whole budget and past its end, then Adam
-    and SGD steps against the NumPy backend."""
+    and SGD steps against the NumPy backend, for each of OPTIMIZER_SETTINGS."""
+    for settings in OPTIMIZER_SETTINGS:
+        _check_schedule_and_optimizers(backend, n, total, **settings)
+
+
+def _check_schedule_and_optimizers(backend, n, total, lr, lr_min, beta1, beta2, eps, momentum):
+    where = f"lr {lr}, lr_min {lr_min}, beta1 {beta1}, beta2 {beta2}, eps {eps}, momentum {momentum}"
     counter = backend.to_device(np.array([0], np.int64))
     hyper = backend.to_device(np.zeros(3, np.float32))
     for step in range(total + 3):
-        backend.advance_schedule(counter, hyper, 1e-3, 1e-5, total, 0.9, 0.999)
-        expected = np.array(step_hyperparameters(step, total, 1e-3, 1e-5, 0.9, 0.999), np.float32)
-        np.testing.assert_allclose(backend.to_host(hyper), expected, rtol=1e-6, err_msg=f"step {step}")
+        backend.advance_schedule(counter, hyper, lr, lr_min, total, beta1, beta2)
+        expected = np.array(step_hyperparameters(step, total, lr, lr_min, beta1, beta2), np.float32)
+        np.testing.assert_allclose(backend.to_host(hyper), expected, rtol=1e-6, err_msg=f"step {step}, {where}")
     assert int(backend.to_host(counter)[0]) == total + 3
 
     rng = np.random.default_rng(0)
@@ -109,17 +125,18 @@ def check_schedule_and_optimizers(backend, n, total=100):
     counter_h, counter_d = np.array([41], np.int64), backend.to_device(np.array([41], np.int64))
     hyper_h, hyper_d = np.zeros(3, np.float32), backend.to_device(np.zeros(3, np.float32))
     for _ in range(3):
-        cpu.advance_schedule(counter_h, hyper_h, 1e-3, 1e-5, 100, 0.9, 0.999)
-        backend.advance_schedule(counter_d, hyper_d, 1e-3, 1e-5, 100, 0.9, 0.999)
-        cpu.adam_update(*host, hyper_h, 0.9, 0.999, 1e-8)
-        backend.adam_update(*dev, hyper_d, 0.9, 0.999, 1e-8)
+        cpu.advance_schedule(counter_h, hyper_h, lr, lr_min, 100, beta1, beta2)
+        backend.advance_schedule(counter_d, hyper_d, lr, lr_min, 100, beta1, beta2)
+        cpu.adam_update(*host, hyper_h, beta1, beta2, eps)
+        backend.adam_update(*dev, hyper_d, beta1, beta2, eps)
     assert int(backend.to_host(counter_d)[0]) == 44
     close(backend, hyper_d, hyper_h, rtol=1e-6)
-    for d, h in zip(dev, host):
-        close(backend, d, h, rtol=1e-5, atol=1e-6)
-    cpu.sgd_update(host[0], host[1], host[2], hyper_h, 0.9)
-    backend.sgd_update(dev[0], dev[1], dev[2], hyper_d, 0.9)
-    close(backend, dev[0], host[0], rtol=1e-5, atol=1e-6)
+    for name, d, h in zip(("params", "grads", "moment1", "moment2"), dev, host):
+        np.testing.assert_allclose(backend.to_host(d), h, rtol=1e-5, atol=1e-6, err_msg=f"Adam's {name}, {where}")
+    cpu.sgd_update(host[0], host[1], host[2], hyper_h, momentum)
+    backend.sgd_update(dev[0], dev[1], dev[2], hyper_d, momentum)
+    for name, d, h in zip(("params", "momentum buffer"), (dev[0], dev[2]), (host[0], host[2])):
+        np.testing.assert_allclose(backend.to_host(d), h, rtol=1e-5, atol=1e-6, err_msg=f"SGD's {name}, {where}")
 
 
 def check_sample_batch(backend, n_pixels, batch, seeds, step):

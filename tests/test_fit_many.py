@@ -458,3 +458,26 @@ def test_an_image_whose_pixels_are_broken_stops_the_run_naming_it(tmp_path):
     assert result.exit_code == 1 and "img1.jpg: broken or truncated" in result.output
     assert "--skip-unreadable" not in result.output and "Traceback" not in result.output
     assert (tmp_path / "out" / shard_name(0)).is_file()  # the shard before it is kept
+
+
+def test_until_psnr_stops_each_network_as_it_would_alone(tmp_path):
+    """A target PSNR: each network leaves its pack at the reading where it reaches the target, the rest go
+    on; each is the network `inr train --until-psnr` gives alone, and index.csv says where it stopped."""
+    folder = make_folder(tmp_path / "images")
+    net = [*NET[:NET.index("--steps")], "--steps", "300", "--device", "cpu", "-q"]
+    result = fit(folder, "-o", tmp_path / "out", "--pack", "5", "--until-psnr", "22", *net)
+    assert result.exit_code == 0, result.output
+    networks = load_network_set(tmp_path / "out")
+    steps = {row["name"]: int(row["steps"]) for row in networks.index}
+    assert len(set(steps.values())) > 1 and all(s % 10 == 0 for s in steps.values()), steps
+    assert min(steps.values()) < 300
+    reached = [row for row in networks.index if int(row["steps"]) < 300]
+    assert all(float(row["psnr"]) >= 21.9 for row in reached)
+    for name in ("img0.png", "img4.png"):
+        row = networks.row(name)
+        result = runner.invoke(app, ["train", str(folder / name), "--seed", networks.index[row]["seed"], "--run-dir",
+                                     str(tmp_path / name), "--preview-every", "0", "--until-psnr", "22", *net])
+        assert result.exit_code == 0, result.output
+        alone = ckpt.load(tmp_path / name)
+        assert alone.step == steps[name]
+        assert np.array_equal(alone.params, networks.weights[row])

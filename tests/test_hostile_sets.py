@@ -188,7 +188,7 @@ PLAN_CASES = {
     "an image in no shard": (lambda p: p["shards"][0].pop(), "'img1.png' is in no shard"),
     "an image in two shards": (lambda p: p["shards"][-1].append(p["shards"][0][0]), "in another shard too"),
     "a seed out of range": (lambda p: p["images"][0].__setitem__(p["fields"].index("seed"), 2 ** 70), "seed"),
-    "a newer format": (_set("format_version", 99), "written by a newer inr"),
+
     "no images": (_set("images", []), "'images' is not a list"),
     "a pack of zero": (_set("pack", 0), "'pack' is 0"),
 }
@@ -207,6 +207,17 @@ def test_a_tampered_plan_is_one_line_before_anything_is_renamed(reference, tmp_p
     refused(fit(images, "-o", out, *PACK, *NET), "fit-many.json: not a plan this inr can read", fragment)
     assert snapshot(tmp_path) == before
     assert len(load_network_set(out).index) == 5  # still a set that loads, views and exports
+
+
+def test_a_plan_of_a_newer_inr_is_one_line_even_with_force(reference, tmp_path):
+    images, out = copy_set(reference, tmp_path)
+    plan = json.loads((out / PLAN).read_text())
+    plan["format_version"] = 99
+    (out / PLAN).write_text(json.dumps(plan))
+    before = snapshot(tmp_path)
+    for force in ([], ["--force"]):
+        refused(fit(images, "-o", out, *PACK, *NET, *force), "fit-many.json: written by a newer inr", "upgrade inr")
+        assert snapshot(tmp_path) == before
 
 
 @pytest.mark.parametrize("text,fragment", [("[" * 100000 + "]" * 100000, "nested too deeply"),

@@ -93,7 +93,7 @@ def rewrite(path, **arrays):
 @pytest.mark.parametrize("damage,message", [
     (lambda p: p.write_bytes(p.read_bytes()[:200]), "not a readable checkpoint"),
     (lambda p: p.write_text("hello"), "not a readable checkpoint"),
-    (lambda p: rewrite(p, format_version=np.array(99)), "newer than this inr understands"),
+    (lambda p: rewrite(p, format_version=np.array(99)), "written by a newer inr (format 99)"),
     (lambda p: rewrite(p, params=None), "'params' is missing"),
     (lambda p: rewrite(p, moment1=np.zeros(7, np.float32)), "'moment1' has shape (7,)"),
     (lambda p: rewrite(p, moment2=np.zeros((2, SPEC.parameter_count()), np.float32)), "moments do not match"),

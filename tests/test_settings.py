@@ -7,12 +7,16 @@ import itertools
 import re
 from pathlib import Path
 
+import pytest
 import typer.main
 from typer.testing import CliRunner
 
 from inr_cli import settings
+from inr_cli.api import KEYWORDS
 from inr_cli.cli import app
-from inr_cli.config import options_table
+from inr_cli.commands.setting_options import COMMAND_LINE
+from inr_cli.config import given_settings, options_table
+from inr_cli.errors import UsageError
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -45,7 +49,7 @@ def test_every_flag_setting_is_an_option_of_the_commands_that_take_it():
 
 def test_resume_and_rerun_freedom_come_from_one_attribute():
     not_fitting = {s for s in settings.SETTINGS if not s.fits}
-    assert settings.RESUMABLE == {s.name for s in not_fitting} | {"steps"}
+    assert settings.RESUMABLE == {s.name for s in not_fitting} | {"steps", "until_psnr"}  # the budget extends
     assert settings.FIT_MANY_FREE_KEYS == {s.key for s in not_fitting} | {"data.source"}
     assert "training.device" in settings.FIT_MANY_FREE_KEYS and "training.steps" not in settings.FIT_MANY_FREE_KEYS
 
@@ -69,3 +73,57 @@ def test_help_reads_at_80_columns():
     train_help = runner.invoke(app, ["train", "--help"], env={"COLUMNS": "80"}).output
     assert "Steps between loss reads and metrics rows." in train_help
     assert "--gray / --no-gray" in train_help
+
+
+NETWORK_KEYS = ", ".join(s.field for s in settings.SETTINGS if s.section == "network")
+
+
+@pytest.mark.parametrize("command, flags, keys, on_the_command_line, in_python", [
+    ("train", {"size": 0}, [],
+     "--size must be positive, got 0; for data.size = 0 leave --size out or pass --set data.size=0",
+     "size= must be positive, got 0; for data.size = 0 leave size= out or pass settings={'data.size': 0}"),
+    ("train", {"hidden": 8}, [("network.hidden", 9)],
+     "network.hidden is given twice, differently (--hidden and --set network.hidden=9)",
+     "network.hidden is given twice, differently (hidden= and settings={'network.hidden': 9})"),
+    ("train", {}, [("data.gray", True), ("data.gray", False)],
+     "data.gray is given twice, differently (--set data.gray=true and --set data.gray=false)",
+     "data.gray is given twice, differently (settings={'data.gray': True} and settings={'data.gray': False})"),
+    ("fit-many", {}, [("training.checkpoint_every", 5)],
+     "--set training.checkpoint_every: training.checkpoint_every is not a setting of fit-many",
+     "settings['training.checkpoint_every']: training.checkpoint_every is not a setting of fit-many"),
+    ("train", {}, [("network.widht", 3)],
+     f"--set network.widht: unknown key 'network.widht' (known in [network]: {NETWORK_KEYS})",
+     f"settings['network.widht']: unknown key 'network.widht' (known in [network]: {NETWORK_KEYS})"),
+    ("train", {"stpes": 5}, [],
+     "--stpes is not a setting of train; did you mean --steps?",
+     "stpes= is not a setting of train; did you mean steps=?"),
+    ("train", {"hidden": "8"}, [],
+     "--hidden must be an integer, got '8'",
+     "hidden= must be an integer, got '8'"),
+    ("train", {}, [("optimizer.lr", "fast")],
+     "--set optimizer.lr must be a number, got 'fast'",
+     "settings['optimizer.lr'] must be a number, got 'fast'"),
+])
+def test_given_settings_are_checked_once_in_each_callers_spelling(command, flags, keys, on_the_command_line,
+                                                                  in_python):
+    """The command line and the library go through one check with one wording; only the spelling
+    of a flag and a key differs."""
+    for spelling, message in [(COMMAND_LINE, on_the_command_line), (KEYWORDS, in_python)]:
+        with pytest.raises(UsageError) as raised:
+            given_settings(command, flags, keys, spelling)
+        assert str(raised.value) == message
+
+
+def test_given_settings_by_name_and_by_key():
+    given = given_settings("train", {"hidden": 8, "lr": None, "fourier_sigma": 3},
+                           [("optimizer.beta2", 0.99), ("network.hidden", 8), ("data.size", 0)], KEYWORDS)
+    assert given == {"hidden": 8, "fourier_sigma": 3.0, "beta2": 0.99, "size": 0}
+    assert isinstance(given["fourier_sigma"], float)
+
+
+def test_one_map_from_a_flag_to_its_setting():
+    from inr_cli import config
+
+    assert not hasattr(config, "FLAGS")
+    assert settings.BY_NAME["fourier_sigma"].key == "encoding.sigma"
+    assert config.flags_to_values({"fourier_sigma": 3.0, "hidden": None}) == {"encoding.sigma": 3.0}

@@ -155,3 +155,28 @@ def test_a_checkpoint_on_a_logging_step_reads_the_loss_once(photo, tmp_path):
     assert result.exit_code == 0, result.output
     steps = [int(row.split(",")[0]) for row in (run / "metrics.csv").read_text().splitlines()[1:]]
     assert steps == [2, 4, 6, 8]
+
+
+def test_until_psnr_stops_at_a_reading_and_a_higher_target_resumes_as_one_run(photo, tmp_path):
+    """--until-psnr stops at the first loss reading (a multiple of --log-every) at or above the target; a
+    resume with the same target has nothing to do, and one with a higher target ends bit for bit where a
+    run started with that target ends."""
+    budget = ["--steps", "400", "--log-every", "10", "--preview-every", "0", *NET]
+    run, whole = tmp_path / "run", tmp_path / "whole"
+    result = train(photo, "--until-psnr", "15", "--run-dir", run, *budget)
+    assert result.exit_code == 0, result.output
+    first = ckpt.load(run)
+    assert 0 < first.step < 400 and first.step % 10 == 0
+    rows = (run / "metrics.csv").read_text().splitlines()[1:]
+    psnrs = [float(row.split(",")[2]) for row in rows]
+    assert psnrs[-1] >= 15 and all(p < 15 for p in psnrs[:-1])  # no earlier reading reached it
+    result = train("--resume", run, "-q")
+    assert result.exit_code == 0 and "already reached 15 dB" in result.output
+    assert ckpt.load(run).step == first.step
+    result = train("--resume", run, "--until-psnr", "18", "-q")
+    assert result.exit_code == 0, result.output
+    result = train(photo, "--until-psnr", "18", "--run-dir", whole, *budget)
+    assert result.exit_code == 0, result.output
+    resumed, uninterrupted = ckpt.load(run), ckpt.load(whole)
+    assert first.step < resumed.step == uninterrupted.step < 400
+    assert np.array_equal(resumed.params, uninterrupted.params)

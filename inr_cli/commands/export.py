@@ -9,7 +9,7 @@ from inr_cli.formats import export as exporter
 from inr_cli.formats.network_set import is_network_set, load_network_set
 from inr_cli.loading import one_network
 from inr_cli.commands.paths import output_target, run_sources
-from inr_cli.errors import InrError, UsageError
+from inr_cli.errors import UsageError
 
 NAME = "export"
 HELP = ("Write a trained network for other tools: -o model.safetensors (weights, named per layer) or "
@@ -31,8 +31,6 @@ def command(
         raise UsageError(f"{output}: a set of networks is exported whole as .safetensors; for ONNX name one "
                          f"network with --image NAME")
     output = output_target(output, None, force, [run, *run_sources(run, image)])
-    if is_network_set(run) and not load_network_set(run).index:  # a set is never fitted empty: it was damaged
-        raise InrError(f"{run}: the set holds no networks (a damaged set); run its inr fit-many command again")
     if whole_set:
         networks = load_network_set(run)
         exporter.write_set_safetensors(networks.spec, networks.weights, networks.channels,

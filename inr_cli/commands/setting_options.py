@@ -3,7 +3,8 @@
 `with_setting_options(COMMAND)` gives a command function one Typer option per setting the command
 takes, placed after its --set option in --help; Typer reads the function's __signature__, and the
 options reach the function as **settings. `given_settings` turns them and the --set assignments
-into {flag name: value} for what the user gave.
+into {flag name: value} for what the user gave, checked by config.given_settings as the library's
+keyword arguments are.
 """
 
 from __future__ import annotations
@@ -13,10 +14,14 @@ from typing import Literal, Optional
 
 import typer
 
-from inr_cli.config import parse_assignment
-from inr_cli.errors import UsageError
-from inr_cli.settings import BY_KEY, POSITIVE, Setting, for_command
+from inr_cli import config
+from inr_cli.settings import Setting, for_command, format_value
 
+COMMAND_LINE = config.Spelling(
+    flag=lambda name: "--" + name.replace("_", "-"),
+    key=lambda key: f"--set {key}",
+    key_value=lambda key, value: f"--set {key}={value if isinstance(value, str) else format_value(value)}",
+)
 SET_HELP = "Set any configuration key, e.g. --set optimizer.beta2=0.99 (repeatable; keys: see --config files)."
 
 
@@ -51,19 +56,5 @@ def with_setting_options(command: str):
 
 def given_settings(command: str, options: dict, overrides: list[str]) -> dict:
     """{flag name: value} of the settings given as flags or by --set; a key given both ways is refused."""
-    given = {name: value for name, value in options.items() if value is not None}
-    for name, value in given.items():
-        setting = next(s for s in for_command(command) if s.name == name)
-        if setting.flag_bound == POSITIVE and value <= 0:
-            raise UsageError(f"{setting.option} must be positive, got {value}; for {setting.key} = {value} "
-                             f"leave {setting.option} out or pass --set {setting.key}={value}")
-    allowed = {s.key for s in for_command(command)}
-    for text in overrides:
-        key, value = parse_assignment(text)
-        if key not in allowed:
-            raise UsageError(f"--set {text}: {key} is not a setting of {command}")
-        name = BY_KEY[key].name
-        if name in given and given[name] != value:
-            raise UsageError(f"{key} is given twice, differently (--set and {BY_KEY[key].option})")
-        given[name] = value
-    return given
+    return config.given_settings(command, options, [config.parse_assignment(text) for text in overrides],
+                                 COMMAND_LINE)

@@ -38,6 +38,16 @@ class Diverged(Exception):
         super().__init__(f"diverged at step {step}")
         self.step, self.which, self.losses, self.reference, self.ended = step, which, losses, reference, ended
 
+    def spread(self, rows: np.ndarray, count: int) -> "Diverged":
+        """The same, for `count` networks of which these were `rows` (the rest read as sane)."""
+        def full(values, fill):
+            out = np.full(count, fill, dtype=np.asarray(values).dtype)
+            out[rows] = values
+            return out
+
+        return Diverged(self.step, full(self.which, False), full(self.losses, np.nan), full(self.reference, np.nan),
+                        self.ended)
+
     def describe(self, i: int = 0) -> str:
         loss = self.losses[i]
         what = f"became {loss}" if not math.isfinite(loss) else f"reached {loss:.3g}"
@@ -51,6 +61,12 @@ class DivergenceGuard:
     def __init__(self, trainer: Trainer):
         self.mean_colour = trainer.mean_colour_loss
         self.reference = None  # set by the first reading
+
+    def keep(self, rows: np.ndarray) -> None:
+        """Go on watching only these networks (a mask or indices), with what each started from."""
+        self.mean_colour = self.mean_colour[rows]
+        if self.reference is not None:
+            self.reference = self.reference[rows]
 
     def check(self, step: int, losses: np.ndarray, ended: bool = False) -> None:
         if self.reference is None:
@@ -99,17 +115,31 @@ class Signals:
             signal.signal(sig, signal.SIG_IGN)
 
 
+def reached_target(losses: np.ndarray, target_psnr: float) -> np.ndarray:
+    """Which networks' training PSNR is at or above target_psnr dB (none when the target is 0: off)."""
+    if not target_psnr:
+        return np.zeros(len(losses), dtype=bool)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return -10.0 * np.log10(np.asarray(losses, dtype=np.float64)) >= target_psnr
+
+
 def run_steps(trainer: Trainer, signals: Signals, log_every: int, on_reading=None, on_step=None,
-              checkpoint=None, checkpoint_every: int = 0, checkpoint_seconds: float = 0.0) -> np.ndarray:
+              checkpoint=None, checkpoint_every: int = 0, checkpoint_seconds: float = 0.0,
+              target_psnr: float = 0.0, guard: DivergenceGuard | None = None) -> np.ndarray:
     """Step the trainer to its total and return the last losses.
 
     The losses are read (the one host synchronisation) after the first step, every `log_every`
     steps and after the last; each reading is checked for divergence (Diverged) and handed to
     on_reading(step, losses, steps_per_second). on_step(step) runs after every step (previews).
     checkpoint(step) runs every `checkpoint_every` steps and whenever `checkpoint_seconds` have
-    passed since the last one, each time after a reading that shows the run sane."""
+    passed since the last one, each time after a reading that shows the run sane.
+
+    With a target_psnr, a reading at a multiple of `log_every` where any network has reached it
+    ends the loop early (the caller sees which through reached_target): the stopping step is then a
+    function of the step alone, so a resumed run stops where an uninterrupted one would. A guard
+    carried over from an earlier call keeps judging divergence from the networks' own start."""
     total = trainer.total_steps
-    guard = DivergenceGuard(trainer)
+    guard = guard or DivergenceGuard(trainer)
     last_saved, last_reading = time.perf_counter(), (trainer.step_done, trainer.seconds)
     losses = trainer.loss
 
@@ -138,6 +168,8 @@ def run_steps(trainer: Trainer, signals: Signals, log_every: int, on_reading=Non
             read_now = step == first + 1 or step % log_every == 0 or step == total
             if read_now:
                 losses = read(step, ended=step == total and total >= JUDGED_STEPS)
+                if step % log_every == 0 and step < total and reached_target(losses, target_psnr).any():
+                    return losses
             if on_step is not None:
                 on_step(step)
             if checkpoint is not None and step < total:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,9 +18,14 @@ import numpy as np
 from inr_cli import config as configuration
 from inr_cli.config import Config
 from inr_cli.core.network import NetworkSpec
+from inr_cli.core.pixels import MAX_IMAGE_PIXELS
 from inr_cli.core.state import TrainingState
 from inr_cli.errors import InrError, UsageError
+from inr_cli.formats import npz
 from inr_cli.formats.atomic import atomic_path
+from inr_cli.formats.network_description import spec_from_json
+from inr_cli.formats.pixel_csv import CHANNEL_SETS
+from inr_cli.formats.versions import refuse_newer
 
 MAGIC = "inr-checkpoint"
 FORMAT_VERSION = 2  # 2: [N, P] parameters, nested configuration, training seconds; 1 still loads
@@ -96,21 +102,60 @@ def resolve_exists(path: Path) -> bool:
 
 def load(path: Path) -> Checkpoint:
     path = resolve(path)
+    if not path.is_file():  # a FIFO or a device would block or never end
+        raise InrError(f"{path}: not a regular file, so not a checkpoint")
     if not zipfile.is_zipfile(path):  # np.load would otherwise try to unpickle it
         raise InrError(f"{path}: not a readable checkpoint (not an .npz archive, or truncated)")
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {name: npz[name] for name in npz.files}
-    except ValueError as exc:
-        if "allow_pickle" in str(exc):
-            raise InrError(f"{path}: holds pickled objects, refused (a checkpoint is data only)") from None
-        raise InrError(f"{path}: not a readable checkpoint ({exc})") from None
-    except (zipfile.BadZipFile, EOFError, OSError) as exc:
-        raise InrError(f"{path}: not a readable checkpoint, truncated or not an .npz ({exc})") from None
-    return _from_arrays(path, arrays)
+        with npz.Archive(path, str(path), "checkpoint") as archive:
+            return _from_arrays(path, _CheckedArrays(path, archive))
+    except OSError as exc:
+        raise InrError(f"{path}: not a readable checkpoint ({exc.strerror or exc})") from None
 
 
-def _from_arrays(path: Path, arrays: dict) -> Checkpoint:
+# Each array of a checkpoint: the kinds of its dtype (NumPy's dtype.kind letters) and the numbers
+# of dimensions it may have, checked from its header before it is read.
+ARRAY_KINDS = {
+    "magic": ("U", (0,)), "format_version": ("iu", (0,)), "spec": ("U", (0,)), "config": ("U", (0,)),
+    "params": ("f", (1, 2)), "moment1": ("f", (1, 2)), "moment2": ("f", (1, 2)), "step": ("iu", (0,)),
+    "seconds": ("fiu", (0,)), "loss": ("fiu", (0, 1)), "total_steps": ("iu", (0,)),
+    "data_fingerprint": ("U", (0,)), "data_shape": ("iu", (1,)), "channels": ("U", (0,)), "last_loss": ("fiu", (0,)),
+}
+KIND_WORDS = {"U": "text", "iu": "an integer", "f": "floats", "fiu": "a number"}
+MAX_TEXT_BYTES = 1 << 20  # the network and configuration descriptions take a few hundred bytes
+
+
+class _CheckedArrays(Mapping):
+    """A checkpoint's arrays by name, each read only once its header matches ARRAY_KINDS."""
+
+    def __init__(self, path: Path, archive: npz.Archive):
+        self.path, self.archive = path, archive
+
+    def header(self, name: str) -> tuple[tuple[int, ...], np.dtype]:
+        return self.archive.headers[name]
+
+    def __contains__(self, name) -> bool:  # from the directory: Mapping's own would read the array
+        return name in self.archive.headers
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        shape, dtype = self.archive.headers[name]
+        kinds, dimensions = ARRAY_KINDS.get(name, (None, None))
+        if kinds is not None and (dtype.kind not in kinds or len(shape) not in dimensions
+                                  or (dtype.kind == "U" and dtype.itemsize > MAX_TEXT_BYTES)):
+            kind = "text" if dtype.kind == "U" else dtype.name
+            held = f"a {shape} array of {kind}" if shape else kind if dtype.kind == "U" else f"one {kind}"
+            wanted = KIND_WORDS[kinds] + (" (one value)" if dimensions == (0,) else "")
+            raise InrError(f"{self.path}: damaged checkpoint, '{name}' is {held}, expected {wanted}")
+        return self.archive[name]
+
+    def __iter__(self):
+        return iter(self.archive)
+
+    def __len__(self) -> int:
+        return len(self.archive)
+
+
+def _from_arrays(path: Path, arrays: _CheckedArrays) -> Checkpoint:
     def need(name):
         if name not in arrays:
             raise InrError(f"{path}: damaged checkpoint, array '{name}' is missing")
@@ -119,56 +164,81 @@ def _from_arrays(path: Path, arrays: dict) -> Checkpoint:
     if str(need("magic")) != MAGIC:
         raise InrError(f"{path}: not an inr checkpoint")
     version = int(need("format_version"))
-    if version > FORMAT_VERSION:
-        raise InrError(
-            f"{path}: checkpoint format {version} is newer than this inr understands ({FORMAT_VERSION}); upgrade inr"
-        )
+    refuse_newer(path, version, FORMAT_VERSION)
     if version < 1:
         raise InrError(f"{path}: checkpoint format {version} is not one this inr reads (1 to {FORMAT_VERSION})")
     try:
-        spec = NetworkSpec.from_json(str(need("spec")))
+        spec = spec_from_json(str(need("spec")))
+        config_text = str(need("config"))
         if version == 1:  # the configuration was one flat table
-            config = configuration.from_flat_v1(json.loads(str(need("config"))))
+            config = configuration.from_flat_v1(_json_object(config_text))
         else:
-            config = configuration.from_json(str(need("config")))
-    except (TypeError, ValueError, json.JSONDecodeError, UsageError) as exc:
+            _json_object(config_text)
+            config = configuration.from_json(config_text)
+        _check_config(config)
+    except (TypeError, ValueError, RecursionError, UsageError) as exc:
         raise InrError(f"{path}: damaged checkpoint, bad network or config description ({exc})") from None
     n_params = spec.parameter_count()
-    flats = {}
-    for name in ("params", "moment1", "moment2"):
-        array = need(name)
-        if version == 1 and array.ndim == 1:
-            array = array[None]  # format 1 held one network's [P]
-        if array.dtype != np.float32 or array.ndim != 2 or array.shape[1] != n_params:
+    shapes = {}
+    for name in ("params", "moment1", "moment2"):  # sized from their headers, before they are read
+        shape, dtype = arrays.header(name) if name in arrays else need(name)
+        if version == 1 and len(shape) == 1:
+            shape = (1, *shape)  # format 1 held one network's [P]
+        if dtype != np.float32 or len(shape) != 2 or shape[1] != n_params:
             raise InrError(
-                f"{path}: damaged checkpoint, '{name}' has shape {array.shape} {array.dtype}, "
+                f"{path}: damaged checkpoint, '{name}' has shape {shape} {dtype}, "
                 f"expected (N, {n_params}) float32 for this network"
             )
-        flats[name] = array
+        shapes[name] = shape
+    if shapes["moment1"] != shapes["params"] or shapes["moment2"] != shapes["params"]:
+        raise InrError(f"{path}: damaged checkpoint, the moments do not match the {shapes['params'][0]} networks' "
+                       f"parameters")
+    flats = {name: need(name).reshape(shape) for name, shape in shapes.items()}
+    if not np.isfinite(flats["params"]).all():  # nothing could be drawn from it, nor resumed
+        raise InrError(f"{path}: the network's parameters hold NaN or infinite values (a damaged file, or a run "
+                       f"that blew up); there is nothing to draw or resume")
     networks = flats["params"].shape[0]
-    if flats["moment1"].shape != flats["params"].shape or flats["moment2"].shape != flats["params"].shape:
-        raise InrError(f"{path}: damaged checkpoint, the moments do not match the {networks} networks' parameters")
     data_shape = tuple(int(v) for v in need("data_shape"))
-    if len(data_shape) != 3:
-        raise InrError(f"{path}: damaged checkpoint, 'data_shape' is {data_shape}")
+    if len(data_shape) != 3 or min(data_shape) < 1 or data_shape[0] * data_shape[1] > MAX_IMAGE_PIXELS:
+        raise InrError(f"{path}: damaged checkpoint, 'data_shape' is {data_shape[:4]}, not (height, width, "
+                       f"channels) of an image")
     channels = tuple(str(need("channels")).split(","))
     if len(channels) != spec.out_features or data_shape[2] != spec.out_features:
         raise InrError(f"{path}: damaged checkpoint, channels {channels} do not match the network's outputs")
+    if channels not in CHANNEL_SETS:
+        raise InrError(f"{path}: damaged checkpoint, channels {','.join(channels)[:40]} are not l, r,g,b or r,g,b,a")
     if version == 1:
         seconds = 0.0  # format 1 kept the training time only in metrics.csv
         loss = np.array([float(arrays.get("last_loss", np.nan))])
     else:
         seconds = float(need("seconds"))
         loss = np.asarray(need("loss"), dtype=np.float64).reshape(-1)
-        if loss.shape != (networks,) or not math.isfinite(seconds):
+        if loss.shape != (networks,) or not math.isfinite(seconds) or seconds < 0:
             raise InrError(f"{path}: damaged checkpoint, 'loss' or 'seconds' does not fit {networks} networks")
-    state = TrainingState(flats["params"], flats["moment1"], flats["moment2"], int(need("step")), seconds, loss)
+    step, total_steps = int(need("step")), int(need("total_steps"))
+    if step < 0 or total_steps < 0:
+        raise InrError(f"{path}: damaged checkpoint, step {step} of {total_steps}")
+    state = TrainingState(flats["params"], flats["moment1"], flats["moment2"], step, seconds, loss)
     return Checkpoint(
         spec=spec,
         config=config,
         state=state,
-        total_steps=int(need("total_steps")),
+        total_steps=total_steps,
         data_fingerprint=str(need("data_fingerprint")),
         data_shape=data_shape,
         channels=channels,
     )
+
+
+def _json_object(text: str) -> dict:
+    document = json.loads(text)
+    if not isinstance(document, dict):
+        raise ValueError(f"a JSON {type(document).__name__}, not an object")
+    return document
+
+
+def _check_config(config: Config) -> None:
+    """Every key of the configuration of its type and within its bounds, as inr wrote it."""
+    for key, kind in configuration.KEY_TYPES.items():
+        configuration.coerce_value(f"config {key}", kind, config.get(key))
+    configuration.validate(config)

@@ -11,6 +11,7 @@ import numpy as np
 from inr_cli.core.pixels import PixelImage
 from inr_cli.errors import InrError
 from inr_cli.formats.images import load_image, pixels_from_array, resize
+from inr_cli.formats.input_files import check_regular
 from inr_cli.formats.pixel_csv import read_csv
 from inr_cli.resources import sample_image
 
@@ -35,12 +36,9 @@ def load_training_data(source: str, size: int = 0, gray: bool = False, notices: 
 
 def read_npy(path: Path) -> PixelImage:
     """An image saved with numpy.save: (H, W) or (H, W, C) of uint8, uint16 or floats in [0, 1]."""
+    check_regular(path, expected="an array file")  # a FIFO would block np.load for ever
     try:  # mapped, not read: its shape and type are checked before its pixels are loaded
         array = np.load(path, mmap_mode="r", allow_pickle=False)
-    except FileNotFoundError:
-        raise InrError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise InrError(f"{path}: is a directory, expected an array file") from None
     except (OSError, ValueError, EOFError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else "it ends too soon"
         raise InrError(f"{path}: not a NumPy array file ({reason})") from None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +13,9 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 from inr_cli.core.pixels import MAX_IMAGE_PIXELS, PixelImage, fit_longer_side
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.atomic import atomic_path
+from inr_cli.formats.input_files import check_regular
 
+ORIENTATION = 0x0112  # the EXIF tag
 ARRAY_CHANNELS = {1: ("l",), 2: ("l", "a"), 3: ("r", "g", "b"), 4: ("r", "g", "b", "a")}
 
 
@@ -33,13 +37,13 @@ def pixels_from_array(array, where: str) -> PixelImage:
         values, bit_depth = array.astype(np.float32) / 255.0, 8
     elif (kind, width) == ("u", 2):
         values, bit_depth = array.astype(np.float32) / 65535.0, 16
-    elif kind == "f":
-        values, bit_depth = array.astype(np.float32), 16
-        if not np.isfinite(values).all():
+    elif kind == "f":  # checked in its own type: a float64 beyond float32's range would overflow in the cast
+        if not np.isfinite(array).all():
             raise InrError(f"{where}: the image array holds NaN or infinite values")
-        low, high = float(values.min()), float(values.max())
+        low, high = float(array.min()), float(array.max())
         if low < 0 or high > 1:
             raise InrError(f"{where}: float pixel values must be in [0, 1], these run from {low:g} to {high:g}")
+        values, bit_depth = array.astype(np.float32), 16
     else:
         raise InrError(f"{where}: pixels of type {array.dtype} are not read; give uint8 (0-255), uint16 "
                        f"(0-65535) or floats in [0, 1]")
@@ -50,31 +54,38 @@ def pixels_from_array(array, where: str) -> PixelImage:
     return PixelImage(np.ascontiguousarray(values), channels, bit_depth)
 
 
+@contextmanager
+def within_pixel_limit(where: str):
+    """Pillow's bomb guard at inr's own limit, for what runs inside: Pillow warns above its
+    MAX_IMAGE_PIXELS and refuses above twice it, from the header, before it decodes; here its limit
+    is inr's and the warning an error, so that an image inr accepts is never refused by Pillow, and
+    a larger one is one line (no warning on stderr)."""
+    Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            yield
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
+        raise InrError(f"{where}: declared image size is too large (limit {MAX_IMAGE_PIXELS} pixels)") from None
+
+
 def load_image(path: Path, size: int | None = None, gray: bool = False, notices: list | None = None) -> PixelImage:
     """Decode an image file; `size` resizes so the longer side is that many pixels (Lanczos)."""
     path = Path(path)
-    if not path.exists():
-        raise InrError(f"{path}: no such file")
-    if path.is_dir():
-        raise InrError(f"{path}: is a directory, expected an image file")
+    check_regular(path, expected="an image file")
     if path.stat().st_size == 0:
         raise InrError(f"{path}: the file is empty")
-    Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
     if not gray and _is_png16_colour(path):
         pixels = _read_png16(path)
         return resize(pixels, size) if size is not None else pixels
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            with Image.open(path) as im:
-                if getattr(im, "n_frames", 1) > 1 and notices is not None:
-                    notices.append(f"{path.name} has {im.n_frames} frames; using the first")
-                im.seek(0)
-                im.load()
-                im = ImageOps.exif_transpose(im)
-                pixels = pixels_from_pil(im, gray)
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning):
-        raise InrError(f"{path}: declared image size is too large (limit {MAX_IMAGE_PIXELS} pixels)") from None
+        with within_pixel_limit(str(path)), Image.open(path) as im:
+            if getattr(im, "n_frames", 1) > 1 and notices is not None:
+                notices.append(f"{path.name} has {im.n_frames} frames; using the first")
+            im.seek(0)
+            im.load()
+            im = ImageOps.exif_transpose(im)
+            pixels = pixels_from_pil(im, gray)
     except UnidentifiedImageError:
         raise InrError(f"{path}: not an image file Pillow can read") from None
     except (OSError, SyntaxError, ValueError) as exc:
@@ -84,6 +95,24 @@ def load_image(path: Path, size: int | None = None, gray: bool = False, notices:
             notices.append(f"{path.name} is {pixels.width}x{pixels.height}: --size {size} enlarges it (Lanczos)")
         pixels = resize(pixels, size)
     return pixels
+
+
+def read_header(data: bytes, where: str) -> tuple[int, int, str, dict, int]:
+    """Width, height, mode, info and EXIF orientation of the image in `data`, from its header alone
+    (no pixel decoded), within inr's pixel limit."""
+    if not data:
+        raise InrError(f"{where}: the file is empty")
+    try:
+        with within_pixel_limit(where), Image.open(io.BytesIO(data)) as im:
+            width, height, mode, info = im.width, im.height, im.mode, dict(im.info)
+            orientation = im.getexif().get(ORIENTATION, 1)
+    except UnidentifiedImageError:
+        raise InrError(f"{where}: not an image file Pillow can read") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise InrError(f"{where}: broken or truncated image ({exc})") from None
+    if width * height > MAX_IMAGE_PIXELS:  # a reader that does not check the size itself
+        raise InrError(f"{where}: declared image size is too large (limit {MAX_IMAGE_PIXELS} pixels)")
+    return width, height, mode, info, orientation
 
 
 def _is_png16_colour(path: Path) -> bool:

@@ -1,10 +1,14 @@
 """The output folder of `inr fit-many`, a data set of networks: its file names, and reading it back.
 
     OUT/weights.npy     [N, P] float32, row i is the network of index.csv row i (np.load reads it)
-    OUT/index.csv       name, psnr, loss, steps, seed, width, height (and label, for class folders)
+    OUT/index.csv       name, psnr, loss, steps, seed, width, height (and label, for class folders);
+                        a name or label a spreadsheet would run as a formula behind an apostrophe
     OUT/network.json    the network's description (NetworkSpec) and the configuration that fitted it
     OUT/fit-many.json   the plan, and OUT/shards/ the finished shards, for resuming
     OUT/weights.npy.part    weights.npy while it is being fitted (each network written at its row)
+
+Everything read back is checked against its format and against the other files before anything is
+sized from it: a damaged set is one line naming the file (and the line of index.csv).
 
 A name or label in index.csv that a spreadsheet would run as a formula (one beginning with = + - @,
 a tab or a carriage return) is written behind an apostrophe, as spreadsheets expect, and so is one
@@ -16,13 +20,18 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from inr_cli.core.network import NetworkSpec
+from inr_cli.core.pixels import MAX_IMAGE_PIXELS
 from inr_cli.errors import InrError
+from inr_cli.formats.network_description import BadDescription, spec_from_dict
+from inr_cli.formats.pixel_csv import CHANNEL_SETS
+from inr_cli.formats.versions import refuse_newer
 
 PLAN = "fit-many.json"
 SHARDS = "shards"
@@ -32,7 +41,7 @@ INDEX = "index.csv"
 DESCRIPTION = "network.json"
 INDEX_COLUMNS = ("name", "psnr", "loss", "steps", "seed", "width", "height")
 LABEL = "label"  # the last column when the images came in class folders (the first folder level)
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # of network.json and fit-many.json, written together
 
 
 @dataclass
@@ -48,11 +57,17 @@ class NetworkSet:
         for i, row in enumerate(self.index):
             if row["name"] == name:
                 return i
-        if not self.index:  # a set is never fitted empty: it was damaged
-            raise InrError(f"no image named '{name}': this set holds no networks (a damaged set)")
         close = [r["name"] for r in self.index if r["name"].split(".")[0] == name.split(".")[0]]
         hint = f"; did you mean {close[0]}?" if close else f" ({len(self.index)} images, e.g. {self.index[0]['name']})"
         raise InrError(f"no image named '{name}' in this set{hint}")
+
+    def params(self, row: int) -> np.ndarray:
+        """The [P] parameters of the network of index row `row`, read from the file and checked."""
+        params = np.array(self.weights[row])
+        if not np.isfinite(params).all():
+            raise InrError(f"{self.index[row]['name']}: its network's parameters in {WEIGHTS} hold NaN or infinite "
+                           f"values (a damaged set); there is nothing to draw")
+        return params
 
 
 def is_network_set(path: Path) -> bool:
@@ -77,23 +92,157 @@ def index_text(cell: str) -> str:
     return cell[1:] if cell[:1] == ESCAPE and cell[1:2] in FORMULA_STARTS + (ESCAPE,) else cell
 
 
+MAX_DESCRIPTION_BYTES = 1 << 20  # network.json: the spec and the configuration, a few kilobytes
+
+
 def load_network_set(out: Path) -> NetworkSet:
+    """The set in `out`, every file checked against its format and against the others (the
+    description against the weights' shape, the index against their rows) before anything is
+    sized from them; a damaged set is one line naming the file."""
     out = Path(out)
     if not (out / WEIGHTS).is_file():
         raise InrError(f"{out}: the set is not finished (no {WEIGHTS}); run the same inr fit-many command again")
+    spec, channels = read_description(out / DESCRIPTION)
+    rows = _weights_rows(out / WEIGHTS, spec.parameter_count())
+    index = read_index(out / INDEX, rows)
     try:
-        description = json.loads((out / DESCRIPTION).read_text())
-        spec = NetworkSpec.from_json(json.dumps(description["spec"]))
-        with open(out / INDEX, newline="") as handle:
-            index = list(csv.DictReader(handle))
-        for row in index:
-            for column in ("name", LABEL):
-                if isinstance(row.get(column), str):
-                    row[column] = index_text(row[column])
         weights = np.load(out / WEIGHTS, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InrError(f"{out}: damaged network set ({exc})") from None
-    if weights.shape != (len(index), spec.parameter_count()) or weights.dtype != np.float32:
-        raise InrError(f"{out}: damaged network set: weights {weights.shape} {weights.dtype} for "
-                       f"{len(index)} images of {spec.parameter_count()} parameters")
-    return NetworkSet(spec, tuple(description["channels"]), index, weights)
+    except (OSError, ValueError) as exc:
+        raise InrError(f"{out / WEIGHTS}: damaged set, cannot be mapped ({exc})") from None
+    return NetworkSet(spec, channels, index, weights)
+
+
+def read_description(path: Path) -> tuple[NetworkSpec, tuple[str, ...]]:
+    """network.json: the network's description and the channels it draws."""
+    document = _json_file(path)
+    version = document.get("format_version", FORMAT_VERSION)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise InrError(f"{path}: damaged set description, 'format_version' is not an integer")
+    refuse_newer(path, version, FORMAT_VERSION)
+    try:
+        spec = spec_from_dict(document.get("spec"))
+    except BadDescription as exc:
+        raise InrError(f"{path}: damaged set description, {exc}") from None
+    channels = document.get("channels")
+    if not isinstance(channels, list) or tuple(channels) not in CHANNEL_SETS or len(channels) != spec.out_features:
+        raise InrError(f"{path}: damaged set description, 'channels' is not l, r,g,b or r,g,b,a for a network of "
+                       f"{spec.out_features} outputs")
+    declared = document.get("parameters_per_network", spec.parameter_count())
+    if declared != spec.parameter_count() or document.get("dtype", "float32") != "float32":
+        raise InrError(f"{path}: damaged set description, it declares {declared!r} {document.get('dtype')!r} "
+                       f"parameters, the network has {spec.parameter_count()} float32")
+    return spec, tuple(channels)
+
+
+def _refuse_special(path: Path) -> None:
+    """Opening a FIFO waits for a writer and a device never ends: only regular files are read."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise InrError(f"{path}: not a regular file (a device, FIFO or folder), so not part of a set")
+
+
+def _json_file(path: Path) -> dict:
+    _refuse_special(path)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_DESCRIPTION_BYTES + 1)
+    except OSError as exc:
+        raise InrError(f"{path}: cannot read the set's description ({exc.strerror or exc})") from None
+    if len(data) > MAX_DESCRIPTION_BYTES:
+        raise InrError(f"{path}: damaged set description, larger than {MAX_DESCRIPTION_BYTES:,} bytes")
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        raise InrError(f"{path}: damaged set description, not JSON ({str(exc)[:80]})") from None
+    if not isinstance(document, dict):
+        raise InrError(f"{path}: damaged set description, a JSON {type(document).__name__}, not an object")
+    return document
+
+
+def _weights_rows(path: Path, parameters: int) -> int:
+    """The networks in weights.npy, from its header, checked against the description and the file's
+    size: a truncated or empty file is a damaged set."""
+    _refuse_special(path)
+    try:
+        with open(path, "rb") as handle:
+            version = np.lib.format.read_magic(handle)
+            reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = reader(handle)
+            data_at, size = handle.tell(), os.fstat(handle.fileno()).st_size
+    except (OSError, ValueError, EOFError) as exc:
+        raise InrError(f"{path}: damaged set, not a .npy file ({str(exc)[:80]})") from None
+    if fortran or dtype != np.float32 or len(shape) != 2 or shape[1] != parameters:
+        raise InrError(f"{path}: damaged set, weights of shape {shape} {dtype}, expected (N, {parameters}) float32 "
+                       f"as network.json says")
+    if shape[0] == 0:
+        raise InrError(f"{path}: damaged set, it holds no networks")
+    if size < data_at + shape[0] * parameters * 4:
+        raise InrError(f"{path}: damaged set, truncated: {shape[0]} networks need {shape[0] * parameters * 4:,} "
+                       f"bytes, the file holds {max(size - data_at, 0):,}")
+    return shape[0]
+
+
+def read_index(path: Path, rows: int) -> list[dict]:
+    """index.csv, one dict of its text per network (names and labels as they were given), checked
+    row by row: its width, every number, one row per network of weights.npy."""
+    _refuse_special(path)
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            reader = csv.reader(handle)
+            try:
+                header = next(reader, None)
+                if header is None or tuple(header) not in (INDEX_COLUMNS, INDEX_COLUMNS + (LABEL,)):
+                    raise InrError(f"{path}, line 1: the columns are not {','.join(INDEX_COLUMNS)}[,{LABEL}]")
+                index, seen = [], {}
+                for cells in reader:
+                    if len(index) == rows:
+                        raise InrError(f"{path}, line {reader.line_num}: more rows than the {rows} networks of "
+                                       f"{WEIGHTS}")
+                    row = _index_row(path, reader.line_num, header, cells)
+                    if row["name"] in seen:
+                        raise InrError(f"{path}, line {reader.line_num}: '{row['name'][:60]}' is also on line "
+                                       f"{seen[row['name']]}")
+                    seen[row["name"]] = reader.line_num
+                    index.append(row)
+            except (csv.Error, UnicodeDecodeError) as exc:
+                raise InrError(f"{path}, line {reader.line_num + 1}: not a readable CSV row ({exc})") from None
+    except OSError as exc:
+        raise InrError(f"{path}: cannot read the set's index ({exc.strerror or exc})") from None
+    if len(index) != rows:
+        raise InrError(f"{path}: damaged set, {len(index)} rows for the {rows} networks of {WEIGHTS}")
+    return index
+
+
+def _index_row(path: Path, line: int, header: list[str], cells: list[str]) -> dict:
+    if len(cells) != len(header):
+        raise InrError(f"{path}, line {line}: {len(cells)} values, expected {len(header)} ({','.join(header)})")
+    row = dict(zip(header, cells))
+    for column in ("psnr", "loss"):  # NaN where it could not be measured; never negative
+        try:
+            value = float(row[column])
+        except ValueError:
+            value = -1.0
+        if value < 0:
+            raise InrError(f"{path}, line {line}: {column} '{row[column][:40]}' is not a number of at least 0")
+    for column, low in (("steps", 0), ("seed", 0), ("width", 1), ("height", 1)):
+        text = row[column]
+        if not (text.isascii() and text.isdigit() and len(text) <= 20 and int(text) >= low):
+            raise InrError(f"{path}, line {line}: {column} '{text[:40]}' is not a whole number of at least {low}")
+    if int(row["width"]) * int(row["height"]) > MAX_IMAGE_PIXELS:
+        raise InrError(f"{path}, line {line}: {row['width']}x{row['height']} is larger than inr's limit of "
+                       f"{MAX_IMAGE_PIXELS} pixels")
+    for column in ("name", LABEL):
+        if column in row:
+            row[column] = index_text(row[column])
+            if "\0" in row[column]:
+                raise InrError(f"{path}, line {line}: the {column} holds a NUL character")
+    if not row["name"]:
+        raise InrError(f"{path}, line {line}: no name")
+    return row
+
+
+def refuse_newer_set(where: object, document) -> None:
+    """InrError when a set's network.json or plan (`document`, parsed) was written by a newer inr."""
+    version = document.get("format_version", 1) if isinstance(document, dict) else 1
+    if isinstance(version, int):
+        refuse_newer(where, version, FORMAT_VERSION)

@@ -16,6 +16,7 @@ import numpy as np
 from inr_cli.core.pixels import MAX_IMAGE_PIXELS, PixelImage
 from inr_cli.errors import InrError
 from inr_cli.formats.atomic import atomic_path
+from inr_cli.formats.input_files import check_regular
 
 CHANNEL_SETS = {("l",): "grey", ("r", "g", "b"): "RGB", ("r", "g", "b", "a"): "RGBA"}
 KNOWN_CHANNELS = {"l", "r", "g", "b", "a"}
@@ -66,10 +67,8 @@ def read_csv(path: Path) -> PixelImage:
     path = Path(path)
     stdin = str(path) == STDIO
     name = "standard input" if stdin else str(path)  # as given: the folder tells runs/a/x.csv from runs/b/x.csv
-    if not stdin and not path.exists():
-        raise InrError(f"{path}: no such file")
-    if path.is_dir():
-        raise InrError(f"{path}: is a directory, expected a pixel CSV")
+    if not stdin:
+        check_regular(path, expected="a pixel CSV")  # a FIFO or a device could block or never end
     if stdin:
         data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
     else:

@@ -8,6 +8,7 @@ from pathlib import Path
 from inr_cli import settings
 from inr_cli.config import build_config, flags_to_values, with_values
 from inr_cli.console import info, notice
+from inr_cli.core.training_loop import reached_target
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.data import SAMPLE, fingerprint, load_training_data
@@ -61,6 +62,11 @@ def resume_run(data, flags, allow_data_change, quiet) -> TrainingResult | None:
     if "steps" in flags and steps <= saved.step:
         raise UsageError(f"--steps is the run's new total and {run_dir} is at step {saved.step} already; "
                          f"pass --steps N with N above {saved.step}")
+    target = config.training.target_psnr
+    if saved.step < steps and saved.step % config.training.log_every == 0 and reached_target(saved.state.loss[:1], target).all():
+        info(f"{run_dir} already reached {target:g} dB at step {saved.step} (--until-psnr); pass a higher "
+             f"--until-psnr (or 0) to train further")
+        return None
     if saved.step >= steps:
         info(f"{run_dir} already finished {saved.step} of {steps} steps; pass --steps N (> {saved.step}) "
              f"to train further")

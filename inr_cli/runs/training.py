@@ -135,7 +135,7 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
             with Signals() as signals, TrainingProgress(trainer.step_done, total, quiet) as progress:
                 try:
                     run_steps(trainer, signals, train.log_every, on_reading, on_step, checkpoint,
-                              train.checkpoint_every, train.checkpoint_seconds)
+                              train.checkpoint_every, train.checkpoint_seconds, train.target_psnr)
                 except Interrupted as exc:
                     signals.ignore()
                     progress.stop()
@@ -162,6 +162,8 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
         raise InrError(f"{ended.describe()} (the run is saved in {run_dir}). Try a smaller learning rate, e.g. "
                        f"--lr {config.optimizer.lr / 10:g}")
     loss = float(trainer.loss[0])
+    if trainer.step_done < total and not quiet:
+        info(f"reached {train.target_psnr:g} dB (--until-psnr) at step {trainer.step_done} of {total}")
     return TrainingResult(run_dir, trainer.step_done, loss, psnr_from_mse(loss), trainer.seconds)
 
 

@@ -239,7 +239,7 @@ def _saved_plan(folder: SetFolder, force: bool, notices: list) -> Plan | None:
                                  f"replaces it: choose another -o")
     if folder.exists(PLAN):
         try:
-            return Plan.from_json(folder.read_bytes(PLAN).decode())
+            return Plan.from_json(folder.read_bytes(PLAN).decode(), folder.join(PLAN))
         except (BadPlan, UnicodeDecodeError) as exc:
             if not force:
                 raise InrError(f"{folder.join(PLAN)}: not a plan this inr can read ({exc}); --force starts a new "

@@ -13,23 +13,25 @@ of a million-image set only lists and plans.
 from __future__ import annotations
 
 import hashlib
-import io
 import os
 import tempfile
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
 from pathlib import Path
 from typing import NamedTuple
 
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 
 from inr_cli.config import Config
 from inr_cli.errors import InrError
 from inr_cli.formats.data import load_training_data
-from inr_cli.core.pixels import MAX_IMAGE_PIXELS, PixelImage, fit_longer_side
+from inr_cli.core.pixels import PixelImage, fit_longer_side
+from inr_cli.formats import images as image_files, input_files
 from inr_cli.formats.images import pixels_from_pil
 
 LIST_SUFFIXES = (".txt", ".lst", ".list")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-ORIENTATION = 0x0112  # the EXIF tag
 
 
 class Listed(NamedTuple):  # one call to make (a frozen dataclass sets each field through object.__setattr__)
@@ -40,16 +42,11 @@ class Listed(NamedTuple):  # one call to make (a frozen dataclass sets each fiel
 
 
 def is_url(text: str) -> bool:
-    return "://" in text
+    return input_files.is_url(text)
 
 
 def fsspec_module():
-    try:
-        import fsspec
-    except ImportError:
-        raise InrError("reading images from a URL needs fsspec: pip install 'inr[remote]' (and the "
-                       "package of your storage, e.g. s3fs or gcsfs)") from None
-    return fsspec
+    return input_files.fsspec_module()
 
 
 def list_inputs(source: str) -> list[Listed]:
@@ -63,6 +60,9 @@ def list_inputs(source: str) -> list[Listed]:
     elif Path(source).is_file():
         raise InrError(f"{source}: not a folder of images nor a list of them (a list file ends in "
                        f"{', '.join(LIST_SUFFIXES)}: one path or URL per line)")
+    elif os.path.lexists(source):  # a FIFO, a device, a dangling or looping link
+        input_files.check_regular(source, expected="a folder or a list of images")
+        raise InrError(f"{source}: not a folder of images nor a list of them")
     else:
         raise InrError(f"{source}: no such folder or list of images")
     if not listed:
@@ -77,30 +77,38 @@ def _labelled(rows: list[tuple[str, str, int]]) -> list[Listed]:
 
 
 def _list_folder(folder: Path) -> list[Listed]:
-    rows, stack = [], [(folder, "")]
+    """Linked folders are followed; one that leads back to a folder it is in is refused. What is
+    neither a folder nor a regular file (a FIFO, a device, a dangling link) is left out."""
+    rows, stack = [], [(folder, "", frozenset())]
     while stack:  # os.scandir: the entries' kinds come with the directory read, one stat per file
-        directory, prefix = stack.pop()
+        directory, prefix, above = stack.pop()
         try:
+            here = os.stat(directory)
             entries = list(os.scandir(directory))
         except OSError as exc:
             raise InrError(f"{directory}: cannot list ({exc.strerror or exc})") from None
+        if (here.st_dev, here.st_ino) in above:
+            raise InrError(f"{directory}: a symbolic link loop (it leads back to a folder it is in)")
+        above = above | {(here.st_dev, here.st_ino)}
         for entry in entries:
             if entry.name.startswith("."):
                 continue
-            if entry.is_dir():
-                stack.append((Path(entry.path), f"{prefix}{entry.name}/"))
-            elif entry.is_file():
-                rows.append((prefix + entry.name, entry.path, entry.stat().st_size))
+            try:
+                if entry.is_dir():
+                    stack.append((Path(entry.path), f"{prefix}{entry.name}/", above))
+                elif entry.is_file():
+                    rows.append((prefix + entry.name, entry.path, entry.stat().st_size))
+            except OSError as exc:  # a link to itself: ELOOP
+                raise InrError(f"{entry.path}: cannot follow ({exc.strerror or exc})") from None
     return _labelled(rows)
 
 
 def _list_url_folder(url: str) -> list[Listed]:
-    fsspec = fsspec_module()
+    fs, root = input_files.url_to_fs(url, file=False)
     try:
-        fs, root = fsspec.core.url_to_fs(url)
         found = fs.find(root, detail=True)
-    except (OSError, ValueError, ImportError) as exc:
-        raise InrError(f"{url}: cannot list ({exc})") from None
+    except Exception as exc:  # noqa: BLE001 - each storage package has its own errors; each is one line here
+        raise InrError(f"{url}: {input_files.network_failure(exc).replace('cannot read', 'cannot list')}") from None
     root = root.rstrip("/") + "/"
     protocol = fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
     rows = []
@@ -113,10 +121,19 @@ def _list_url_folder(url: str) -> list[Listed]:
 
 def _list_file(list_path: Path) -> list[Listed]:
     rows, seen = [], {}
-    for number, line in enumerate(list_path.read_text().splitlines(), 1):
+    data = input_files.read_local(list_path)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InrError(f"{list_path}, line {line}: not UTF-8 text (a list file holds one path or URL per "
+                       f"line)") from None
+    for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
+        if "\0" in line:
+            raise InrError(f"{list_path}, line {number}: holds a NUL byte, not a path or URL")
         if line in seen:
             raise InrError(f"{list_path}, line {number}: {line} is listed twice (first on line {seen[line]})")
         seen[line] = number
@@ -127,16 +144,8 @@ def _list_file(list_path: Path) -> list[Listed]:
 
 
 def read_bytes(location: str) -> bytes:
-    if is_url(location):
-        try:
-            with fsspec_module().open(location, "rb") as handle:
-                return handle.read()
-        except (OSError, ValueError) as exc:
-            raise InrError(f"{location}: cannot read ({exc})") from None
-    try:
-        return Path(location).read_bytes()
-    except OSError as exc:
-        raise InrError(f"{location}: cannot read ({exc.strerror or exc})") from None
+    """The file's bytes: a regular file, or a URL read within the network timeout (formats/input_files.py)."""
+    return input_files.read_url(location) if is_url(location) else input_files.read_local(location)
 
 
 def read_or_reason(location: str) -> bytes | str:
@@ -153,9 +162,9 @@ def reaches(location: str, size: int) -> bool:
     (-1: not known), so that it reads the inputs itself; where not, the driver sends their bytes."""
     try:
         if is_url(location):
-            fs, path = fsspec_module().core.url_to_fs(location)
-            found = fs.size(path)
+            found = input_files.url_size(location)
         else:
+            input_files.check_regular(location)  # opening a FIFO would wait for a writer
             with open(location, "rb") as handle:
                 found = os.fstat(handle.fileno()).st_size
     except Exception:  # whatever stops this process (a missing file, a storage package, credentials)
@@ -202,18 +211,37 @@ def probe(locations: list[tuple[str, str]], config: Config,
     or the one-line reason it cannot be: what the plan needs, learned where the images are read.
     The file is read once (for its fingerprint) and only its header is parsed, so that an image is
     decoded once, when it is fitted; a file whose header reads but whose pixels do not stops the
-    run there, naming it. `contents`: the files as read_or_reason gave them on the driver, for a
-    worker that cannot reach them."""
+    run there, naming it. The files are read PROBE_READERS at a time, so that a server that never
+    answers costs one network timeout, not one per file. `contents`: the files as read_or_reason gave
+    them on the driver, for a worker that cannot reach them."""
     found = []
-    for index, (name, location) in enumerate(locations):
+    for (name, _), data in zip(locations, _read_ahead(locations) if contents is None else contents, strict=True):
         try:
-            data = read_bytes(location) if contents is None else contents[index]
-            if isinstance(data, str):  # the driver could not read it either
+            if isinstance(data, str):  # it could not be read
                 raise InrError(data)
             found.append((*describe(name, data, config), fingerprint(data)))
         except InrError as exc:
             found.append(("error", str(exc)))
     return found
+
+
+PROBE_READERS = 16  # files read at once, so that a server that never answers holds one reader, not the probe
+
+
+def _read_ahead(locations: list[tuple[str, str]]):
+    """Each file's bytes (or the one-line reason it cannot be read), in order, read by a pool of
+    threads: at most twice PROBE_READERS files are held ahead of the one described."""
+    pool = ThreadPoolExecutor(PROBE_READERS, thread_name_prefix="inr-probe")
+    try:
+        waiting = iter(locations)
+        reads = deque(pool.submit(read_or_reason, location) for _, location in islice(waiting, 2 * PROBE_READERS))
+        while reads:
+            data = reads.popleft().result()
+            for _, location in islice(waiting, 1):
+                reads.append(pool.submit(read_or_reason, location))
+            yield data
+    finally:  # a probe stopped early (Ctrl-C) starts no more reads
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def describe(name: str, data: bytes, config: Config) -> tuple[int, int, str]:
@@ -225,18 +253,7 @@ def describe(name: str, data: bytes, config: Config) -> tuple[int, int, str]:
     if Path(name).suffix.lower() in (".csv", ".npy") or png16_colour:
         image = decode(name, data, config)
         return image.width, image.height, ",".join(image.channels)
-    if not data:
-        raise InrError(f"{name}: the file is empty")
-    try:
-        with Image.open(io.BytesIO(data)) as im:
-            width, height, mode, info = im.width, im.height, im.mode, dict(im.info)
-            orientation = im.getexif().get(ORIENTATION, 1)
-    except UnidentifiedImageError:
-        raise InrError(f"{name}: not an image file Pillow can read") from None
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise InrError(f"{name}: broken or truncated image ({exc})") from None
-    if width * height > MAX_IMAGE_PIXELS:
-        raise InrError(f"{name}: declared image size is too large (limit {MAX_IMAGE_PIXELS} pixels)")
+    width, height, mode, info, orientation = image_files.read_header(data, name)  # within inr's pixel limit
     if orientation in (5, 6, 7, 8):  # exif_transpose turns these a quarter
         width, height = height, width
     if config.data.size:

@@ -15,7 +15,7 @@ from inr_cli.core.state import TrainingState
 from inr_cli.core.network import NetworkSpec, output_means
 from inr_cli.core.render import render_networks
 from inr_cli.core.trainer import Trainer
-from inr_cli.core.training_loop import Diverged, Signals, run_steps
+from inr_cli.core.training_loop import Diverged, DivergenceGuard, Signals, reached_target, run_steps
 from inr_cli.errors import InrError
 from inr_cli.sets import inputs
 from inr_cli.sets.plan import ImageEntry, Plan
@@ -35,12 +35,13 @@ def default_pack(backend, spec: NetworkSpec, config: Config, width: int, height:
 def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], signals: Signals | None = None) -> dict:
     """Fit one pack: its networks trained together for the full budget (the training loop of `inr
     train`, without checkpoints: a shard is written whole or not at all), then scored on their
-    images. A pack with a network that diverges stops, naming its images."""
+    images. With a target PSNR each network stops at the reading where it reaches it, as it would
+    alone, and leaves the pack, so that it costs no more work. A pack with a network that diverges
+    stops, naming its images."""
     seeds = [plan.entry(name).seed for name in names]
     state = TrainingState.fresh(plan.spec, seeds, output_means(plan.config, images))
-    trainer = Trainer(backend, plan.spec, plan.config, images, state, seeds)
     try:
-        loss = run_steps(trainer, signals or Signals(), plan.config.training.log_every)
+        state, steps = _train_until_done(backend, plan, images, state, seeds, signals or Signals())
     except Diverged as exc:
         bad = [names[i] for i in np.flatnonzero(exc.which)]
         listed = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
@@ -48,10 +49,44 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
                        f"finished before it are kept. Try a smaller learning rate, e.g. "
                        f"--lr {plan.config.optimizer.lr / 10:g}") from None
     first = images[0]
-    rendered = render_networks(backend, plan.spec, trainer.params, first.width, first.height)
+    rendered = render_networks(backend, plan.spec, backend.to_device(state.params), first.width, first.height)
     errors = [float(np.mean((rendered[i] - images[i].values) ** 2, dtype=np.float64)) for i in range(len(images))]
-    return {"names": np.array(names), "params": np.array(backend.to_host(trainer.params)),
-            "loss": np.asarray(loss, dtype=np.float64).reshape(-1), "psnr": np.array([psnr_from_mse(e) for e in errors])}
+    return {"names": np.array(names), "params": state.params, "loss": state.loss, "steps": steps,
+            "psnr": np.array([psnr_from_mse(e) for e in errors])}
+
+
+def _train_until_done(backend, plan: Plan, images: list[PixelImage], state: TrainingState, seeds: list[int],
+                      signals: Signals) -> tuple[TrainingState, np.ndarray]:
+    """The pack trained to its step budget, or each network to its target PSNR: the final state of
+    every network (in the pack's order) and the step at which each stopped. A network that reaches
+    the target is kept as it is, and the trainer goes on with the others (the Trainer rebuilt on the
+    remaining rows: every network's steps are its own, so the rest get the bits they would get alone)."""
+    training = plan.config.training
+    final = TrainingState(state.params.copy(), None, None, 0, 0.0, np.full(len(seeds), np.nan))
+    steps = np.full(len(seeds), training.steps, dtype=np.int64)
+    active = np.arange(len(seeds))
+    trainer = Trainer(backend, plan.spec, plan.config, images, state, seeds)
+    guard = DivergenceGuard(trainer)
+    while True:
+        try:
+            loss = run_steps(trainer, signals, training.log_every, target_psnr=training.target_psnr, guard=guard)
+        except Diverged as exc:  # named by the pack's rows, not the remaining ones
+            raise exc.spread(active, len(seeds)) from None
+        now = trainer.state()
+        done = (reached_target(loss, training.target_psnr) if trainer.step_done < trainer.total_steps
+                else np.ones(len(active), dtype=bool))
+        final.params[active[done]] = now.params[done]
+        final.loss[active[done]] = now.loss[done]
+        steps[active[done]] = trainer.step_done
+        if done.all():
+            return final, steps
+        keep = ~done
+        active = active[keep]
+        guard.keep(keep)
+        rest = TrainingState(now.params[keep], now.moment1[keep], now.moment2[keep], now.step, now.seconds,
+                             now.loss[keep])
+        trainer = Trainer(backend, plan.spec, plan.config, [images[i] for i in active], rest,
+                          [seeds[i] for i in active])
 
 
 def fit_shard(backend, plan: Plan, images: list[PixelImage], names: list[str], signals: Signals | None = None,

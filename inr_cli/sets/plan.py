@@ -22,7 +22,7 @@ from inr_cli.config import Config
 from inr_cli.core.network import NetworkSpec
 from inr_cli.core.pixels import MAX_IMAGE_PIXELS
 from inr_cli.errors import InrError, UsageError
-from inr_cli.formats.network_set import FORMAT_VERSION
+from inr_cli.formats.network_set import FORMAT_VERSION, PLAN, refuse_newer_set
 from inr_cli.formats.pixel_csv import CHANNEL_SETS
 from inr_cli.sets import inputs
 from inr_cli.settings import FIT_MANY_FREE_KEYS
@@ -81,10 +81,13 @@ class Plan:
                            "shards": self.shards, "skipped": self.skipped})
 
     @classmethod
-    def from_json(cls, text: str) -> "Plan":
-        """The plan in `text`, checked whole before anything acts on it (a rerun renames files by
-        it, a worker is sent its images, the viewer reads where it says): BadPlan says what is wrong."""
-        return plan_from_document(_document(text))
+    def from_json(cls, text: str, where: object = PLAN) -> "Plan":
+        """The plan in `text` (the file `where`), checked whole before anything acts on it (a rerun
+        renames files by it, a worker is sent its images, the viewer reads where it says): BadPlan
+        says what is wrong; a plan of a newer inr is an InrError that says so."""
+        data = _document(text)
+        refuse_newer_set(where, data)  # before its unknown contents read as damage
+        return plan_from_document(data)
 
     def entry(self, name: str) -> ImageEntry:
         return self.images[self.row_of[name]]
@@ -166,12 +169,9 @@ def _shown(value) -> str:
 def plan_from_document(data: dict) -> Plan:
     """Every field's type and range, then the fields against each other: the network description
     against the settings, every shard's names against the images."""
-    version = data.get("format_version", FORMAT_VERSION)  # absent in the first plans
+    version = data.get("format_version", FORMAT_VERSION)  # absent in the first plans; a newer one refused before
     if type(version) is not int:
         raise BadPlan(f"'format_version' is {_shown(version)}, not an integer")
-    if version > FORMAT_VERSION:
-        raise BadPlan(f"written by a newer inr (set format {version}; this inr reads up to {FORMAT_VERSION}); "
-                      f"upgrade inr")
     folder, pack = data.get("folder"), data.get("pack")
     if type(folder) is not str:
         raise BadPlan(f"'folder' is {_shown(folder)}, not the input's path")

@@ -34,7 +34,7 @@ from inr_cli.sets.set_folder import SetFolder
 # The files of a set (and its folder of shards): what --force replaces, and all it replaces.
 SET_FILES = (PLAN, WEIGHTS, WEIGHTS_PART, INDEX, DESCRIPTION)
 SHARD_FILE = re.compile(r"\d{5,}\.npz|\..*\.tmp")  # a shard, or a write killed before its rename
-SHARD_ARRAYS = {"names.npy", "psnr.npy", "loss.npy"}  # and params.npy where the file holds the networks
+SHARD_ARRAYS = {"names.npy", "psnr.npy", "loss.npy"}  # and steps.npy, and params.npy where it holds the networks
 NPY_HEADER_ROOM = 4096  # a member's bytes beyond its data: the .npy header that np.save writes
 
 
@@ -66,7 +66,7 @@ def check_shard(folder: SetFolder, index: int, plan: Plan) -> bool:
     names = plan.shards[index]
     count, width = len(names), plan.spec.parameter_count()
     sizes = {"names.npy": count * 4 * max(map(len, names)), "psnr.npy": count * 8, "loss.npy": count * 8,
-             "params.npy": count * width * 4}
+             "steps.npy": count * 8, "params.npy": count * width * 4}
     try:
         with folder.opened(shard_name(index)) as handle, zipfile.ZipFile(handle) as archive:
             members = {info.filename: info for info in archive.infolist()}
@@ -76,7 +76,7 @@ def check_shard(folder: SetFolder, index: int, plan: Plan) -> bool:
                 if info.file_size > sizes[member] + NPY_HEADER_ROOM:
                     raise DamagedShard(f"its {member} holds {info.file_size:,} bytes, more than {count} images need")
             arrays = {}
-            for member in SHARD_ARRAYS:
+            for member in SHARD_ARRAYS | ({"steps.npy"} & members.keys()):
                 with archive.open(member) as data:
                     arrays[member] = np.lib.format.read_array(data, allow_pickle=False)
             if "params.npy" in members:
@@ -91,6 +91,10 @@ def check_shard(folder: SetFolder, index: int, plan: Plan) -> bool:
     for member in ("psnr.npy", "loss.npy"):
         if arrays[member].dtype.kind != "f" or arrays[member].shape != (count,):
             raise DamagedShard(f"its {member} is {arrays[member].dtype} {arrays[member].shape}, not {count} numbers")
+    steps = arrays.get("steps.npy")  # each network's steps: fewer than the budget where it reached its target
+    if steps is not None and (steps.dtype.kind not in "iu" or steps.shape != (count,) or steps.min() < 0
+                              or steps.max() > plan.config.training.steps):
+        raise DamagedShard(f"its steps.npy is not {count} step counts of at most {plan.config.training.steps}")
     return "params.npy" in members
 
 
@@ -220,12 +224,17 @@ def assemble(folder: SetFolder, plan: Plan) -> int:
     after shard, so the memory needed is one shard's whatever the size of the set."""
     count, width = len(plan.images), plan.spec.parameter_count()
     psnr, loss = np.full(count, np.nan), np.full(count, np.nan)
+    # Each network's steps: fewer than the budget where it reached the target PSNR (shards written
+    # before the target existed trained the whole budget).
+    steps = np.full(count, plan.config.training.steps, dtype=np.int64)
     with _rows_file(folder, (count, width)) as fd:
         data_at = _npy_layout(fd)[1]
         for index in range(len(plan.shards)):
             shard = read_shard(folder, index)
             rows = np.array([plan.row_of[name] for name in shard["names"].tolist()])
             psnr[rows], loss[rows] = shard["psnr"], shard["loss"]
+            if "steps" in shard:
+                steps[rows] = shard["steps"]
             if "params" in shard:
                 _write_runs(fd, data_at, rows, shard["params"])
     labelled = plan.labelled
@@ -233,9 +242,8 @@ def assemble(folder: SetFolder, plan: Plan) -> int:
         text = io.TextIOWrapper(handle, encoding="utf-8", newline="")
         writer = csv.writer(text, lineterminator="\n")
         writer.writerow(INDEX_COLUMNS + ((LABEL,) if labelled else ()))
-        steps = plan.config.training.steps
         for i, entry in enumerate(plan.images):
-            writer.writerow((index_cell(entry.name), f"{psnr[i]:.4f}", f"{loss[i]:.8g}", steps, entry.seed,
+            writer.writerow((index_cell(entry.name), f"{psnr[i]:.4f}", f"{loss[i]:.8g}", steps[i], entry.seed,
                              entry.width, entry.height) + ((index_cell(entry.label),) if labelled else ()))
         text.flush()
         text.detach()
