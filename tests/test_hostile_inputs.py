@@ -50,7 +50,7 @@ def report():
 atexit.register(report)
 sys.argv[0] = "inr"
 from inr_cli.cli import main
-main()
+sys.exit(main())
 """
 
 
