@@ -25,7 +25,7 @@ import inr_cli
 from inr_cli.backends.cpu_backend import CpuBackend
 from inr_cli.cli import app
 from inr_cli.errors import UsageError
-from inr_cli.formats.network_set import INDEX, PLAN, SHARDS, WEIGHTS, WEIGHTS_PART, load_network_set
+from inr_cli.formats.network_set import INDEX, PLAN, WEIGHTS, WEIGHTS_PART, load_network_set
 from inr_cli.sets import inputs
 from inr_cli.sets.storage import shard_name
 from inr_cli.viewer.server import ViewServer

@@ -26,8 +26,16 @@ from inr_cli.sets.cluster import OnRay
 from inr_cli.sets.packs import default_pack, fit_shard, shard_images
 from inr_cli.sets.plan import BadPlan, Plan, entries_from_probe, make_plan
 from inr_cli.sets.set_folder import SetFolder
-from inr_cli.sets.storage import (SET_FILES, DamagedShard, assemble, check_shard, clear_set, rows_file_ready,
-                                  shard_name, write_shard)
+from inr_cli.sets.storage import (
+    SET_FILES,
+    DamagedShard,
+    assemble,
+    check_shard,
+    clear_set,
+    rows_file_ready,
+    shard_name,
+    write_shard,
+)
 
 
 def check_options(pack: int | None, ray: str | None, workers: int | None, gpus_per_worker: float | None) -> None:

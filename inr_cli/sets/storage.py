@@ -25,11 +25,20 @@ import numpy as np
 from inr_cli import config as configuration
 from inr_cli.errors import InrError
 from inr_cli.formats.atomic import atomic_path
-from inr_cli.formats.network_set import (DESCRIPTION, FORMAT_VERSION, INDEX, INDEX_COLUMNS, LABEL, PLAN, SHARDS,
-                                         WEIGHTS, WEIGHTS_PART, index_cell)
+from inr_cli.formats.network_set import (
+    DESCRIPTION,
+    FORMAT_VERSION,
+    INDEX,
+    INDEX_COLUMNS,
+    LABEL,
+    PLAN,
+    SHARDS,
+    WEIGHTS,
+    WEIGHTS_PART,
+    index_cell,
+)
 from inr_cli.sets.plan import Plan
 from inr_cli.sets.set_folder import SetFolder
-
 
 # The files of a set (and its folder of shards): what --force replaces, and all it replaces.
 SET_FILES = (PLAN, WEIGHTS, WEIGHTS_PART, INDEX, DESCRIPTION)
