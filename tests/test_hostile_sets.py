@@ -440,3 +440,23 @@ def test_export_and_view_of_a_set_whose_plan_is_not_one(reference, tmp_path, pla
     before = snapshot(tmp_path)
     refused(run("view", out, "--no-browser", "--device", "cpu"), "damaged plan")
     assert snapshot(tmp_path) == before
+
+
+def test_a_shards_steps_are_checked_with_the_rest(tmp_path):
+    """Shards of a set fitted to a target PSNR keep each network's steps: a rerun finds them whole
+    (nothing fitted again), and steps beyond the budget mark the shard damaged."""
+    from tests.test_fit_many import NET as FITTING, make_folder
+
+    images = make_folder(tmp_path / "images", count=3)
+    args = [images, "-o", tmp_path / "set", "--pack", "1", "--until-psnr", "22",
+            *FITTING[:FITTING.index("--steps")], "--steps", "300", "--device", "cpu"]
+    assert fit(*args, "-q").exit_code == 0
+    steps = [int(row["steps"]) for row in load_network_set(tmp_path / "set").index]
+    assert min(steps) < 300, steps
+    result = fit(*args)
+    assert result.exit_code == 0 and "3 done" in result.stderr and "damaged" not in result.stderr, result.stderr
+    shard = dict(np.load(tmp_path / "set" / shard_name(0)))
+    np.savez(tmp_path / "set" / shard_name(0), **{**shard, "steps": np.array([301])})
+    result = fit(*args)
+    assert result.exit_code == 0 and f"{shard_name(0)} is damaged (its steps.npy" in result.stderr, result.stderr
+    assert [int(row["steps"]) for row in load_network_set(tmp_path / "set").index] == steps
