@@ -6,6 +6,8 @@ SEED` with the same settings gives the same one.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
 from inr_cli.config import Config
@@ -15,10 +17,12 @@ from inr_cli.core.state import TrainingState
 from inr_cli.core.network import NetworkSpec, output_means
 from inr_cli.core.render import render_networks
 from inr_cli.core.trainer import Trainer
-from inr_cli.core.training_loop import Diverged, Signals, run_steps
+from inr_cli.core.training_loop import Diverged, Interrupted, Signals, run_steps
 from inr_cli.errors import InrError
 from inr_cli.sets import inputs
+from inr_cli.sets.partial import PackState
 from inr_cli.sets.plan import ImageEntry, Plan
+from inr_cli.sets.set_folder import SetFolder
 
 
 def default_pack(backend, spec: NetworkSpec, config: Config, width: int, height: int) -> int:
@@ -32,34 +36,78 @@ def default_pack(backend, spec: NetworkSpec, config: Config, width: int, height:
     return int(max(1, min(4096, budget // max(per_network, 1))))
 
 
-def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], signals: Signals | None = None) -> dict:
+class PackProgress(Protocol):
+    """What follows a pack's steps (progress.ImageProgress)."""
+
+    def pack_started(self, networks: int, step: int) -> None: ...
+
+    def step(self, step: int) -> None: ...
+
+    def reading(self, step: int, losses: np.ndarray) -> None: ...
+
+
+class PackInterrupted(Interrupted):
+    """Interrupted while a pack was in flight, its state saved (`saved`: where, `step`: at which step)."""
+
+    def __init__(self, signum: int, saved: PackState, step: int):
+        super().__init__(signum)
+        self.saved, self.step = saved, step
+
+
+def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], signals: Signals | None = None,
+             progress: PackProgress | None = None, saved: PackState | None = None) -> dict:
     """Fit one pack: its networks trained together for the full budget (the training loop of `inr
-    train`, without checkpoints: a shard is written whole or not at all), then scored on their
-    images. A pack with a network that diverges stops, naming its images."""
+    train`), then scored on their images. A pack with a network that diverges stops, naming its
+    images. With `saved`, the pack starts from the state saved there (if it is this pack's), and
+    its state is saved there at the clock interval (training.checkpoint_seconds) and when a signal
+    interrupts it (PackInterrupted), so that the next run continues it to the same bits."""
     seeds = [plan.entry(name).seed for name in names]
-    state = TrainingState.fresh(plan.spec, seeds, output_means(plan.config, images))
+    state = saved.load(plan, names) if saved is not None else None
+    if state is None:
+        state = TrainingState.fresh(plan.spec, seeds, output_means(plan.config, images))
     trainer = Trainer(backend, plan.spec, plan.config, images, state, seeds)
+    signals = signals or Signals()
+    first = images[0]
+
+    def save(step: int) -> None:
+        saved.save(plan, plan.spec, names, trainer.state(), (first.height, first.width, first.n_channels),
+                   first.channels)
+
+    if progress is not None:
+        progress.pack_started(len(names), trainer.step_done)
+    on_reading = (lambda step, losses, rate: progress.reading(step, losses)) if progress is not None else None
     try:
-        loss = run_steps(trainer, signals or Signals(), plan.config.training.log_every)
+        loss = run_steps(trainer, signals, plan.config.training.log_every, on_reading,
+                         progress.step if progress is not None else None, save if saved is not None else None,
+                         checkpoint_seconds=plan.config.training.checkpoint_seconds)
+        rendered = render_networks(backend, plan.spec, trainer.params, first.width, first.height)
+    except Interrupted as exc:
+        if saved is None:
+            raise
+        signals.ignore()  # a second Ctrl-C must not cut the save short
+        save(trainer.step_done)
+        raise PackInterrupted(exc.signum, saved, trainer.step_done) from None
     except Diverged as exc:
         bad = [names[i] for i in np.flatnonzero(exc.which)]
         listed = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
         raise InrError(f"{listed}: {exc.describe(int(np.flatnonzero(exc.which)[0]))}; the pack stopped, the shards "
                        f"finished before it are kept. Try a smaller learning rate, e.g. "
                        f"--lr {plan.config.optimizer.lr / 10:g}") from None
-    first = images[0]
-    rendered = render_networks(backend, plan.spec, trainer.params, first.width, first.height)
     errors = [float(np.mean((rendered[i] - images[i].values) ** 2, dtype=np.float64)) for i in range(len(images))]
     return {"names": np.array(names), "params": np.array(backend.to_host(trainer.params)),
             "loss": np.asarray(loss, dtype=np.float64).reshape(-1), "psnr": np.array([psnr_from_mse(e) for e in errors])}
 
 
 def fit_shard(backend, plan: Plan, images: list[PixelImage], names: list[str], signals: Signals | None = None,
-              pack: int | None = None) -> dict:
+              pack: int | None = None, progress: PackProgress | None = None, saved_in: SetFolder | None = None,
+              shard: int = 0) -> dict:
     """A shard (images of one size) in packs of at most `pack` networks: a worker's own device may
-    hold fewer than the plan's shard. The networks are the same whatever the packs."""
+    hold fewer than the plan's shard. The networks are the same whatever the packs. With
+    `saved_in` (the set folder), each pack in flight is saved there (fit_pack) as pack K of shard
+    `shard`; the caller removes the saved packs once the shard is written (partial.remove_partials)."""
     pack = pack or len(names)
-    parts = [fit_pack(backend, plan, images[i:i + pack], names[i:i + pack], signals)
+    parts = [fit_pack(backend, plan, images[i:i + pack], names[i:i + pack], signals, progress,
+                      PackState(saved_in, shard, i // pack) if saved_in is not None else None)
              for i in range(0, len(names), pack)]
     if len(parts) == 1:
         return parts[0]
