@@ -19,6 +19,7 @@ from inr_cli.core.render import render_networks
 from inr_cli.core.trainer import Trainer
 from inr_cli.core.training_loop import Diverged, Interrupted, Signals, run_steps
 from inr_cli.errors import InrError
+from inr_cli.hooks import hook
 from inr_cli.sets import inputs
 from inr_cli.sets.partial import PackState
 from inr_cli.sets.plan import ImageEntry, Plan
@@ -73,12 +74,20 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
         saved.save(plan, plan.spec, names, trainer.state(), (first.height, first.width, first.n_channels),
                    first.channels)
 
+    def on_reading(step: int, losses: np.ndarray, rate: float) -> None:
+        if progress is not None:
+            progress.reading(step, losses)
+
+    def on_step(step: int) -> None:
+        hook("pack-step", step=step)
+        if progress is not None:
+            progress.step(step)
+
     if progress is not None:
         progress.pack_started(len(names), trainer.step_done)
-    on_reading = (lambda step, losses, rate: progress.reading(step, losses)) if progress is not None else None
     try:
-        loss = run_steps(trainer, signals, plan.config.training.log_every, on_reading,
-                         progress.step if progress is not None else None, save if saved is not None else None,
+        loss = run_steps(trainer, signals, plan.config.training.log_every, on_reading, on_step,
+                         save if saved is not None else None,
                          checkpoint_seconds=plan.config.training.checkpoint_seconds)
         rendered = render_networks(backend, plan.spec, trainer.params, first.width, first.height)
     except Interrupted as exc:
