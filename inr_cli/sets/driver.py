@@ -133,7 +133,7 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
         except Interrupted as exc:
             signals.ignore()
             progress.stop()
-            info(interrupted_message(exc, progress.done, total, steps, folder))
+            info(interrupted_message(exc, plan, steps, folder))
             raise SystemExit(128 + exc.signum) from None
     bytes_per_image = assemble(folder, plan)
     if not quiet:
@@ -142,9 +142,14 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
     return plan
 
 
-def interrupted_message(exc: Interrupted, done: int, total: int, steps: int, folder: SetFolder) -> str:
-    """What a signal left: the images fitted, the pack saved in flight, and how to go on."""
-    kept = f"{done} of {total} images are fitted and kept in {folder}" if done else f"none of the {total} images is fitted yet"
+def interrupted_message(exc: Interrupted, plan: Plan, steps: int, folder: SetFolder) -> str:
+    """What a signal left, as found on disk (a signal may land between a shard's write and its
+    count): the images fitted, the pack saved in flight, and how to go on."""
+    written = set(folder.files(SHARDS))
+    done = sum(len(names) for i, names in enumerate(plan.shards) if shard_name(i).rpartition("/")[2] in written)
+    total = len(plan.images)
+    kept = f"{done} of {total} images are fitted and kept in {folder}" if done else \
+        f"none of the {total} images is fitted yet"
     if isinstance(exc, PackInterrupted):
         kept += f"; the pack in flight is saved at step {exc.step} of {steps} in {exc.saved}"
     return f"{exc}: {kept}; run the same command again to go on"

@@ -67,7 +67,8 @@ class PackState:
         self.saved_step = saved.step
         return saved.state
 
-    def save(self, plan: Plan, spec: NetworkSpec, names: list[str], state: TrainingState, shape: tuple, channels) -> None:
+    def save(self, plan: Plan, spec: NetworkSpec, names: list[str], state: TrainingState, shape: tuple,
+             channels) -> None:
         checkpoint = ckpt.Checkpoint(spec=spec, config=plan.config, state=state, total_steps=plan.config.training.steps,
                                      data_fingerprint=pack_fingerprint(plan, names), data_shape=shape,
                                      channels=tuple(channels))
