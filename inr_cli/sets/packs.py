@@ -71,7 +71,7 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
     first = images[0]
 
     def save(step: int) -> None:
-        saved.save(plan, plan.spec, names, trainer.state(), (first.height, first.width, first.n_channels),
+        saved.save(plan, names, trainer.state(), (first.height, first.width, first.n_channels),
                    first.channels)
 
     def on_reading(step: int, losses: np.ndarray, rate: float) -> None:

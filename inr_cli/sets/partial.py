@@ -16,7 +16,6 @@ import re
 import tempfile
 from pathlib import Path
 
-from inr_cli.core.network import NetworkSpec
 from inr_cli.core.state import TrainingState
 from inr_cli.errors import InrError
 from inr_cli.formats import checkpoint as ckpt
@@ -67,9 +66,9 @@ class PackState:
         self.saved_step = saved.step
         return saved.state
 
-    def save(self, plan: Plan, spec: NetworkSpec, names: list[str], state: TrainingState, shape: tuple,
-             channels) -> None:
-        checkpoint = ckpt.Checkpoint(spec=spec, config=plan.config, state=state, total_steps=plan.config.training.steps,
+    def save(self, plan: Plan, names: list[str], state: TrainingState, shape: tuple, channels) -> None:
+        """The pack's state (`shape`: its images' height, width and channels), written whole or not at all."""
+        checkpoint = ckpt.Checkpoint(spec=plan.spec, config=plan.config, state=state, total_steps=plan.config.training.steps,
                                      data_fingerprint=pack_fingerprint(plan, names), data_shape=shape,
                                      channels=tuple(channels))
         try:
