@@ -171,13 +171,20 @@ class ImageProgress:
         return fields
 
     def _show(self) -> None:
+        now = time.perf_counter()
         if self.bar is not None:
-            self.bar.update(self.task, completed=self.work_done)
+            # Called after every step: the bar is moved a few times a second, not at the steps' pace
+            # (a small pack on a GPU steps far faster than a redraw).
+            if self.last_line is None or now - self.last_line >= BAR_SECONDS or self.pack_networks == 0:
+                self.bar.update(self.task, completed=self.work_done)
+                self.last_line = now
         elif self.plain:
-            now = time.perf_counter()
             if self.last_line is None or now - self.last_line >= self.every or self.done == self.total:
                 self.console.print("  ".join(self.fields()), soft_wrap=True, highlight=False, markup=False)
                 self.last_line = now
+
+
+BAR_SECONDS = 0.1  # between moves of fit-many's bar (its text is redrawn by Rich's own clock)
 
 
 class _LiveColumn(ProgressColumn):

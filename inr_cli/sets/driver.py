@@ -29,6 +29,11 @@ from inr_cli.sets.set_folder import SetFolder
 from inr_cli.sets.storage import assemble, rows_file_ready, shard_name, write_shard
 
 
+class SizeNote(str):
+    """A note on a setting chosen for the images' size (omega0 ...): information, which quiet hides;
+    the other notes (files skipped, networks fitted again) are said even then."""
+
+
 def check_options(pack: int | None, ray: str | None, workers: int | None, gpus_per_worker: float | None) -> None:
     """fit-many's own options (--pack, --workers, --gpus-per-worker), as the command and the API take
     them; the settings are checked where the configuration is built."""
@@ -115,8 +120,9 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
     folder = SetFolder(out)
     runner: Runner = OnRay(ray, workers, gpus_per_worker) if ray else InProcess(config, quiet)
     plan, pending = prepare(source, folder, config, pack, skip_unreadable, notices, runner)
-    for message in notices if not quiet else ():
-        notice(message)
+    for message in notices:
+        if not (quiet and isinstance(message, SizeNote)):
+            notice(message)
     remove_partials(folder, set(range(len(plan.shards))) - set(pending))  # left by a run killed as it wrote its shard
     total = len(plan.images)
     done = total - sum(len(plan.shards[i]) for i in pending)
@@ -177,7 +183,7 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
     else:
         entries, skipped = entries_from_probe(listed, runner.probe(listed, config), config, skip_unreadable)
         config, reasons = fit_to_image(config, max(e.width for e in entries), max(e.height for e in entries))
-        notices += reasons
+        notices += map(SizeNote, reasons)
         if pack is None:
             first = entries[0]
             spec = NetworkSpec.from_config(config, len(first.channels))
