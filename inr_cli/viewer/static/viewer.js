@@ -15,7 +15,9 @@ const PAGE = 60;
 const TILE_REQUESTS = 3;           // batches streaming at once (a browser opens six connections a server)
 const BATCH_WAIT_MS = 10;          // the tiles asked for within this long go as one batch
 const BATCH_MAX = 512;             // the server's limit on one request
-const FINEST_RATIO = 0.25;         // screen pixels per tile pixel below which a level is finer than the view
+const FINEST_RATIO = 0.45;         // screen pixels per tile pixel below which a level is finer than the view
+                                   // (OpenSeadragon draws a level from 0.5; a little less for rounding)
+const SETTLE_MS = 150;             // tiles are sent once the view has stopped moving for this long
 const NEVER_MS = 2147483647;       // a waiting tile is never failed for the time it waits
 const SORT_NAMES = { "-psnr": "by PSNR, best first", "psnr": "by PSNR, worst first",
                      "name": "by name, A to Z", "-name": "by name, Z to A" };
@@ -26,6 +28,7 @@ let shown = null;       // the state of the network in the viewer
 let layers = [];        // the network's tiled images, oldest first (more than one while new tiles load)
 let sourceLayer = null; // the training image laid over them, when asked for
 let split = 50;         // the training image covers this percentage of the viewer, from its left
+let movedAt = 0;        // when the user last moved the view (zoom or pan)
 const queues = new Set(); // the TileQueue of every layer
 const gallery = { sort: "-psnr", label: "", query: "", offset: 0, total: 0, labelsFilled: false };
 
@@ -99,8 +102,9 @@ class TileQueue {
     if (item.viewportToImageZoom(viewport.getZoom(false)) * scale < FINEST_RATIO) return false;
     const view = item.viewportToImageRectangle(viewport.getBounds(false));
     const side = this.state.pyramid.tileSize * scale;
-    return tile.x * side < view.x + view.width + side && (tile.x + 1) * side > view.x - side &&
-           tile.y * side < view.y + view.height + side && (tile.y + 1) * side > view.y - side;
+    const margin = 0.02 * Math.max(view.width, view.height);  // rounding, not a tile more
+    return tile.x * side < view.x + view.width + margin && (tile.x + 1) * side > view.x - margin &&
+           tile.y * side < view.y + view.height + margin && (tile.y + 1) * side > view.y - margin;
   }
 
   pump() {
@@ -108,6 +112,14 @@ class TileQueue {
     for (const flight of this.flights) {
       const open = flight.jobs.filter((job) => !job.finished && !job.dropped);
       if (!open.some((job) => this.wanted(job))) flight.controller.abort();  // its tiles wait again
+    }
+    // While the user is still zooming or panning, the views passed on the way are not drawn.
+    const still = performance.now() - movedAt;
+    if (still < SETTLE_MS) {
+      clearTimeout(this.timer);
+      this.timer = setTimeout(() => { this.timer = null; this.pump(); }, SETTLE_MS - still);
+      showProgress();
+      return;
     }
     while (this.flights.size < TILE_REQUESTS) {
       const ready = this.waiting.filter((job) => this.wanted(job)).slice(0, BATCH_MAX);
@@ -192,6 +204,7 @@ function ensureViewer() {
     maxTilesPerFrame: 64,    // every tile a view needs asked for in one frame: one batch
     timeout: NEVER_MS,       // a tile out of view waits in its queue, as long as it takes
   });
+  for (const name of ["zoom", "pan"]) viewer.addHandler(name, () => { movedAt = performance.now(); });
   for (const name of ["zoom", "pan", "resize", "animation-finish"]) {
     viewer.addHandler(name, () => { for (const queue of queues) queue.pump(); });
   }
