@@ -15,6 +15,7 @@ from inr_cli import __version__
 from inr_cli.console import error
 from inr_cli.errors import InrError
 
+
 class OneLineErrors(TyperGroup):
     """Usage errors (an unknown flag, a value not among the choices) as one line on stderr and exit
     code 2, like every other error, instead of a framed box. Typer raises Click's exceptions, from
@@ -25,10 +26,12 @@ class OneLineErrors(TyperGroup):
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except Exception as exc:  # noqa: BLE001 - re-raised below unless it is a usage error
             name = type(exc).__name__
-            if name == "NoArgsIsHelpError" or not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
-                if name == "NoArgsIsHelpError":
-                    typer.echo(exc.ctx.get_help())
-                    sys.exit(0)
+            if name == "NoArgsIsHelpError":
+                # A command without its arguments is a usage error like one missing argument (stderr,
+                # exit code 2, as Click has it), with the whole help as its message.
+                typer.echo(exc.ctx.get_help(), err=True)
+                sys.exit(2)
+            if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
                 raise
             context = getattr(exc, "ctx", None)
             where = f" (see: {context.command_path} --help)" if context is not None else ""

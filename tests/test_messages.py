@@ -1,5 +1,5 @@
-"""What commands say, as a user types them: eval against a reference of another shape, and doctor
-compiling the kernels."""
+"""What commands say, as a user types them: eval against a reference of another shape, doctor
+compiling the kernels, a wrong input named before anything else, a command without its arguments."""
 
 from __future__ import annotations
 
@@ -69,3 +69,52 @@ def test_doctor_reports_a_kernel_that_fails_and_a_skipped_check(tmp_path, monkey
     result = run("doctor")
     assert result.exit_code == 0
     assert "skipped: no usable GPU (no GPU in this test) and nvcc is not on PATH" in result.stdout
+
+
+def test_a_bad_input_is_the_only_message_not_the_output_it_would_have_replaced(tmp_path):
+    """decode and encode read their input before they say that a default output name is replaced."""
+    bad_csv = tmp_path / "photo.csv"
+    bad_csv.write_text("x,y,r\n0,0,not a number\n")
+    for existing in ("photo.png", "photo-decoded.png"):
+        make_image(tmp_path / existing, "RGB")
+    result = run("decode", bad_csv)
+    assert result.exit_code != 0 and "replacing" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("error: ")
+    good = make_image(tmp_path / "good.png", "RGB")
+    assert run("encode", good).exit_code == 0
+    broken = tmp_path / "good.png"
+    broken.write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    result = run("encode", broken)  # good.csv exists: the default name it would replace
+    assert result.exit_code != 0 and "replacing" not in result.stderr, result.stderr
+    make_image(broken, "RGB", seed=1)
+    result = run("encode", broken)
+    assert result.exit_code == 0 and "note: replacing " in result.stderr
+
+
+def test_an_image_given_to_decode_or_a_csv_given_to_encode_says_which_command_it_wants(tmp_path):
+    image = make_image(tmp_path / "photo.png", "RGB")
+    assert run("encode", image).exit_code == 0
+    result = run("decode", image)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (f"error: {image} is an image; decode turns a pixel CSV into one "
+                                      f"(`inr encode {image}` writes the CSV)")
+    result = run("encode", tmp_path / "photo.csv")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (f"error: {tmp_path / 'photo.csv'} is already a pixel CSV; "
+                                      f"`inr decode {tmp_path / 'photo.csv'}` turns it into an image")
+
+
+@pytest.mark.parametrize("command", ["encode", "decode", "render", "view", "export", "eval", "info", "fit-many"])
+def test_a_command_without_its_arguments_is_a_usage_error(command):
+    """As a missing argument is: its help on stderr, exit code 2, nothing on stdout (no_args_is_help
+    alone would print the help and succeed)."""
+    result = run(command)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("Usage: ") and f" {command} " in result.stderr.splitlines()[0]
+
+
+def test_one_missing_argument_and_no_command_are_usage_errors_too(small_run):
+    result = run("eval", small_run)
+    assert result.exit_code == 2 and "Missing argument 'REFERENCE'" in result.stderr
+    assert run().exit_code == 2  # `inr` alone: no command given
+    assert run("--help").exit_code == 0

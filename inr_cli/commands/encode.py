@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from inr_cli.commands.paths import default_output, output_target
+from inr_cli.commands.paths import default_output, output_target, say_replacing
 from inr_cli.console import notice
 from inr_cli.errors import UsageError
 from inr_cli.formats.images import load_image
@@ -26,9 +26,14 @@ def command(
 ) -> None:
     if size is not None and size <= 0:
         raise UsageError(f"--size must be a positive number of pixels, got {size}")
-    target = output_target(output, None if output else default_output(image, ".csv"), force, [image])
+    if Path(image).suffix.lower() == ".csv":
+        raise UsageError(f"{image} is already a pixel CSV; `inr decode {image}` turns it into an image")
+    target = output_target(output, None if output else default_output(image, ".csv"), force, [image],
+                           announce=False)
     notices: list[str] = []
-    pixels = load_image(image, size=size, gray=gray, notices=notices)
+    pixels = load_image(image, size=size, gray=gray, notices=notices)  # a bad input is refused first
+    if output is None:
+        say_replacing(target)
     for message in notices:
         notice(message)
     if str(target) == "-":
