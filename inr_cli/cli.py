@@ -94,13 +94,30 @@ def handles_errors(command):
     return wrapper
 
 
-def _register() -> None:
-    from inr_cli.commands import decode, doctor, encode, evaluate, export, fit_many, info, render, train, view
+# What `inr --help` lists: one line each, short enough for 80 columns (Click would cut a command's
+# help there with "..."); each command's own --help says the rest.
+SUMMARIES = {
+    "encode": "Image -> pixel CSV (x, y, channels in [0, 1]).",
+    "decode": "Pixel CSV -> image, the exact inverse of encode.",
+    "train": "Train a network on an image, CSV or array; --resume a run.",
+    "fit-many": "Fit one network per image of a folder, list or bucket.",
+    "render": "Draw a trained network on a canvas of any size.",
+    "view": "Zoom into a run or browse a set in the browser.",
+    "export": "Write a network as safetensors or ONNX.",
+    "eval": "PSNR and SSIM of a render against a reference.",
+    "info": "What a run or set holds: network, step, PSNR, sizes.",
+    "presets": "List the presets, or print one with every key.",
+    "doctor": "Check Python, NumPy, CuPy, CUDA and the kernels.",
+}
 
-    for module in (encode, decode, train, fit_many, render, view, export, evaluate, info, doctor):
-        app.command(name=module.NAME, help=module.HELP, no_args_is_help=module.NEEDS_ARGS)(
-            handles_errors(module.command)
-        )
+
+def _register() -> None:
+    from inr_cli.commands import (decode, doctor, encode, evaluate, export, fit_many, info, presets, render, train,
+                                  view)
+
+    for module in (encode, decode, train, fit_many, render, view, export, evaluate, info, presets, doctor):
+        app.command(name=module.NAME, help=module.HELP, short_help=SUMMARIES[module.NAME],
+                    no_args_is_help=module.NEEDS_ARGS)(handles_errors(module.command))
 
 
 _register()

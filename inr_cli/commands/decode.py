@@ -17,8 +17,9 @@ NEEDS_ARGS = True
 
 def command(
     csv: Path = typer.Argument(..., metavar="CSV", help="Pixel CSV written by `inr encode` (or by hand); - reads standard input."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Image to write (default: CSV with .png, "
-                                          "or NAME-decoded.png when that exists; replaced if it exists)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="Image to write (default: "
+                                          "CSV with .png, or NAME-decoded.png when that exists; replaced if it "
+                                          "exists)."),
     force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
 ) -> None:
     if str(csv) == "-" and output is None:

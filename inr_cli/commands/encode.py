@@ -18,10 +18,11 @@ NEEDS_ARGS = True
 
 def command(
     image: Path = typer.Argument(..., metavar="IMAGE", help="Image file (PNG, JPEG, GIF, ...)."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="CSV to write (default: IMAGE with .csv; "
-                                          "replaced if it exists; - for standard output)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="CSV to write (default: "
+                                          "IMAGE with .csv, replaced if it exists; - for standard output)."),
     force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
-    size: Optional[int] = typer.Option(None, "--size", help="Resize so the longer side is N pixels (Lanczos)."),
+    size: Optional[int] = typer.Option(None, "--size", metavar="N", help="Resize so the longer side is N pixels "
+                                       "(Lanczos)."),
     gray: bool = typer.Option(False, "--gray", help="Convert to one grey channel."),
 ) -> None:
     if size is not None and size <= 0:

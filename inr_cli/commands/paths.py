@@ -29,6 +29,15 @@ def default_output(source: Path, suffix: str, fallback: str | None = None) -> Pa
     return target
 
 
+def shown_path(path: Path | str) -> str:
+    """A path as a message shows it: relative to the working directory when it lies inside it (an
+    absolute run directory alone can fill half a line), else as it is."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
+
+
 def check_parent(path: Path) -> None:
     parent = Path(path).resolve().parent
     if not parent.is_dir():
