@@ -19,6 +19,7 @@ const FINEST_RATIO = 0.45;         // screen pixels per tile pixel below which a
                                    // (OpenSeadragon draws a level from 0.5; a little less for rounding)
 const SETTLE_MS = 150;             // tiles are sent once the view has stopped moving for this long
 const NEVER_MS = 2147483647;       // a waiting tile is never failed for the time it waits
+const MAX_WAITING = 2048;          // tiles out of view kept waiting; older ones are given back
 const SORT_NAMES = { "-psnr": "by PSNR, best first", "psnr": "by PSNR, worst first",
                      "name": "by name, A to Z", "-name": "by name, Z to A" };
 
@@ -91,27 +92,32 @@ class TileQueue {
     showProgress();
   }
 
-  // In view at the view's destination, at a level the screen shows (coarse ones always are); the
-  // view of the viewer the tile is for (the main one, or the navigator's).
-  wanted(job) {
+  // In view at the view's destination, at a level the screen shows (coarse ones always are), in the
+  // viewer the tile is for (the main one or the navigator). views: each viewer's view, computed once.
+  wanted(job, views) {
     const tile = job.tile;
     const item = tile.tiledImage;
     if (!item || !item.viewport) return true;
+    if (!views.has(item)) {
+      const viewport = item.viewport;
+      views.set(item, { zoom: item.viewportToImageZoom(viewport.getZoom(false)),
+                        rect: item.viewportToImageRectangle(viewport.getBounds(false)) });
+    }
+    const { zoom, rect } = views.get(item);
     const scale = 2 ** (this.state.pyramid.maxLevel - tile.level);  // deepest-level pixels per pixel of the tile's
-    const viewport = item.viewport;
-    if (item.viewportToImageZoom(viewport.getZoom(false)) * scale < FINEST_RATIO) return false;
-    const view = item.viewportToImageRectangle(viewport.getBounds(false));
+    if (zoom * scale < FINEST_RATIO) return false;
     const side = this.state.pyramid.tileSize * scale;
-    const margin = 0.02 * Math.max(view.width, view.height);  // rounding, not a tile more
-    return tile.x * side < view.x + view.width + margin && (tile.x + 1) * side > view.x - margin &&
-           tile.y * side < view.y + view.height + margin && (tile.y + 1) * side > view.y - margin;
+    const margin = 0.02 * Math.max(rect.width, rect.height);  // rounding, not a tile more
+    return tile.x * side < rect.x + rect.width + margin && (tile.x + 1) * side > rect.x - margin &&
+           tile.y * side < rect.y + rect.height + margin && (tile.y + 1) * side > rect.y - margin;
   }
 
   pump() {
     if (this.closed) return;
+    const views = new Map();
     for (const flight of this.flights) {
       const open = flight.jobs.filter((job) => !job.finished && !job.dropped);
-      if (!open.some((job) => this.wanted(job))) flight.controller.abort();  // its tiles wait again
+      if (!open.some((job) => this.wanted(job, views))) flight.controller.abort();  // its tiles wait again
     }
     // While the user is still zooming or panning, the views passed on the way are not drawn.
     const still = performance.now() - movedAt;
@@ -122,16 +128,30 @@ class TileQueue {
       return;
     }
     while (this.flights.size < TILE_REQUESTS) {
-      const ready = this.waiting.filter((job) => this.wanted(job)).slice(0, BATCH_MAX);
-      if (!ready.length) break;
-      this.waiting = this.waiting.filter((job) => !ready.includes(job));
-      this.send(ready);
+      const ready = new Set(this.waiting.filter((job) => this.wanted(job, views)).slice(0, BATCH_MAX));
+      if (!ready.size) break;
+      this.waiting = this.waiting.filter((job) => !ready.has(job));
+      this.send([...ready]);
     }
+    this.release(views);
     showProgress();
   }
 
+  // Tiles of views long left: given back to OpenSeadragon, which asks again if the view returns.
+  release(views) {
+    const excess = this.waiting.length - MAX_WAITING;
+    if (excess <= 0) return;
+    const stale = new Set(this.waiting.filter((job) => !this.wanted(job, views)).slice(0, excess));
+    this.waiting = this.waiting.filter((job) => !stale.has(job));
+    for (const job of stale) {
+      job.fail("out of view", null);
+      job.tile.exists = true;  // a failed tile is marked as missing for good; this one is not
+    }
+  }
+
   pending() {
-    let count = this.waiting.filter((job) => this.wanted(job)).length;
+    const views = new Map();
+    let count = this.waiting.filter((job) => this.wanted(job, views)).length;
     for (const flight of this.flights) count += flight.jobs.filter((job) => !job.finished && !job.dropped).length;
     return count;
   }
@@ -139,15 +159,19 @@ class TileQueue {
   async send(jobs) {
     const flight = { jobs, controller: new AbortController() };
     this.flights.add(flight);
-    const tileName = (job) => `${job.tile.level}-${job.tile.x}-${job.tile.y}`;
-    const names = [...new Set(jobs.map(tileName))];  // the navigator asks for some tiles of the viewer's too
+    const byName = new Map();  // the navigator asks for some of the viewer's tiles too: each name once
+    for (const job of jobs) {
+      const name = `${job.tile.level}-${job.tile.x}-${job.tile.y}`;
+      byName.set(name, [...(byName.get(name) || []), job]);
+    }
+    const names = [...byName.keys()];
     const url = `/tiles/${this.state.net}?v=${encodeURIComponent(this.state.version)}&t=${names.join(",")}`;
     try {
       const response = await fetch(url, { cache: "no-store", signal: flight.controller.signal });
       if (!response.ok) throw new Error(`${response.status} ${await response.text()}`);
       for await (const [position, png] of tileFrames(response.body)) {
-        for (const job of jobs) {
-          if (job.finished || tileName(job) !== names[position]) continue;
+        for (const job of byName.get(names[position]) || []) {
+          if (job.finished) continue;
           job.finished = true;
           if (!job.dropped) job.finish(new Blob([png], { type: "image/png" }), null, "rasterBlob");
         }
@@ -403,6 +427,7 @@ async function loadGallery() {
     $("label-filter").hidden = false;
     for (const label of page.labels) if (label) $("label").add(new Option(label, label));
     gallery.labelsFilled = true;
+    $("label").value = gallery.label;
   }
   const cards = $("cards");
   cards.replaceChildren();
