@@ -127,7 +127,7 @@ class Handler(BaseHTTPRequestHandler):
         if path.startswith("/static/"):
             return self._send_static(path[len("/static/"):])
         if path == "/api/info":
-            return self._send_json({"kind": view.kind, "name": view.name})
+            return self._send_json({"kind": view.kind, "name": view.name, "device": self.server.renderer.backend.name})
         if path == "/api/state":
             try:
                 state = view.state(_integer(query, "net", 0), sort=query.get("sort", "-psnr"),

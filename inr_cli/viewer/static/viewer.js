@@ -15,8 +15,12 @@ const PAGE = 60;
 const TILE_REQUESTS = 3;           // batches streaming at once (a browser opens six connections a server)
 const BATCH_WAIT_MS = 10;          // the tiles asked for within this long go as one batch
 const BATCH_MAX = 512;             // the server's limit on one request
-const FINEST_RATIO = 0.45;         // screen pixels per tile pixel below which a level is finer than the view
-                                   // (OpenSeadragon draws a level from 0.5; a little less for rounding)
+// The finest level drawn shows each of its pixels on at least this many screen pixels: on a GPU 0.5
+// (sharp: up to 4 network pixels a screen pixel), on the CPU 0.75, which draws half as many pixels.
+const MIN_PIXEL_RATIO = { gpu: 0.5, cpu: 0.75 };
+const ROUNDING = 0.9;              // a level a little finer than that is still wanted (rounding)
+const PREVIEW_LEVELS = 2;          // coarser levels drawn first, for a picture at once; not every one
+                                   // between a deep zoom's start and end
 const SETTLE_MS = 150;             // tiles are sent once the view has stopped moving for this long
 const NEVER_MS = 2147483647;       // a waiting tile is never failed for the time it waits
 const MAX_WAITING = 2048;          // tiles out of view kept waiting; older ones are given back
@@ -30,6 +34,7 @@ let layers = [];        // the network's tiled images, oldest first (more than o
 let sourceLayer = null; // the training image laid over them, when asked for
 let split = 50;         // the training image covers this percentage of the viewer, from its left
 let movedAt = 0;        // when the user last moved the view (zoom or pan)
+let device = "cpu";     // where the server draws
 const queues = new Set(); // the TileQueue of every layer
 const gallery = { sort: "-psnr", label: "", query: "", offset: 0, total: 0, labelsFilled: false };
 
@@ -92,8 +97,9 @@ class TileQueue {
     showProgress();
   }
 
-  // In view at the view's destination, at a level the screen shows (coarse ones always are), in the
-  // viewer the tile is for (the main one or the navigator). views: each viewer's view, computed once.
+  // In view at the view's destination, at the finest level drawn there or one of the PREVIEW_LEVELS
+  // below it, in the viewer the tile is for (the main one or the navigator). views: each viewer's view,
+  // computed once.
   wanted(job, views) {
     const tile = job.tile;
     const item = tile.tiledImage;
@@ -105,7 +111,8 @@ class TileQueue {
     }
     const { zoom, rect } = views.get(item);
     const scale = 2 ** (this.state.pyramid.maxLevel - tile.level);  // deepest-level pixels per pixel of the tile's
-    if (zoom * scale < FINEST_RATIO) return false;
+    const finest = ROUNDING * minPixelRatio();  // screen pixels per pixel of the finest level drawn, at least
+    if (zoom * scale < finest || zoom * scale >= finest * 2 ** (PREVIEW_LEVELS + 1)) return false;
     const side = this.state.pyramid.tileSize * scale;
     const margin = 0.02 * Math.max(rect.width, rect.height);  // rounding, not a tile more
     return tile.x * side < rect.x + rect.width + margin && (tile.x + 1) * side > rect.x - margin &&
@@ -225,6 +232,7 @@ function ensureViewer() {
     visibilityRatio: 0.5,
     immediateRender: false,  // the coarse levels at once, the fine ones over them as they come
     blendTime: 0,
+    minPixelRatio: minPixelRatio(),
     maxTilesPerFrame: 64,    // every tile a view needs asked for in one frame: one batch
     timeout: NEVER_MS,       // a tile out of view waits in its queue, as long as it takes
   });
@@ -234,6 +242,10 @@ function ensureViewer() {
   }
   viewer.addHandler("viewport-change", () => { describeZoom(); placeSplit(); });
   viewer.addHandler("animation-finish", describeZoom);
+}
+
+function minPixelRatio() {
+  return MIN_PIXEL_RATIO[device] || MIN_PIXEL_RATIO.cpu;
 }
 
 function addLayer(state) {
@@ -500,6 +512,7 @@ function wireGallery() {
 async function start() {
   const info = await getJson("/api/info");
   kind = info.kind;
+  device = info.device;
   gallery.name = info.name;
   $("compare").addEventListener("change", (e) => showSource(e.target.checked));
   $("split").addEventListener("input", (e) => { split = Number(e.target.value); placeSplit(); });
