@@ -127,7 +127,8 @@ class Handler(BaseHTTPRequestHandler):
         if path.startswith("/static/"):
             return self._send_static(path[len("/static/"):])
         if path == "/api/info":
-            return self._send_json({"kind": view.kind, "name": view.name, "device": self.server.renderer.backend.name})
+            device = self.server.renderer.backend.name  # the page draws fewer pixels on the CPU
+            return self._send_json({"kind": view.kind, "name": view.name, "device": device})
         if path == "/api/state":
             try:
                 state = view.state(_integer(query, "net", 0), sort=query.get("sort", "-psnr"),
