@@ -127,7 +127,8 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
     total = len(plan.images)
     done = total - sum(len(plan.shards[i]) for i in pending)
     if not quiet:
-        info(f"fitting {total} images ({len(plan.shards)} shards of up to {plan.pack}; {done} done) on {runner.where}: "
+        shards = f"{len(plan.shards)} shard{'s' if len(plan.shards) != 1 else ''}"
+        info(f"fitting {total} images ({shards} of up to {plan.pack}; {done} done) on {runner.where}: "
              f"{plan.spec.model} {plan.spec.layers}x{plan.spec.hidden}, {plan.config.training.steps} steps -> {out}")
     steps = plan.config.training.steps
     with Signals() as signals, ImageProgress(total, done, steps, quiet) as progress:
