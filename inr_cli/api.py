@@ -37,10 +37,13 @@ EVALUATION_DEVICE = "cpu"  # net(coords) takes and gives NumPy arrays: a GPU wou
 
 class TrainedNetwork:
     """One trained network: its description (`spec`), its flat parameters (`params` [P] float32),
-    the channels it draws (`channels`, e.g. ("r", "g", "b")) and the size it was trained at."""
+    the channels it draws (`channels`, e.g. ("r", "g", "b")), the size it was trained at and, for
+    the network of a run, its run directory (`run_dir`: where `fit` wrote it; None in a set)."""
 
-    def __init__(self, spec: NetworkSpec, params: np.ndarray, channels: Sequence[str], width: int, height: int):
+    def __init__(self, spec: NetworkSpec, params: np.ndarray, channels: Sequence[str], width: int, height: int,
+                 run_dir: Path | None = None):
         self.spec = spec
+        self.run_dir = run_dir
         self.params = np.asarray(params, dtype=np.float32)
         if self.params.shape != (spec.parameter_count(),):
             raise ValueError(f"parameters of shape {self.params.shape}, expected [{spec.parameter_count()}]")
@@ -171,7 +174,8 @@ def load(path: PathLike) -> TrainedNetwork | TrainedSet:
 
 def _load_run(path: Path) -> TrainedNetwork:
     saved = one_network(path, None)
-    return TrainedNetwork(saved.spec, saved.params, saved.channels, saved.width, saved.height)
+    return TrainedNetwork(saved.spec, saved.params, saved.channels, saved.width, saved.height,
+                          path if path.is_dir() else path.parent)
 
 
 def fit(image: PathLike | np.ndarray | None = None, *, preset: str | None = None, config: PathLike | None = None,
@@ -180,9 +184,11 @@ def fit(image: PathLike | np.ndarray | None = None, *, preset: str | None = None
     """Train a network on an image, as `inr train` does with the same settings, and return it.
     `image`: a file (an image, a pixel CSV, a .npy array), an array ((H, W) or (H, W, C) of uint8,
     uint16 or floats in [0, 1]), a PIL image, or None for the built-in sample. The run is written
-    where `inr train` writes it (runs/<name>, or run_dir); an array or PIL image is saved in it as
-    image.npy, so that `inr train --resume` finds it (run_dir must then be new or empty). Ctrl-C
-    saves the checkpoint and raises KeyboardInterrupt."""
+    where `inr train` writes it, and the network's `run_dir` says where: run_dir if given, else
+    runs/<name>, or runs/<name>-2, -3 ... when that holds an earlier run (said on stderr unless
+    quiet). An array or PIL image is saved in the run as image.npy, so that `inr train --resume`
+    finds it (run_dir must then be new or empty). Ctrl-C saves the checkpoint and raises
+    KeyboardInterrupt."""
     from inr_cli.runs.start import start_run
 
     flags = _flags("train", options, settings or {})

@@ -44,10 +44,12 @@ class OneLineErrors(TyperGroup):
             result = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except Exception as exc:  # noqa: BLE001 - re-raised below unless it is a usage error
             name = type(exc).__name__
-            if name == "NoArgsIsHelpError" or not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
-                if name == "NoArgsIsHelpError":
-                    typer.echo(exc.ctx.get_help())
-                    sys.exit(0)
+            if name == "NoArgsIsHelpError":
+                # A command without its arguments is a usage error like one missing argument (stderr,
+                # exit code 2, as Click has it), with the whole help as its message.
+                typer.echo(exc.ctx.get_help(), err=True)
+                sys.exit(2)
+            if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
                 raise
             context = getattr(exc, "ctx", None)
             where = f" (see: {context.command_path} --help)" if context is not None else ""
@@ -110,13 +112,30 @@ def handles_errors(command):
     return wrapper
 
 
-def _register() -> None:
-    from inr_cli.commands import decode, doctor, encode, evaluate, export, fit_many, info, render, train, view
+# What `inr --help` lists: one line each, short enough for 80 columns (Click would cut a command's
+# help there with "..."); each command's own --help says the rest.
+SUMMARIES = {
+    "encode": "Image -> pixel CSV (x, y, channels in [0, 1]).",
+    "decode": "Pixel CSV -> image, the exact inverse of encode.",
+    "train": "Train a network on an image, CSV or array; --resume a run.",
+    "fit-many": "Fit one network per image of a folder, list or bucket.",
+    "render": "Draw a trained network on a canvas of any size.",
+    "view": "Zoom into a run or browse a set in the browser.",
+    "export": "Write a network as safetensors or ONNX.",
+    "eval": "PSNR and SSIM of a render against a reference.",
+    "info": "What a run or set holds: network, step, PSNR, sizes.",
+    "presets": "List the presets, or print one with every key.",
+    "doctor": "Check Python, NumPy, CuPy, CUDA and the kernels.",
+}
 
-    for module in (encode, decode, train, fit_many, render, view, export, evaluate, info, doctor):
-        app.command(name=module.NAME, help=module.HELP, no_args_is_help=module.NEEDS_ARGS)(
-            handles_errors(module.command)
-        )
+
+def _register() -> None:
+    from inr_cli.commands import (decode, doctor, encode, evaluate, export, fit_many, info, presets, render, train,
+                                  view)
+
+    for module in (encode, decode, train, fit_many, render, view, export, evaluate, info, presets, doctor):
+        app.command(name=module.NAME, help=module.HELP, short_help=SUMMARIES[module.NAME],
+                    no_args_is_help=module.NEEDS_ARGS)(handles_errors(module.command))
 
 
 _register()

@@ -1,5 +1,5 @@
 """Progress on stderr: a training's (step/total, elapsed, time left, loss, PSNR, learning rate,
-steps/s) and fit-many's (images done, images/s, time left, mean PSNR).
+steps/s) and fit-many's (images done, the step of the pack in flight, time left, images/s, mean PSNR).
 
 On a terminal a Rich line whose first columns (step, elapsed, time left) fit even 80 columns; the
 bar takes what room is left. Off a terminal (a batch job, a log file) a plain line every
@@ -12,7 +12,8 @@ import time
 
 import numpy as np
 
-from rich.progress import BarColumn, Progress, TextColumn
+from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn
+from rich.text import Text
 from rich.table import Column
 
 from inr_cli.console import err
@@ -80,28 +81,31 @@ def fit_fields(fields: list[str], width: int) -> str:
 
 
 class ImageProgress:
-    """Images done, images/s, time left and mean PSNR so far: a Rich bar on a terminal, else a plain
-    line every `every` seconds (batch jobs, logs)."""
+    """fit-many's progress: images done, elapsed and time left, the step of the pack in flight, the
+    mean PSNR of the images fitted so far, the pack's mean PSNR at its last reading, images/s.
 
-    def __init__(self, total: int, done: int, quiet: bool, every: float = 10.0):
-        self.total, self.done, self.quiet, self.every = total, done, quiet, every
-        self.start_done, self.start = done, time.perf_counter()
+    Fed by the step loop of each pack (pack_started, step, reading) and by each finished shard
+    (add); a Ray run reports shards only. The work is counted in network-steps, so time left and
+    rate move with the steps, not only when a pack ends. On a terminal a Rich line redrawn by its
+    own clock (elapsed moves even while a step runs); off a terminal a plain line at the first
+    news, every `every` seconds and at the end."""
+
+    def __init__(self, total: int, done: int, steps: int, quiet: bool, every: float = 5.0, console=None):
+        self.total, self.done, self.steps, self.quiet, self.every = total, done, max(steps, 1), quiet, every
+        self.console = console or err
+        self.started = time.perf_counter()
+        self.session_work = 0  # network-steps done by this process
+        self.pack_networks = self.pack_step = 0  # the pack in flight (0 networks: none)
+        self.pack_psnr = float("nan")
+        self.stepwise = False  # whether steps are reported (in-process), or only shards (Ray)
         self.psnr_sum, self.psnr_count = 0.0, 0  # a running mean: the mean of a growing list cost O(images) per shard
-        self.last_line = self.start
-        self.console = err
+        self.last_line: float | None = None
+        self.plain = not quiet and not self.console.is_terminal
         self.bar = None
-        if not quiet and err.is_terminal:
-            counter = f"images {total}/{total}"
-            self.bar = Progress(  # counts and times first and never squeezed, as in training's progress
-                TextColumn("images {task.completed}/{task.total}", table_column=Column(no_wrap=True,
-                                                                                      min_width=len(counter))),
-                TextColumn("{task.fields[elapsed]} left {task.fields[left]}", table_column=Column(no_wrap=True,
-                                                                                                min_width=20)),
-                TextColumn("{task.fields[rate]} images/s  mean PSNR {task.fields[psnr]}",
-                           table_column=Column(no_wrap=True, overflow="ellipsis", ratio=2)),
-                BarColumn(bar_width=None, table_column=Column(ratio=1)), console=err)
-            self.task = self.bar.add_task("fit", total=total, completed=done, rate="-", psnr="-",
-                                          elapsed=clock(0), left="-:--:--")
+        if not quiet and not self.plain:
+            self.bar = Progress(_LiveColumn(lambda: fit_fields(self.fields(), self.console.width - MIN_BAR)),
+                                BarColumn(bar_width=None, table_column=Column(ratio=1)), console=self.console)
+            self.task = self.bar.add_task("fit", total=total * self.steps, completed=done * self.steps)
 
     def __enter__(self):
         if self.bar is not None:
@@ -113,25 +117,85 @@ class ImageProgress:
             self.bar.__exit__(*exc)
 
     def stop(self) -> None:
+        """Leave the line as it is (before a last message, on Ctrl-C): it is not drawn again."""
         if self.bar is not None:
             self.bar.stop()
 
+    def pack_started(self, networks: int, step: int) -> None:
+        """A pack of `networks` begins at `step` (above 0: taken up where an interrupted run saved it)."""
+        self.stepwise = True
+        self.pack_networks, self.pack_step, self.pack_psnr = networks, step, float("nan")
+
+    def step(self, step: int) -> None:
+        self.session_work += self.pack_networks * (step - self.pack_step)
+        self.pack_step = step
+        self._show()
+
+    def reading(self, step: int, losses) -> None:
+        """The pack's losses read at `step`: its mean PSNR so far."""
+        losses = np.asarray(losses, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.pack_psnr = float(np.mean(-10.0 * np.log10(losses)))
+        self.step(step)
+
     def add(self, count: int, psnrs) -> None:
+        """`count` images fitted and written, with their PSNRs; the pack in flight, if any, is among them."""
+        if not self.stepwise:
+            self.session_work += count * self.steps
         self.done += count
+        self.pack_networks = self.pack_step = 0
         psnrs = np.asarray(psnrs, dtype=np.float64)
         self.psnr_sum += float(psnrs.sum())
         self.psnr_count += psnrs.size
-        elapsed = time.perf_counter() - self.start
-        rate = (self.done - self.start_done) / max(elapsed, 1e-9)
-        mean = self.psnr_sum / self.psnr_count if self.psnr_count else float("nan")
-        left = (self.total - self.done) / rate if rate > 0 else float("inf")
+        self._show()
+
+    @property
+    def work_done(self) -> int:
+        return self.done * self.steps + self.pack_networks * self.pack_step
+
+    def fields(self) -> list[str]:
+        """What the line says, most wanted first (a narrow terminal drops from the end)."""
+        elapsed = time.perf_counter() - self.started
+        per_second = self.session_work / elapsed if elapsed > 0 else 0.0  # network-steps
+        left = (self.total * self.steps - self.work_done) / per_second if per_second > 0 else float("inf")
+        times = f"{clock(elapsed)} left {clock(left)}" if not self.plain else \
+            f"elapsed {clock(elapsed)}  left {clock(left)}"
+        fields = [f"images {self.done}/{self.total}", times]
+        if self.pack_networks:
+            fields.append(f"step {self.pack_step}/{self.steps}")
+        if self.psnr_count:
+            fields.append(f"mean PSNR {self.psnr_sum / self.psnr_count:.2f} dB")
+        if self.pack_networks and self.pack_psnr == self.pack_psnr:
+            fields.append(f"pack PSNR {self.pack_psnr:.2f} dB")
+        fields.append(f"{per_second / self.steps:.3g} images/s" if per_second > 0 else "- images/s")
+        return fields
+
+    def _show(self) -> None:
+        now = time.perf_counter()
         if self.bar is not None:
-            self.bar.update(self.task, completed=self.done, rate=f"{rate:.1f}", psnr=f"{mean:.2f} dB",
-                            elapsed=clock(elapsed), left=clock(left))
-        elif not self.quiet and (time.perf_counter() - self.last_line >= self.every or self.done == self.total):
-            self.console.print(f"images {self.done}/{self.total}  {rate:.1f} images/s  mean PSNR {mean:.2f} dB  "
-                               f"elapsed {clock(elapsed)}  left {clock(left)}", soft_wrap=True, highlight=False)
-            self.last_line = time.perf_counter()
+            # Called after every step: the bar is moved a few times a second, not at the steps' pace
+            # (a small pack on a GPU steps far faster than a redraw).
+            if self.last_line is None or now - self.last_line >= BAR_SECONDS or self.pack_networks == 0:
+                self.bar.update(self.task, completed=self.work_done)
+                self.last_line = now
+        elif self.plain:
+            if self.last_line is None or now - self.last_line >= self.every or self.done == self.total:
+                self.console.print("  ".join(self.fields()), soft_wrap=True, highlight=False, markup=False)
+                self.last_line = now
+
+
+BAR_SECONDS = 0.1  # between moves of fit-many's bar (its text is redrawn by Rich's own clock)
+
+
+class _LiveColumn(ProgressColumn):
+    """A column whose text is made at each redraw, so that its clock moves between updates."""
+
+    def __init__(self, line):
+        super().__init__(table_column=Column(no_wrap=True))
+        self.line = line
+
+    def render(self, task) -> Text:
+        return Text(self.line())
 
 
 def clock(seconds: float) -> str:

@@ -1,11 +1,13 @@
 """The test suite's hook module (inr_cli/hooks.py): armed with INR_HOOKS=tests.failpoints and one
-failpoint in INR_FAILPOINT, it SIGKILLs a process at that point:
+failpoint in INR_FAILPOINT, it signals a process at that point (SIGKILL, unless said):
 
     driver-after=K      the fit-many driver, once at least K shards are on disk
     worker-at=NAME      the worker that starts fitting NAME's shard, once (a marker in OUT remembers it)
     worker-always-at=NAME   that worker, every time: a poisoned input
     node-at=RESOURCE    the whole Ray node (its raylet, then the worker) that declares the custom
                         resource RESOURCE, when its worker starts its first shard, once
+    signal-at=SIGNAL@K  the fitting process sends itself SIGNAL (SIGINT, SIGTERM, SIGKILL...) after
+                        step K of a pack, every time
 
 A real kill of a real process, at a moment the test does not have to catch.
 """
@@ -20,9 +22,14 @@ from pathlib import Path
 def at(point: str, **details) -> None:
     wanted = os.environ.get("INR_FAILPOINT", "")
     if point == "shard-written":
-        count = len(list(Path(details["shards"]).glob("*.npz")))
+        count = len(list(Path(details["shards"]).glob("?????.npz")))  # finished shards, not packs in flight
         if wanted.startswith("driver-after=") and count >= int(wanted.split("=", 1)[1]):
             os.kill(os.getpid(), signal.SIGKILL)
+    elif point == "pack-step":
+        if wanted.startswith("signal-at="):
+            name, step = wanted.split("=", 1)[1].split("@")
+            if details["step"] == int(step):
+                os.kill(os.getpid(), getattr(signal, name))
     elif point == "shard-start":
         for name in details["names"]:
             if wanted == f"worker-at={name}" and _first_time(details["out"], f"worker-at-{name}"):

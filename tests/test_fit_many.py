@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -57,7 +58,7 @@ def finish(process: subprocess.Popen, timeout: float = 600) -> tuple[int, str]:
 
 def shards_on_disk(out: Path) -> int:
     folder = out / SHARDS
-    return len(list(folder.glob("*.npz"))) if folder.is_dir() else 0
+    return len(list(folder.glob("?????.npz"))) if folder.is_dir() else 0  # not the packs in flight
 
 
 def wait_for_shards(process: subprocess.Popen, out: Path, count: int) -> bool:
@@ -327,6 +328,93 @@ def test_ctrl_c_keeps_the_finished_shards_and_says_how_to_go_on(tmp_path):
     assert code == 130, stderr
     assert "run the same command again" in stderr and "Traceback" not in stderr
     assert shards_on_disk(out) >= 1
+    named = re.findall(rf"{re.escape(str(tmp_path))}\S*[^;.\s]", stderr.split("SIGINT: ", 1)[1])
+    assert named and all(Path(path).exists() for path in named), stderr  # it names what it kept
+
+
+@pytest.mark.parametrize("signal_name,exit_code", [("SIGINT", 130), ("SIGTERM", 143)])
+def test_a_signal_mid_pack_saves_it_and_the_rerun_continues_it_bit_identical(reference, tmp_path, signal_name,
+                                                                           exit_code):
+    """The process sends itself the signal after step 25 of its first pack (a failpoint: a real
+    signal at a step the test chose): the pack's state is saved under the set folder, the message
+    names it, and the same command continues it to the uninterrupted set, bit for bit."""
+    folder, out = reference
+    target = tmp_path / "out"
+    args = ["fit-many", folder, "-o", target, "--pack", "2", *NET]
+    code, stderr = finish(inr(*args, failpoint=f"signal-at={signal_name}@25"))
+    assert code == exit_code, stderr
+    saved = target / SHARDS / "00000.pack-0.partial.npz"
+    assert (f"{signal_name}: none of the 5 images is fitted yet; the pack in flight is saved at step 25 of 40 in "
+            f"{saved}; run the same command again to go on") in stderr, stderr
+    assert ckpt.load(saved).step == 25 and shards_on_disk(target) == 0
+    result = fit(*args[1:])
+    assert result.exit_code == 0, result.output
+    assert np.array_equal(np.load(target / WEIGHTS), np.load(out / WEIGHTS))
+    assert (target / INDEX).read_bytes() == (out / INDEX).read_bytes()  # the losses and scores too
+    assert not list((target / SHARDS).glob("*.partial.npz"))  # removed once their shard is written
+
+
+def test_a_pack_in_flight_is_saved_at_the_clock_interval(reference, tmp_path):
+    """--checkpoint-seconds as in inr train: a pack killed outright (SIGKILL after step 25, no
+    chance to save) is continued from its last saved step, bit for bit."""
+    folder, out = reference
+    target = tmp_path / "out"
+    args = ["fit-many", folder, "-o", target, "--pack", "2", "--checkpoint-seconds", "1e-9", *NET]
+    code, stderr = finish(inr(*args, failpoint="signal-at=SIGKILL@25"))
+    assert code == -signal.SIGKILL, stderr
+    assert ckpt.load(target / SHARDS / "00000.pack-0.partial.npz").step == 24  # saved after every step before
+    result = fit(*args[1:])
+    assert result.exit_code == 0, result.output
+    assert np.array_equal(np.load(target / WEIGHTS), np.load(out / WEIGHTS))
+
+
+def test_progress_moves_with_the_steps_on_a_piped_stderr(tmp_path):
+    """Off a terminal (a log, a batch job) a plain line comes at the first reading of the first
+    pack, with the step within the pack, long before the pack ends, and one at the end."""
+    folder = make_folder(tmp_path / "photos", count=3)
+    code, stderr = finish(inr("fit-many", folder, "-o", tmp_path / "out", "--pack", "3", *NET[:-1]))
+    assert code == 0, stderr
+    lines = stderr.splitlines()
+    pattern = r"images 0/3  elapsed \d+:\d\d:\d\d  left \S+  step (\d+)/40  pack PSNR [\d.]+ dB  [\d.e+-]+ images/s"
+    during = [(i, int(m.group(1))) for i, line in enumerate(lines) if (m := re.fullmatch(pattern, line))]
+    end = [i for i, line in enumerate(lines) if re.fullmatch(r"images 3/3  elapsed .* mean PSNR [\d.]+ dB .*", line)]
+    assert during and during[0][1] < 40 and end and during[0][0] < end[0], stderr
+
+
+def test_progress_at_80_columns_shows_the_pack_in_flight():
+    import io
+
+    from rich.console import Console
+
+    from inr_cli.progress import ImageProgress
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=80, force_terminal=True, color_system=None)
+    with ImageProgress(12, 2, 1000, quiet=False, console=console) as progress:  # 2 fitted by an earlier run
+        progress.add(2, [30.0, 32.0])
+        progress.pack_started(4, 0)
+        progress.reading(400, np.full(4, 1e-3))
+        progress.bar.refresh()
+        line = buffer.getvalue().split("\x1b[2K")[-1]
+    assert re.search(r"images 4/12 +\d+:\d\d:\d\d left \S+ +step 400/1000 +mean PSNR 31.00 dB", line), line
+    drawn = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "\n", buffer.getvalue())
+    assert max(len(row) for row in drawn.splitlines()) <= 80
+    assert progress.fields()[2] == "step 400/1000" and "pack PSNR 30.00 dB" in progress.fields()
+
+
+def test_quiet_prints_nothing_but_the_output(tmp_path, capsys):
+    """-q and quiet=True: no progress and no note (the omega0 chosen for the size is one)."""
+    import inr_cli
+
+    folder = make_folder(tmp_path / "photos", count=2)
+    sized = [a for i, a in enumerate(NET) if "--omega0" not in NET[max(i - 1, 0):i + 1]]
+    loud = fit(folder, "-o", tmp_path / "loud", *sized[:-1])
+    assert loud.exit_code == 0 and "omega0 15 for a 14-px image" in loud.output, loud.output
+    quiet = fit(folder, "-o", tmp_path / "quiet", *sized)
+    assert quiet.exit_code == 0 and quiet.output == f"{tmp_path / 'quiet'}\n", quiet.output
+    capsys.readouterr()
+    inr_cli.fit_many(folder, tmp_path / "api", hidden=12, layers=2, lr=3e-3, steps=40, device="cpu", quiet=True)
+    assert capsys.readouterr() == ("", "")
 
 
 def test_class_folders_give_labels_and_the_same_networks(reference, tmp_path):

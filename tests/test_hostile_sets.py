@@ -361,10 +361,10 @@ def test_the_viewer_reads_no_url_a_plan_names_without_trust(reference, tmp_path,
     monkeypatch.setattr(inputs, "read_bytes", lambda location: read.append(location) or b"")
     view = open_view(out)
     assert view.sources_allowed.withheld == 1
-    assert view.state(0)["source"] is False and view.source_png(0) is None
+    assert view.state(0)["source"] is False and view.training_image(0) is None
     assert read == []
     trusted = open_view(out, trust=True)
-    assert trusted.state(0)["source"] is True and trusted.source_png(0) is None  # read, but not the image planned
+    assert trusted.state(0)["source"] is True and trusted.training_image(0) is None  # read, but not the image planned
     assert read == ["http://127.0.0.1:9/tracker.png"]
 
 
@@ -375,9 +375,9 @@ def test_the_viewer_reads_no_path_outside_the_input_without_trust(reference, tmp
     shutil.copy(images / "img0.png", outside)  # the plan even names its fingerprint
     _locate(out, str(outside), inputs.fingerprint(outside.read_bytes()))
     view = open_view(out)
-    assert view.state(0)["source"] is False and view.source_png(0) is None
-    assert view.source_png(1) is not None  # inside the input folder: shown
-    assert open_view(out, trust=True).source_png(0) is not None
+    assert view.state(0)["source"] is False and view.training_image(0) is None
+    assert view.training_image(1) is not None  # inside the input folder: shown
+    assert open_view(out, trust=True).training_image(0) is not None
 
 
 def test_the_viewer_shows_only_the_image_planned(reference, tmp_path):
@@ -385,7 +385,7 @@ def test_the_viewer_shows_only_the_image_planned(reference, tmp_path):
     images, out = copy_set(reference, tmp_path)
     _locate(out, str(images / "img1.png"))  # image 0's entry pointed at image 1's file
     view = open_view(out)
-    assert view.source_png(0) is None and view.source_png(1) is not None
+    assert view.training_image(0) is None and view.training_image(1) is not None
 
 
 def test_an_idle_connection_is_closed(reference, tmp_path):

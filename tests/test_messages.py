@@ -1,12 +1,16 @@
-"""What commands say, as a user types them: eval against a reference of another shape, and doctor
-compiling the kernels."""
+"""What commands say, as a user types them: eval against a reference of another shape, doctor
+compiling the kernels, a wrong input named before anything else, a command without its arguments."""
 
 from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
+
+from inr_cli import settings
 
 from tests.conftest import make_image
 from tests.test_cli import SMALL, run
@@ -27,8 +31,8 @@ def test_eval_says_when_the_reference_has_another_shape(small_run, tmp_path):
     result = run("eval", small_run, bigger, "--device", "cpu")
     assert result.exit_code == 0, result.output
     assert "PSNR" in result.stdout
-    assert "note: the run was trained at 16x12, the reference is 32x24: rendered at the reference's size" \
-        in result.stderr and "warning" not in result.stderr
+    assert "note: trained at 16x12, rendered at the reference's 32x24" in result.stderr
+    assert "warning" not in result.stderr
     other = make_image(tmp_path / "tall.png", "RGB", size=(12, 30))
     result = run("eval", small_run, other, "--device", "cpu", "--json")
     assert result.exit_code == 0 and json.loads(result.stdout)["width"] == 12
@@ -69,3 +73,103 @@ def test_doctor_reports_a_kernel_that_fails_and_a_skipped_check(tmp_path, monkey
     result = run("doctor")
     assert result.exit_code == 0
     assert "skipped: no usable GPU (no GPU in this test) and nvcc is not on PATH" in result.stdout
+
+
+def test_a_bad_input_is_the_only_message_not_the_output_it_would_have_replaced(tmp_path):
+    """decode and encode read their input before they say that a default output name is replaced."""
+    bad_csv = tmp_path / "photo.csv"
+    bad_csv.write_text("x,y,r\n0,0,not a number\n")
+    for existing in ("photo.png", "photo-decoded.png"):
+        make_image(tmp_path / existing, "RGB")
+    result = run("decode", bad_csv)
+    assert result.exit_code != 0 and "replacing" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("error: ")
+    good = make_image(tmp_path / "good.png", "RGB")
+    assert run("encode", good).exit_code == 0
+    broken = tmp_path / "good.png"
+    broken.write_bytes(b"\x89PNG\r\n\x1a\n not really")
+    result = run("encode", broken)  # good.csv exists: the default name it would replace
+    assert result.exit_code != 0 and "replacing" not in result.stderr, result.stderr
+    make_image(broken, "RGB", seed=1)
+    result = run("encode", broken)
+    assert result.exit_code == 0 and "note: replacing " in result.stderr
+
+
+def test_an_image_given_to_decode_or_a_csv_given_to_encode_says_which_command_it_wants(tmp_path):
+    image = make_image(tmp_path / "photo.png", "RGB")
+    assert run("encode", image).exit_code == 0
+    result = run("decode", image)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (f"error: {image} is an image; decode turns a pixel CSV into one "
+                                      f"(`inr encode {image}` writes the CSV)")
+    result = run("encode", tmp_path / "photo.csv")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == (f"error: {tmp_path / 'photo.csv'} is already a pixel CSV; "
+                                      f"`inr decode {tmp_path / 'photo.csv'}` turns it into an image")
+
+
+@pytest.mark.parametrize("command", ["encode", "decode", "render", "view", "export", "eval", "info", "fit-many"])
+def test_a_command_without_its_arguments_is_a_usage_error(command):
+    """As a missing argument is: its help on stderr, exit code 2, nothing on stdout (no_args_is_help
+    alone would print the help and succeed)."""
+    result = run(command)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("Usage: ") and f" {command} " in result.stderr.splitlines()[0]
+
+
+def test_one_missing_argument_and_no_command_are_usage_errors_too(small_run):
+    result = run("eval", small_run)
+    assert result.exit_code == 2 and "Missing argument 'REFERENCE'" in result.stderr
+    assert run().exit_code == 2  # `inr` alone: no command given
+    assert run("--help").exit_code == 0
+
+
+def test_help_lists_every_command_whole_and_options_with_their_defaults_and_metavars():
+    """At 80 columns: `inr --help` cuts no summary; every option's value is named as N, FILE, NAME...
+    (not Typer's <int>, <path>); train's flags say their defaults, a preset's own where it has one."""
+    import typer.main
+
+    from inr_cli.cli import SUMMARIES, app
+
+    runner = CliRunner()
+    top = runner.invoke(app, ["--help"], env={"COLUMNS": "80"}).output
+    commands = typer.main.get_command(app).commands
+    assert set(SUMMARIES) == set(commands)
+    listed = top.split("Commands:")[1]
+    for name, summary in SUMMARIES.items():
+        assert f"  {name}" in listed and summary in listed, name
+    assert "..." not in listed and max(map(len, top.splitlines())) <= 80
+    for name in commands:
+        output = runner.invoke(app, [name, "--help"], env={"COLUMNS": "80"}).output
+        options = [line for line in output.split("Options:")[1].splitlines() if line.startswith("  -")]
+        assert not [line for line in options if "<" in line.split("  ")[1]], (name, options)
+    train = " ".join(runner.invoke(app, ["train", "--help"], env={"COLUMNS": "80"}).output.split())
+    assert "--hidden N Neurons per hidden layer. Default: 256 (sigmoid preset: 128)." in train
+    assert "Default: 0.0003 (fourier, sigmoid presets: 0.003)." in train
+    assert "--gray / --no-gray Train on one grey channel. Default: false." in train
+
+
+def test_presets_are_listed_and_printed_whole_for_a_config_file(tmp_path):
+    from inr_cli.config import build_config, presets, read_toml
+
+    listed = run("presets")
+    assert listed.exit_code == 0
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == presets()
+    assert "siren 3x256, lr 0.0003, 1000 steps" in listed.stdout and "inr presets NAME" in listed.stderr
+    whole = run("presets", "sigmoid")
+    assert whole.exit_code == 0
+    (tmp_path / "mine.toml").write_text(whole.stdout)
+    assert len(read_toml(tmp_path / "mine.toml")) == len(settings.SETTINGS)  # every key
+    assert build_config(tmp_path / "mine.toml", {}) == build_config(None, {}, "sigmoid")
+    result = run("presets", "nope")
+    assert result.exit_code == 2 and "no preset 'nope' (available: fourier, sigmoid, siren)" in result.stderr
+
+
+def test_messages_show_paths_inside_the_working_directory_relative(tmp_path, monkeypatch):
+    from inr_cli.commands.paths import shown_path
+
+    monkeypatch.chdir(tmp_path)
+    assert shown_path(tmp_path / "runs" / "photo") == str(Path("runs") / "photo")
+    assert shown_path("runs/photo") == str(Path("runs") / "photo")
+    outside = tmp_path.parent / "elsewhere"
+    assert shown_path(outside) == str(outside)

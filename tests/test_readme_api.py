@@ -44,3 +44,20 @@ def test_the_readme_examples_run(tmp_path, monkeypatch):
     assert namespace["every"].shape == (3, 48 * 64, 3)
     assert namespace["same"].shape == namespace["colours"].shape == (3, 48 * 64, 3)
     assert (tmp_path / "runs" / "photo" / "checkpoint.npz").is_file()
+
+
+def test_the_first_example_run_again_goes_on_with_its_new_runs(tmp_path, monkeypatch):
+    """A notebook cell run a second time: fit writes new runs (runs/photo-2, runs/array-2), and the
+    example goes on with those, not with the first ones: it uses where fit says it wrote."""
+    make_image(tmp_path / "photo.png", "RGB", size=(16, 12), seed=1)
+    (tmp_path / "photos").mkdir()
+    for seed, name in enumerate(("cat", "dog", "owl")):
+        make_image(tmp_path / "photos" / f"{name}.png", "RGB", size=(16, 12), seed=10 + seed)
+    monkeypatch.chdir(tmp_path)
+    first = section_code_blocks()[0]
+    runs = []
+    for _ in range(2):
+        namespace: dict = {"__name__": "readme"}
+        exec(compile(first, f"README.md {SECTION!r}, python block 1", "exec"), namespace)
+        runs.append((namespace["net"].run_dir, namespace["noise"].run_dir))
+    assert runs == [(Path("runs/photo"), Path("runs/array")), (Path("runs/photo-2"), Path("runs/array-2"))]

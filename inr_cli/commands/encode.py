@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from inr_cli.commands.paths import default_output, output_target
+from inr_cli.commands.paths import default_output, output_target, say_replacing
 from inr_cli.console import notice
 from inr_cli.errors import UsageError
 from inr_cli.formats.images import load_image
@@ -18,17 +18,23 @@ NEEDS_ARGS = True
 
 def command(
     image: Path = typer.Argument(..., metavar="IMAGE", help="Image file (PNG, JPEG, GIF, ...)."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="CSV to write (default: IMAGE with .csv; "
-                                          "replaced if it exists; - for standard output)."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="CSV to write (default: "
+                                          "IMAGE with .csv, replaced if it exists; - for standard output)."),
     force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
-    size: Optional[int] = typer.Option(None, "--size", help="Resize so the longer side is N pixels (Lanczos)."),
+    size: Optional[int] = typer.Option(None, "--size", metavar="N", help="Resize so the longer side is N pixels "
+                                       "(Lanczos)."),
     gray: bool = typer.Option(False, "--gray", help="Convert to one grey channel."),
 ) -> None:
     if size is not None and size <= 0:
         raise UsageError(f"--size must be a positive number of pixels, got {size}")
-    target = output_target(output, None if output else default_output(image, ".csv"), force, [image])
+    if Path(image).suffix.lower() == ".csv":
+        raise UsageError(f"{image} is already a pixel CSV; `inr decode {image}` turns it into an image")
+    target = output_target(output, None if output else default_output(image, ".csv"), force, [image],
+                           announce=False)
     notices: list[str] = []
-    pixels = load_image(image, size=size, gray=gray, notices=notices)
+    pixels = load_image(image, size=size, gray=gray, notices=notices)  # a bad input is refused first
+    if output is None:
+        say_replacing(target)
     for message in notices:
         notice(message)
     if str(target) == "-":

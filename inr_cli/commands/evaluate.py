@@ -9,6 +9,7 @@ from PIL import Image
 
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.backends import make_backend
+from inr_cli.commands.paths import shown_path
 from inr_cli.config import Device, build_config, flags_to_values
 from inr_cli.console import info, notice, warning
 from inr_cli.formats.data import load_training_data
@@ -28,11 +29,14 @@ def command(
     run: Path = typer.Argument(..., metavar="RUN", help="Run directory or checkpoint.npz (with --train-size: created if absent)."),
     reference: Path = typer.Argument(..., metavar="REFERENCE", help="Reference image, pixel CSV or .npy array; rendered at its size."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
-    device: Device = typer.Option("auto", "--device", help="auto | cpu | gpu."),
-    train_size: Optional[int] = typer.Option(None, "--train-size",
+    device: Device = typer.Option("auto", "--device", metavar="auto|cpu|gpu", show_default=False,
+                                  help="Where to draw: auto uses the GPU when CuPy finds one. Default: auto."),
+    train_size: Optional[int] = typer.Option(None, "--train-size", metavar="N",
                                              help="Train on the reference shrunk so its longer side is N."),
-    preset: Optional[str] = typer.Option(None, "--preset", help="Preset for the training run (default: siren)."),
-    steps: Optional[int] = typer.Option(None, "--steps", help="Steps for the training run (default: the preset's)."),
+    preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME", help="Preset for the training run "
+                                         "(default: siren; inr presets lists them)."),
+    steps: Optional[int] = typer.Option(None, "--steps", metavar="N", help="Steps for the training run (default: "
+                                        "the preset's)."),
 ) -> None:
     if train_size is not None and train_size <= 0:
         raise UsageError(f"--train-size must be a positive number of pixels, got {train_size}")
@@ -42,7 +46,8 @@ def command(
         config = build_config(None, flags_to_values({"steps": steps, "device": device, "source": str(reference.resolve()),
                                                      "size": train_size, "preview_every": 0}), preset)
         if not as_json:
-            info(f"training {config.network.model} on {reference.name} at {small.width}x{small.height} -> {run}")
+            info(f"training {config.network.model} on {reference.name} at {small.width}x{small.height} -> "
+                 f"{shown_path(run)}")
         run_training(config, small, run, None, quiet=as_json)
     saved = ckpt.load(run)
     if saved.channels == ("l",) and ref.channels != ("l",):
@@ -65,7 +70,7 @@ def command(
     if train_size is not None:
         small = resize(ref, train_size)
         if (saved.data_shape[1], saved.data_shape[0]) != (small.width, small.height):
-            notice(f"{run} was trained at {saved.data_shape[1]}x{saved.data_shape[0]}, "
+            notice(f"{shown_path(run)} was trained at {saved.data_shape[1]}x{saved.data_shape[0]}, "
                    f"not at {small.width}x{small.height}; the baselines use the latter")
         result["train_width"], result["train_height"] = small.width, small.height
         for name, method in (("lanczos", Image.LANCZOS), ("bicubic", Image.BICUBIC)):
@@ -90,9 +95,7 @@ def _say_shape_differs(trained_w: int, trained_h: int, ref_w: int, ref_h: int) -
     same_aspect = (abs(trained_w * ref_h - ref_w * trained_h) <= 0.02 * trained_w * ref_h
                    or (ref_w, ref_h) == fit_longer_side(trained_w, trained_h, max(ref_w, ref_h)))
     if same_aspect:
-        notice(f"the run was trained at {trained_w}x{trained_h}, the reference is {ref_w}x{ref_h}: "
-               f"rendered at the reference's size")
+        notice(f"trained at {trained_w}x{trained_h}, rendered at the reference's {ref_w}x{ref_h}")
     else:
-        warning(f"the run was trained at {trained_w}x{trained_h} (aspect {trained_w / trained_h:.2f}), the reference "
-                f"is {ref_w}x{ref_h} (aspect {ref_w / ref_h:.2f}): the render is stretched to the reference's shape, "
-                f"so the PSNR compares different pictures")
+        warning(f"trained at {trained_w}x{trained_h}, the reference is {ref_w}x{ref_h}: a stretched render is "
+                f"compared")

@@ -20,8 +20,9 @@ NEEDS_ARGS = True
 
 def command(
     run: Path = typer.Argument(..., metavar="RUN", help="Run directory, checkpoint.npz, or an inr fit-many folder (the whole set, or one network with --image)."),
-    output: Path = typer.Option(..., "-o", "--output", help="model.safetensors or model.onnx."),
-    image: Optional[str] = typer.Option(None, "--image", help="With an inr fit-many folder: export only this image's network."),
+    output: Path = typer.Option(..., "-o", "--output", metavar="FILE", help="model.safetensors or model.onnx."),
+    image: Optional[str] = typer.Option(None, "--image", metavar="NAME", help="With an inr fit-many folder: export "
+                                        "only this image's network."),
     force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
 ) -> None:
     if Path(output).suffix.lower() not in exporter.FORMATS:  # checked before any work

@@ -29,6 +29,15 @@ def default_output(source: Path, suffix: str, fallback: str | None = None) -> Pa
     return target
 
 
+def shown_path(path: Path | str) -> str:
+    """A path as a message shows it: relative to the working directory when it lies inside it (an
+    absolute run directory alone can fill half a line), else as it is."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
+
+
 def check_parent(path: Path) -> None:
     parent = Path(path).resolve().parent
     if not parent.is_dir():
@@ -43,9 +52,11 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def output_target(output: Path | None, default: Path | None, force: bool, protected: Iterable[Path | str] = (),
-                  flag: str = "-o") -> Path:
+                  flag: str = "-o", announce: bool = True) -> Path:
     """The path to write: `output` as named by the user, else `default`; refused or announced by the
-    rule above. Standard output ("-") passes through. Checked before any work is done."""
+    rule above. Standard output ("-") passes through. Checked before any work is done; announce=False
+    leaves the notice to say_replacing, once the input has been read (a bad input is then the only
+    message)."""
     if output is not None and str(output) == "-":
         return Path("-")
     named = output is not None
@@ -61,9 +72,15 @@ def output_target(output: Path | None, default: Path | None, force: bool, protec
         return target
     if named and not force:
         raise UsageError(f"{target} already exists; --force replaces it")
-    if not named:
-        notice(f"replacing {target} (the default output name; {flag} chooses another)")
+    if not named and announce:
+        say_replacing(target, flag)
     return target
+
+
+def say_replacing(target: Path, flag: str = "-o") -> None:
+    """The notice for a default output name that exists and is about to be replaced."""
+    if target.exists() and not is_special(target):
+        notice(f"replacing {target} (the default output name; {flag} chooses another)")
 
 
 def run_sources(run: Path, image: str | None = None) -> list[Path]:

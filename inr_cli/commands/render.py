@@ -26,17 +26,21 @@ NEEDS_ARGS = True
 
 def command(
     run: Path = typer.Argument(..., metavar="RUN", help="Run directory, checkpoint.npz, or an inr fit-many folder (with --image)."),
-    image: Optional[str] = typer.Option(None, "--image", help="With an inr fit-many folder: the image whose network "
-                                        "to draw (its file name)."),
-    size: Optional[int] = typer.Option(None, "--size", help="Longer side in pixels; the aspect ratio is kept."),
-    width: Optional[int] = typer.Option(None, "--width", help="Canvas width (with --height: exact size)."),
-    height: Optional[int] = typer.Option(None, "--height", help="Canvas height."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", help="Image to write (default: RUN/render-WxH.png, "
-                                          "replaced if it exists; - writes a PNG to standard output)."),
+    image: Optional[str] = typer.Option(None, "--image", metavar="NAME", help="With an inr fit-many folder: the "
+                                        "image whose network to draw (its file name)."),
+    size: Optional[int] = typer.Option(None, "--size", metavar="N", help="Longer side in pixels; the aspect ratio "
+                                       "is kept."),
+    width: Optional[int] = typer.Option(None, "--width", metavar="N", help="Canvas width (with --height: exact "
+                                        "size)."),
+    height: Optional[int] = typer.Option(None, "--height", metavar="N", help="Canvas height."),
+    output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="Image to write (default: "
+                                          "RUN/render-WxH.png, replaced if it exists; - writes a PNG to standard "
+                                          "output)."),
     force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
-    depth: int = typer.Option(8, "--depth", help="Bits per channel: 8, 16 (PNG or TIFF) or 32 (float TIFF, "
-                              "values not clipped)."),
-    device: Device = typer.Option("auto", "--device", help="auto | cpu | gpu."),
+    depth: int = typer.Option(8, "--depth", metavar="8|16|32", show_default=False, help="Bits per channel: 8, 16 "
+                              "(PNG or TIFF) or 32 (float TIFF, values not clipped). Default: 8."),
+    device: Device = typer.Option("auto", "--device", metavar="auto|cpu|gpu", show_default=False,
+                                  help="Where to draw: auto uses the GPU when CuPy finds one. Default: auto."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress messages."),
 ) -> None:
     if depth not in (8, 16, 32):

@@ -9,12 +9,14 @@ keyword arguments are.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Literal, Optional
 
 import typer
 
 from inr_cli import config
+from inr_cli.config import preset_path, presets, read_toml
 from inr_cli.settings import Setting, for_command, format_value
 
 COMMAND_LINE = config.Spelling(
@@ -22,7 +24,7 @@ COMMAND_LINE = config.Spelling(
     key=lambda key: f"--set {key}",
     key_value=lambda key, value: f"--set {key}={value if isinstance(value, str) else format_value(value)}",
 )
-SET_HELP = "Set any configuration key, e.g. --set optimizer.beta2=0.99 (repeatable; keys: see --config files)."
+SET_HELP = "Set any configuration key, e.g. --set optimizer.beta2=0.99 (repeatable; every key: inr presets siren)."
 
 
 def set_option():
@@ -37,8 +39,31 @@ def _option(setting: Setting) -> inspect.Parameter:
         declaration, metavar = setting.option, setting.metavar
     kind = Literal[setting.choices] if setting.choices else setting.type
     return inspect.Parameter(setting.name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[kind],
-                             default=typer.Option(None, declaration, metavar=metavar, help=setting.help + ".",
-                                                  show_default=False))
+                             default=typer.Option(None, declaration, metavar=metavar, show_default=False,
+                                                  help=f"{setting.help}. {_default_text(setting)}."))
+
+
+def _default_text(setting: Setting) -> str:
+    """`Default: 0.0003 (fourier, sigmoid presets: 0.003)`, in the help text: the option's own default
+    is None (not given). The README's table says the same (settings.default_text)."""
+    tuned: dict[str, list[str]] = {}
+    for preset, values in _presets().items():
+        if values.get(setting.key, setting.default) != setting.default:
+            tuned.setdefault(_plain(values[setting.key]), []).append(preset)
+    text = f"Default: {_plain(setting.default)}"
+    if tuned and setting.key != "network.model":  # the model picks the preset, not the other way
+        text += " (" + "; ".join(f"{', '.join(names)} preset{'s' * (len(names) > 1)}: {value}"
+                                 for value, names in tuned.items()) + ")"
+    return text
+
+
+def _plain(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+@functools.cache
+def _presets() -> dict[str, dict]:
+    return {name: read_toml(preset_path(name)) for name in presets()}
 
 
 def with_setting_options(command: str):

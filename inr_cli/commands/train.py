@@ -7,6 +7,7 @@ from typing import Optional
 import typer
 
 from inr_cli.commands.setting_options import given_settings, set_option, with_setting_options
+from inr_cli.commands.paths import shown_path
 from inr_cli.console import info
 from inr_cli.errors import UsageError
 from inr_cli.runs.start import resume_run, start_run
@@ -21,9 +22,9 @@ def command(
     data: Optional[str] = typer.Argument(
         None, metavar="DATA", help="Image, pixel CSV or .npy array. With --resume: the run directory or checkpoint "
         "(default: latest run).", show_default=False),
-    config_file: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML config (see configs/)."),
-    preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME", help="Start from configs/NAME.toml: "
-                                         "siren, sigmoid, fourier (default: the model's)."),
+    config_file: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML config (inr presets NAME prints one to start from)."),
+    preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME", help="Start from a packaged preset: "
+                                         "siren, sigmoid, fourier (inr presets lists them; default: the model's)."),
     overrides: list[str] = set_option(),
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", metavar="DIR",
                                            help="Where to write the run (default: runs/<name>)."),
@@ -56,5 +57,6 @@ def _finish(result, quiet: bool, as_json: bool = False) -> None:
         return
     if not quiet:
         info(f"done: step {result.step}, loss {result.loss:.4e}, PSNR {result.psnr:.2f} dB, "
-             f"{result.seconds:.1f} s of training. Render larger with: inr render {result.run_dir} --size 1024")
+             f"{result.seconds:.1f} s of training")
+        info(f"render larger: inr render {shown_path(result.run_dir)} --size 1024")
     typer.echo(str(result.run_dir))

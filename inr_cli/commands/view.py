@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from inr_cli.backends import make_backend
+from inr_cli.commands.paths import shown_path
 from inr_cli.config import Device
 from inr_cli.console import info
 from inr_cli.errors import InrError, UsageError
@@ -19,11 +20,13 @@ NEEDS_ARGS = True
 
 def command(
     run: Path = typer.Argument(..., metavar="RUN|SET", help="Run directory, checkpoint.npz, or an inr fit-many folder."),
-    port: int = typer.Option(0, "--port", help="Port to listen on (default: a free one)."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; another than loopback lets "
-                             "other machines see the run."),
+    port: int = typer.Option(0, "--port", metavar="N", show_default=False, help="Port to listen on. Default: 0, "
+                             "a free one."),
+    host: str = typer.Option("127.0.0.1", "--host", metavar="ADDRESS", show_default=False, help="Address to "
+                             "listen on; another than loopback lets other machines see the run. Default: 127.0.0.1."),
     no_browser: bool = typer.Option(False, "--no-browser", help="Do not open the page in a browser."),
-    device: Device = typer.Option("auto", "--device", help="auto | cpu | gpu: where tiles are drawn."),
+    device: Device = typer.Option("auto", "--device", metavar="auto|cpu|gpu", show_default=False,
+                                  help="Where tiles are drawn: auto uses the GPU when CuPy finds one. Default: auto."),
     trust: bool = typer.Option(False, "--trust", help="Show a set's training images from wherever its "
                                "fit-many.json names them (URLs, paths outside its input folder): only for a set "
                                "you made."),
@@ -48,7 +51,7 @@ def command(
         raise InrError(f"cannot listen on {host}:{port} ({exc.strerror})") from None
     typer.echo(server.url)
     sys.stdout.flush()
-    info(f"serving {run} on {renderer.backend.name}; Ctrl-C stops")
+    info(f"serving {shown_path(run)} on {renderer.backend.name}; Ctrl-C stops")
     if not no_browser:
         webbrowser.open(server.url)
     try:
@@ -70,8 +73,7 @@ def _run_without_checkpoint(path: Path) -> bool:
 def _wait_for_first_checkpoint(run: Path) -> None:
     from inr_cli.formats import checkpoint as ckpt
 
-    info(f"waiting for the first checkpoint of {run} (--checkpoint-every sets how often train writes one; "
-         f"Ctrl-C stops)")
+    info(f"waiting for the first checkpoint of {shown_path(run)} (Ctrl-C stops)")
     try:
         while not ckpt.resolve_exists(run):
             time.sleep(0.2)  # a user waits on this, not a test: polling the file is enough

@@ -8,6 +8,7 @@ from pathlib import Path
 from inr_cli import settings
 from inr_cli.config import build_config, flags_to_values, with_values
 from inr_cli.console import info, notice
+from inr_cli.core.schedule import cosine_lr
 from inr_cli.core.training_loop import reached_target
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import checkpoint as ckpt
@@ -33,8 +34,11 @@ def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> Training
     image = load_training_data(source, config.data.size, config.data.gray, notices)
     for message in notices:
         notice(message)
+    taken = ""  # the plain name, when an earlier run holds it
     if run_dir is None:
         run_dir = new_run_dir(Path(source).stem if source else SAMPLE)
+        plain = run_dir.parent / (Path(source).stem if source else SAMPLE)
+        taken = f" ({plain} holds an earlier run)" if run_dir != plain else ""
     elif (run_dir / ckpt.FILENAME).exists():
         with RunLock(run_dir):  # a run in use is said as such: resuming it would fail the same way
             pass
@@ -42,7 +46,7 @@ def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> Training
     if not quiet:
         net = config.network
         info(f"training {net.model} ({net.layers}x{net.hidden}) on {source or 'the built-in sample'} "
-             f"({image.width}x{image.height}, {','.join(image.channels)}) -> {run_dir}")
+             f"({image.width}x{image.height}, {','.join(image.channels)}) -> {run_dir}{taken}")
     return run_training(config, image, run_dir, None, quiet)
 
 
@@ -63,13 +67,16 @@ def resume_run(data, flags, allow_data_change, quiet) -> TrainingResult | None:
         raise UsageError(f"--steps is the run's new total and {run_dir} is at step {saved.step} already; "
                          f"pass --steps N with N above {saved.step}")
     target = config.training.target_psnr
-    if saved.step < steps and saved.step % config.training.log_every == 0 and reached_target(saved.state.loss[:1], target).all():
+    at_reading = saved.step % config.training.log_every == 0  # where an uninterrupted run checks the target
+    if saved.step < steps and at_reading and reached_target(saved.state.loss[:1], target).all():
         info(f"{run_dir} already reached {target:g} dB at step {saved.step} (--until-psnr); pass a higher "
              f"--until-psnr (or 0) to train further")
         return None
     if saved.step >= steps:
-        info(f"{run_dir} already finished {saved.step} of {steps} steps; pass --steps N (> {saved.step}) "
-             f"to train further")
+        was, again = _rates(config, saved, 2 * saved.step)
+        info(f"{run_dir} already finished {saved.step} of {steps} steps; --steps N (> {saved.step}) trains further on "
+             f"the cosine curve of N steps: the learning rate rises again (with --steps {2 * saved.step}: {was:.3g} "
+             f"-> {again:.3g}) and anneals by step N")
         return None
     image = load_training_data(config.data.source, config.data.size, config.data.gray)
     if image.n_channels != saved.spec.out_features:
@@ -83,4 +90,17 @@ def resume_run(data, flags, allow_data_change, quiet) -> TrainingResult | None:
         notice(f"{where} has changed since this run started; continuing on the new data as asked")
     if not quiet:
         info(f"resuming {run_dir} at step {saved.step} of {steps}")
+        if steps != saved.total_steps:
+            was, now = _rates(config, saved, steps)
+            notice(f"--steps {steps}: the learning rate follows the cosine curve of {steps} steps, {now:.3g} at step "
+                   f"{saved.step + 1} ({was:.3g} on the curve of {saved.total_steps}), down to "
+                   f"{config.optimizer.lr_min:.3g} by step {steps}")
     return run_training(config, image, run_dir, saved, quiet)
+
+
+def _rates(config, saved: ckpt.Checkpoint, steps: int) -> tuple[float, float]:
+    """The learning rate of the next step on the run's curve and on the curve of `steps`: the cosine
+    spans the whole budget, so a new total puts the run at another point of another curve (a
+    finished run, annealed to lr_min, rises again)."""
+    lr, lr_min = config.optimizer.lr, config.optimizer.lr_min
+    return cosine_lr(saved.step, saved.total_steps, lr, lr_min), cosine_lr(saved.step, steps, lr, lr_min)

@@ -3,9 +3,10 @@ and records.
 
 Workers read the images where they lie (storage every node mounts at the same path, or a URL
 through fsspec), decode, fit and write: each network into its row of weights.npy.part, then the
-shard's file atomically, in an output folder they must reach too (shared storage, or a URL). The
-driver sends each worker the names of a shard (never pixels) and keeps two shards in flight per
-worker, so that the next shard is read and decoded while this one fits. What the plan must know
+shard's file atomically, in an output folder they must reach too (shared storage, or a URL); a pack
+in flight is saved there at the clock interval, so a shard sent again continues it. The driver
+sends each worker the names of a shard (never pixels) and keeps two shards in flight per worker,
+so that the next shard is read and decoded while this one fits. What the plan must know
 of each image is probed by Ray tasks in parallel. A task or worker that cannot reach the images (a
 folder on the driver's machine, a URL only it can open) says so, and is sent the files' bytes,
 read by the driver and never decoded there; each decides for itself, so a cluster where only some
@@ -33,6 +34,7 @@ from inr_cli.formats.network_set import SHARDS, WEIGHTS_PART
 from inr_cli.hooks import hook
 from inr_cli.sets import inputs
 from inr_cli.sets.packs import default_pack, fit_shard, load_entry
+from inr_cli.sets.partial import remove_partials
 from inr_cli.sets.plan import ImageEntry, Plan, entry_values
 from inr_cli.sets.set_folder import SetFolder
 from inr_cli.sets.storage import write_shard
@@ -63,7 +65,8 @@ class OnRay:
     def pack_for(self, spec: NetworkSpec, config: Config, width: int, height: int) -> int:
         return RAY_SHARD
 
-    def fit(self, plan: Plan, folder: SetFolder, pending: list[int], on_shard, signals: Signals) -> None:
+    def fit(self, plan: Plan, folder: SetFolder, pending: list[int], on_shard, signals: Signals, progress) -> None:
+        # The workers' steps are not followed here: the progress moves shard by shard (on_shard).
         if pending:  # a finished set run again starts no worker
             run_on_ray(self.ray, plan, folder, pending, on_shard, self.workers, self.gpus_per_worker)
 
@@ -143,8 +146,10 @@ class ShardWorker:
         images = [load_entry(entry, self.config, data) for entry, data in zip(entries, contents)]
         first = images[0]
         pack = min(len(images), default_pack(self.backend, self.spec, self.config, first.width, first.height))
-        result = self.fitting.submit(fit_shard, self.backend, plan, images, names, pack=pack).result()
+        result = self.fitting.submit(fit_shard, self.backend, plan, images, names, pack=pack, saved_in=self.out,
+                                     shard=index).result()
         write_shard(self.out, index, result, rows)
+        remove_partials(self.out, [index])
         return {"names": result["names"], "psnr": result["psnr"]}
 
 

@@ -23,7 +23,8 @@ from inr_cli.formats.network_set import INDEX, PLAN, SHARDS, WEIGHTS
 from inr_cli.hooks import hook
 from inr_cli.sets import inputs
 from inr_cli.sets.cluster import OnRay
-from inr_cli.sets.packs import default_pack, fit_shard, shard_images
+from inr_cli.sets.packs import PackInterrupted, default_pack, fit_shard, shard_images
+from inr_cli.sets.partial import remove_partials
 from inr_cli.sets.plan import BadPlan, Plan, entries_from_probe, make_plan
 from inr_cli.sets.set_folder import SetFolder
 from inr_cli.sets.storage import (
@@ -36,6 +37,11 @@ from inr_cli.sets.storage import (
     shard_name,
     write_shard,
 )
+
+
+class SizeNote(str):
+    """A note on a setting chosen for the images' size (omega0 ...): information, which quiet hides;
+    the other notes (files skipped, networks fitted again) are said even then."""
 
 
 def check_options(pack: int | None, ray: str | None, workers: int | None, gpus_per_worker: float | None) -> None:
@@ -79,13 +85,15 @@ class Runner(Protocol):
     def pack_for(self, spec: NetworkSpec, config: Config, width: int, height: int) -> int:
         """The images per shard when --pack is not given."""
 
-    def fit(self, plan: Plan, folder: SetFolder, pending: list[int], on_shard, signals: Signals) -> None:
-        """Fit and write the shards `pending`, calling on_shard(index, result) after each; a signal
-        (signals) ends it as Interrupted."""
+    def fit(self, plan: Plan, folder: SetFolder, pending: list[int], on_shard, signals: Signals, progress) -> None:
+        """Fit and write the shards `pending`, calling on_shard(index, result) after each and
+        telling `progress` (progress.ImageProgress) what it can of the steps; a signal (signals)
+        ends it as Interrupted (PackInterrupted when the pack in flight was saved)."""
 
 
 class InProcess:
-    """Every shard fitted here, one after another, each as one pack on this process's backend."""
+    """Every shard fitted here, one after another, each as one pack on this process's backend; the
+    pack in flight is saved in the set folder when interrupted and at the clock interval."""
 
     def __init__(self, config: Config, quiet: bool):
         from inr_cli.backends import make_backend
@@ -99,11 +107,13 @@ class InProcess:
     def pack_for(self, spec: NetworkSpec, config: Config, width: int, height: int) -> int:
         return default_pack(self.backend, spec, config, width, height)
 
-    def fit(self, plan: Plan, folder: SetFolder, pending: list[int], on_shard, signals: Signals) -> None:
+    def fit(self, plan: Plan, folder: SetFolder, pending: list[int], on_shard, signals: Signals, progress) -> None:
         for index in pending:
             names = plan.shards[index]
-            result = fit_shard(self.backend, plan, shard_images(plan, index), names, signals)
+            result = fit_shard(self.backend, plan, shard_images(plan, index), names, signals, progress=progress,
+                               saved_in=folder, shard=index)
             write_shard(folder, index, result, [plan.row_of[name] for name in names])
+            remove_partials(folder, [index])
             on_shard(index, result)
             hook("shard-written", shards=folder.join(SHARDS))
 
@@ -121,29 +131,45 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
     runner: Runner = OnRay(ray, workers, gpus_per_worker) if ray else InProcess(config, quiet)
     plan, pending = prepare(source, folder, config, pack, skip_unreadable, notices, runner, force)
     for message in notices:
-        notice(message)
+        if not (quiet and isinstance(message, SizeNote)):
+            notice(message)
+    remove_partials(folder, set(range(len(plan.shards))) - set(pending))  # left by a run killed as it wrote its shard
     total = len(plan.images)
     done = total - sum(len(plan.shards[i]) for i in pending)
     if not quiet:
-        info(f"fitting {total} images ({len(plan.shards)} shards of up to {plan.pack}; {done} done) on {runner.where}: "
+        shards = f"{len(plan.shards)} shard{'s' if len(plan.shards) != 1 else ''}"
+        info(f"fitting {total} images ({shards} of up to {plan.pack}; {done} done) on {runner.where}: "
              f"{plan.spec.model} {plan.spec.layers}x{plan.spec.hidden}, {plan.config.training.steps} steps -> {out}")
-    with Signals() as signals, ImageProgress(total, done, quiet) as progress:
+    steps = plan.config.training.steps
+    with Signals() as signals, ImageProgress(total, done, steps, quiet) as progress:
         def on_shard(index, result):
             progress.add(len(result["names"]), result["psnr"])
 
         try:
-            runner.fit(plan, folder, pending, on_shard, signals)
+            runner.fit(plan, folder, pending, on_shard, signals, progress)
         except Interrupted as exc:
             signals.ignore()
             progress.stop()
-            info(f"{exc}: {progress.done} of {total} images are fitted and kept in {out}; "
-                 f"run the same command again to fit the rest")
+            info(interrupted_message(exc, plan, steps, folder))
             raise SystemExit(128 + exc.signum) from None
     bytes_per_image = assemble(folder, plan)
     if not quiet:
         info(f"done: {total} networks of {plan.spec.parameter_count():,} parameters ({bytes_per_image:,} bytes "
              f"each) in {folder.join(WEIGHTS)}; one row per image in {folder.join(INDEX)}")
     return plan
+
+
+def interrupted_message(exc: Interrupted, plan: Plan, steps: int, folder: SetFolder) -> str:
+    """What a signal left, as found on disk (a signal may land between a shard's write and its
+    count): the images fitted, the pack saved in flight, and how to go on."""
+    written = set(folder.files(SHARDS))
+    done = sum(len(names) for i, names in enumerate(plan.shards) if shard_name(i).rpartition("/")[2] in written)
+    total = len(plan.images)
+    kept = f"{done} of {total} images are fitted and kept in {folder}" if done else \
+        f"none of the {total} images is fitted yet"
+    if isinstance(exc, PackInterrupted):
+        kept += f"; the pack in flight is saved at step {exc.step} of {steps} in {exc.saved}"
+    return f"{exc}: {kept}; run the same command again to go on"
 
 
 def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, skip_unreadable: bool,
@@ -181,7 +207,7 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
     else:
         entries, skipped = entries_from_probe(listed, runner.probe(listed, config), config, skip_unreadable)
         config, reasons = fit_to_image(config, max(e.width for e in entries), max(e.height for e in entries))
-        notices += reasons
+        notices += map(SizeNote, reasons)
         if pack is None:
             first = entries[0]
             spec = NetworkSpec.from_config(config, len(first.channels))

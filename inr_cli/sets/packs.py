@@ -6,6 +6,8 @@ SEED` with the same settings gives the same one.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 
 from inr_cli.config import Config
@@ -15,10 +17,13 @@ from inr_cli.core.state import TrainingState
 from inr_cli.core.network import NetworkSpec, output_means
 from inr_cli.core.render import render_networks
 from inr_cli.core.trainer import Trainer
-from inr_cli.core.training_loop import Diverged, DivergenceGuard, Signals, reached_target, run_steps
+from inr_cli.core.training_loop import Diverged, DivergenceGuard, Interrupted, Signals, reached_target, run_steps
 from inr_cli.errors import InrError
+from inr_cli.hooks import hook
 from inr_cli.sets import inputs
+from inr_cli.sets.partial import PackState
 from inr_cli.sets.plan import ImageEntry, Plan
+from inr_cli.sets.set_folder import SetFolder
 
 
 def default_pack(backend, spec: NetworkSpec, config: Config, width: int, height: int) -> int:
@@ -32,69 +37,147 @@ def default_pack(backend, spec: NetworkSpec, config: Config, width: int, height:
     return int(max(1, min(4096, budget // max(per_network, 1))))
 
 
-def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], signals: Signals | None = None) -> dict:
+class PackProgress(Protocol):
+    """What follows a pack's steps (progress.ImageProgress)."""
+
+    def pack_started(self, networks: int, step: int) -> None: ...
+
+    def step(self, step: int) -> None: ...
+
+    def reading(self, step: int, losses: np.ndarray) -> None: ...
+
+
+class PackInterrupted(Interrupted):
+    """Interrupted while a pack was in flight, its state saved (`saved`: where, `step`: at which step)."""
+
+    def __init__(self, signum: int, saved: PackState, step: int):
+        super().__init__(signum)
+        self.saved, self.step = saved, step
+
+
+def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], signals: Signals | None = None,
+             progress: PackProgress | None = None, saved: PackState | None = None) -> dict:
     """Fit one pack: its networks trained together for the full budget (the training loop of `inr
-    train`, without checkpoints: a shard is written whole or not at all), then scored on their
-    images. With a target PSNR each network stops at the reading where it reaches it, as it would
-    alone, and leaves the pack, so that it costs no more work. A pack with a network that diverges
-    stops, naming its images."""
+    train`), then scored on their images. With a target PSNR each network stops at the reading where
+    it reaches it, as it would alone, and leaves the pack (the trainer rebuilt on the rest: every
+    network's steps are its own, so the rest get the bits they would get alone). A pack with a
+    network that diverges stops, naming its images. With `saved`, the pack starts from the state
+    saved there (if it is this pack's), and its state is saved there at the clock interval
+    (training.checkpoint_seconds), when networks leave it, and when a signal interrupts it
+    (PackInterrupted), so that the next run continues it to the same bits."""
+    training = plan.config.training
     seeds = [plan.entry(name).seed for name in names]
-    state = TrainingState.fresh(plan.spec, seeds, output_means(plan.config, images))
+    result = PackResult(plan, names)
+    state = None
+    if saved is not None:
+        result.take_up(saved.load_finished(plan, names))
+        state = saved.load(plan, result.active_names())
+        if state is None and result.finished.any():  # the two files disagree: the pack starts again
+            saved.remove()
+            result = PackResult(plan, names)
+    active = result.active_rows()
+    if state is None:
+        state = TrainingState.fresh(plan.spec, [seeds[i] for i in active],
+                                    output_means(plan.config, [images[i] for i in active]))
+    trainer = Trainer(backend, plan.spec, plan.config, [images[i] for i in active], state,
+                      [seeds[i] for i in active])
+    guard = DivergenceGuard(trainer)
+    signals = signals or Signals()
+    first = images[0]
+
+    def save(step: int) -> None:
+        saved.save(plan, result.active_names(), trainer.state(), (first.height, first.width, first.n_channels),
+                   first.channels)
+
+    def on_reading(step: int, losses: np.ndarray, rate: float) -> None:
+        if progress is not None:
+            progress.reading(step, losses)
+
+    def on_step(step: int) -> None:
+        hook("pack-step", step=step)
+        if progress is not None:
+            progress.step(step)
+
     try:
-        state, steps = _train_until_done(backend, plan, images, state, seeds, signals or Signals())
+        while True:
+            if progress is not None:
+                progress.pack_started(len(active), trainer.step_done)
+            try:
+                loss = run_steps(trainer, signals, training.log_every, on_reading, on_step,
+                                 save if saved is not None else None, checkpoint_seconds=training.checkpoint_seconds,
+                                 target_psnr=training.target_psnr, guard=guard)
+            except Diverged as exc:  # named by the pack's rows, not the remaining ones
+                raise exc.spread(active, len(names)) from None
+            now = trainer.state()
+            done = (reached_target(loss, training.target_psnr) if trainer.step_done < trainer.total_steps
+                    else np.ones(len(active), dtype=bool))
+            result.finish(active[done], now.params[done], now.loss[done], trainer.step_done)
+            if done.all():
+                break
+            keep = ~done
+            active = active[keep]
+            guard.keep(keep)
+            rest = TrainingState(now.params[keep], now.moment1[keep], now.moment2[keep], now.step, now.seconds,
+                                 now.loss[keep])
+            trainer = Trainer(backend, plan.spec, plan.config, [images[i] for i in active], rest,
+                              [seeds[i] for i in active])
+            if saved is not None:  # the finished networks first: a state of the rest alone means them
+                saved.save_finished(plan, result)
+                save(trainer.step_done)
+    except Interrupted as exc:
+        if saved is None:
+            raise
+        signals.ignore()  # a second Ctrl-C must not cut the save short
+        save(trainer.step_done)
+        raise PackInterrupted(exc.signum, saved, trainer.step_done) from None
     except Diverged as exc:
         bad = [names[i] for i in np.flatnonzero(exc.which)]
         listed = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
         raise InrError(f"{listed}: {exc.describe(int(np.flatnonzero(exc.which)[0]))}; the pack stopped, the shards "
                        f"finished before it are kept. Try a smaller learning rate, e.g. "
                        f"--lr {plan.config.optimizer.lr / 10:g}") from None
-    first = images[0]
-    rendered = render_networks(backend, plan.spec, backend.to_device(state.params), first.width, first.height)
+    rendered = render_networks(backend, plan.spec, backend.to_device(result.params), first.width, first.height)
     errors = [float(np.mean((rendered[i] - images[i].values) ** 2, dtype=np.float64)) for i in range(len(images))]
-    return {"names": np.array(names), "params": state.params, "loss": state.loss, "steps": steps,
+    return {"names": np.array(names), "params": result.params, "loss": result.loss, "steps": result.steps,
             "psnr": np.array([psnr_from_mse(e) for e in errors])}
 
 
-def _train_until_done(backend, plan: Plan, images: list[PixelImage], state: TrainingState, seeds: list[int],
-                      signals: Signals) -> tuple[TrainingState, np.ndarray]:
-    """The pack trained to its step budget, or each network to its target PSNR: the final state of
-    every network (in the pack's order) and the step at which each stopped. A network that reaches
-    the target is kept as it is, and the trainer goes on with the others (the Trainer rebuilt on the
-    remaining rows: every network's steps are its own, so the rest get the bits they would get alone)."""
-    training = plan.config.training
-    final = TrainingState(state.params.copy(), None, None, 0, 0.0, np.full(len(seeds), np.nan))
-    steps = np.full(len(seeds), training.steps, dtype=np.int64)
-    active = np.arange(len(seeds))
-    trainer = Trainer(backend, plan.spec, plan.config, images, state, seeds)
-    guard = DivergenceGuard(trainer)
-    while True:
-        try:
-            loss = run_steps(trainer, signals, training.log_every, target_psnr=training.target_psnr, guard=guard)
-        except Diverged as exc:  # named by the pack's rows, not the remaining ones
-            raise exc.spread(active, len(seeds)) from None
-        now = trainer.state()
-        done = (reached_target(loss, training.target_psnr) if trainer.step_done < trainer.total_steps
-                else np.ones(len(active), dtype=bool))
-        final.params[active[done]] = now.params[done]
-        final.loss[active[done]] = now.loss[done]
-        steps[active[done]] = trainer.step_done
-        if done.all():
-            return final, steps
-        keep = ~done
-        active = active[keep]
-        guard.keep(keep)
-        rest = TrainingState(now.params[keep], now.moment1[keep], now.moment2[keep], now.step, now.seconds,
-                             now.loss[keep])
-        trainer = Trainer(backend, plan.spec, plan.config, [images[i] for i in active], rest,
-                          [seeds[i] for i in active])
+class PackResult:
+    """A pack's networks as they finish: each one's final parameters, loss and step."""
+
+    def __init__(self, plan: Plan, names: list[str]):
+        self.names = names
+        self.params = np.zeros((len(names), plan.spec.parameter_count()), dtype=np.float32)
+        self.loss = np.full(len(names), np.nan)
+        self.steps = np.full(len(names), plan.config.training.steps, dtype=np.int64)
+        self.finished = np.zeros(len(names), dtype=bool)
+
+    def finish(self, rows: np.ndarray, params: np.ndarray, loss: np.ndarray, step: int) -> None:
+        self.params[rows], self.loss[rows], self.steps[rows], self.finished[rows] = params, loss, step, True
+
+    def take_up(self, finished: dict | None) -> None:
+        """Networks a saved pack had finished ({name: (params, loss, step)})."""
+        row = {name: i for i, name in enumerate(self.names)}
+        for name, (params, loss, step) in (finished or {}).items():
+            self.finish(np.array([row[name]]), params[None], np.array([loss]), step)
+
+    def active_rows(self) -> np.ndarray:
+        return np.flatnonzero(~self.finished)
+
+    def active_names(self) -> list[str]:
+        return [self.names[i] for i in self.active_rows()]
 
 
 def fit_shard(backend, plan: Plan, images: list[PixelImage], names: list[str], signals: Signals | None = None,
-              pack: int | None = None) -> dict:
+              pack: int | None = None, progress: PackProgress | None = None, saved_in: SetFolder | None = None,
+              shard: int = 0) -> dict:
     """A shard (images of one size) in packs of at most `pack` networks: a worker's own device may
-    hold fewer than the plan's shard. The networks are the same whatever the packs."""
+    hold fewer than the plan's shard. The networks are the same whatever the packs. With
+    `saved_in` (the set folder), each pack in flight is saved there (fit_pack) as pack K of shard
+    `shard`; the caller removes the saved packs once the shard is written (partial.remove_partials)."""
     pack = pack or len(names)
-    parts = [fit_pack(backend, plan, images[i:i + pack], names[i:i + pack], signals)
+    parts = [fit_pack(backend, plan, images[i:i + pack], names[i:i + pack], signals, progress,
+                      PackState(saved_in, shard, i // pack) if saved_in is not None else None)
              for i in range(0, len(names), pack)]
     if len(parts) == 1:
         return parts[0]

@@ -37,6 +37,7 @@ from inr_cli.formats.network_set import (
     WEIGHTS_PART,
     index_cell,
 )
+from inr_cli.sets.partial import PARTIAL
 from inr_cli.sets.plan import Plan
 from inr_cli.sets.set_folder import SetFolder
 
@@ -222,7 +223,7 @@ def clear_set(folder: SetFolder) -> None:
     for name in SET_FILES:
         folder.remove(name)
     for name in folder.files(SHARDS):
-        if SHARD_FILE.fullmatch(name):
+        if SHARD_FILE.fullmatch(name) or PARTIAL.fullmatch(name):  # PARTIAL: a pack saved in flight
             folder.remove(f"{SHARDS}/{name}")
 
 

@@ -4,6 +4,10 @@ The standard library's threading HTTP server is enough for one user's browser. O
 served: the packaged static files (looked up by name in a table made at start, so no path from a
 request ever reaches the file system), the state and images of the one run or set given, and tiles
 whose level and position are checked against the pyramid before anything is drawn.
+
+The page asks for the tiles it wants in batches (/tiles/NET?t=LEVEL-X-Y,...): the answer streams
+them as they are drawn, each as a frame of position (4 bytes, big-endian), length (4 bytes) and the
+PNG's bytes, in chunked transfer encoding.
 """
 
 from __future__ import annotations
@@ -11,6 +15,10 @@ from __future__ import annotations
 import json
 import math
 import re
+import select
+import socket
+import struct
+from contextlib import closing
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -18,12 +26,16 @@ from urllib.parse import parse_qs, urlsplit
 
 from inr_cli.console import error
 from inr_cli.viewer.sources import NoSuchNetwork, RunView, SetView
-from inr_cli.viewer.tiles import TileRenderer
+from inr_cli.viewer.tiles import ClientGone, TileJob, TileRenderer
 
 NUMBER = r"(\d{1,9})"
 TILE_PATH = re.compile(rf"^/tile/{NUMBER}/{NUMBER}/{NUMBER}/{NUMBER}\.png$")
+BATCH_PATH = re.compile(rf"^/tiles/{NUMBER}$")
+BATCH_ITEM = re.compile(r"^(\d{1,3})-(\d{1,9})-(\d{1,9})$")
+MAX_BATCH = 512  # tiles in one request: several screens' worth
 THUMB_PATH = re.compile(rf"^/thumb/{NUMBER}\.png$")
 SOURCE_PATH = re.compile(rf"^/source/{NUMBER}\.png$")
+SOURCE_TILE_PATH = re.compile(rf"^/source/{NUMBER}/{NUMBER}/{NUMBER}/{NUMBER}\.png$")
 CONTENT_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8",
                  ".css": "text/css; charset=utf-8", ".png": "image/png", ".txt": "text/plain; charset=utf-8"}
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
@@ -56,6 +68,10 @@ class ViewServer(ThreadingHTTPServer):
         self.static = static_files()
         super().__init__(address, Handler)
 
+    def server_close(self) -> None:
+        super().server_close()
+        self.renderer.close()
+
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
@@ -83,6 +99,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self, head: bool = False):
         self.head = head
+        self.streaming = False  # once a stream has begun, an error can only end the connection
         try:
             if not self._host_allowed():
                 return self._send_text(HTTPStatus.FORBIDDEN, "this server answers only to the address it printed")
@@ -92,11 +109,14 @@ class Handler(BaseHTTPRequestHandler):
             self._send_text(HTTPStatus.BAD_REQUEST, str(exc))
         except NoSuchNetwork:
             self._send_text(HTTPStatus.NOT_FOUND, "no such network")
-        except (BrokenPipeError, ConnectionResetError, TimeoutError):
-            self.close_connection = True  # the page moved on (OpenSeadragon cancels tiles), or stopped reading
+        except (BrokenPipeError, ConnectionResetError, ClientGone, TimeoutError):
+            self.close_connection = True  # the page stopped waiting for these tiles, or stopped reading
         except Exception as exc:  # noqa: BLE001 - one line on the console, the page gets a 500
             error(f"inr view: {self.path}: {exc}")
-            self._send_text(HTTPStatus.INTERNAL_SERVER_ERROR, "the server failed on this request")
+            if self.streaming:
+                self.close_connection = True  # the page sees the stream cut short
+            else:
+                self._send_text(HTTPStatus.INTERNAL_SERVER_ERROR, "the server failed on this request")
 
     def _host_allowed(self) -> bool:
         """Bound to loopback, answer only to a loopback name: another site's page cannot reach this
@@ -113,9 +133,15 @@ class Handler(BaseHTTPRequestHandler):
         if path.startswith("/static/"):
             return self._send_static(path[len("/static/"):])
         if path == "/api/info":
-            return self._send_json({"kind": view.kind, "name": view.name})
+            device = self.server.renderer.backend.name  # the page draws fewer pixels on the CPU
+            return self._send_json({"kind": view.kind, "name": view.name, "device": device})
         if path == "/api/state":
-            return self._send_json(view.state(_integer(query, "net", 0)))
+            try:
+                state = view.state(_integer(query, "net", 0), sort=query.get("sort", "-psnr"),
+                                   label=query.get("label") or None, query=query.get("q", ""))
+            except ValueError as exc:
+                raise BadRequest(str(exc)) from None
+            return self._send_json(state)
         if path == "/api/networks":
             if not isinstance(view, SetView):
                 raise BadRequest("a run has one network; /api/networks lists a set's")
@@ -125,6 +151,8 @@ class Handler(BaseHTTPRequestHandler):
             except ValueError as exc:
                 raise BadRequest(str(exc)) from None
             return self._send_json(page)
+        if match := BATCH_PATH.match(path):
+            return self._send_batch(int(match.group(1)), query.get("t", ""))
         if match := TILE_PATH.match(path):
             net, level, x, y = (int(v) for v in match.groups())
             shown = view.network(net)
@@ -133,7 +161,7 @@ class Handler(BaseHTTPRequestHandler):
             except ValueError as exc:
                 raise BadRequest(str(exc)) from None
             data = self.server.renderer.png(("tile", net, shown.version, level, x, y), shown.spec, shown.params,
-                                            width, height, region)
+                                            width, height, region, level)
             # The page names the version in the URL, so a tile of that version never changes.
             current = query.get("v") == shown.version
             return self._send(HTTPStatus.OK, data, "image/png", cache=current)
@@ -144,11 +172,61 @@ class Handler(BaseHTTPRequestHandler):
             data = self.server.renderer.png(("thumb", net, shown.version), shown.spec, shown.params, width, height)
             return self._send(HTTPStatus.OK, data, "image/png")
         if match := SOURCE_PATH.match(path):
-            data = view.source_png(int(match.group(1)))
-            if data is None:
+            image = view.training_image(int(match.group(1)))
+            if image is None:
                 return self._send_text(HTTPStatus.NOT_FOUND, "the training image is not where it was")
+            return self._send(HTTPStatus.OK, image.png, "image/png")
+        if match := SOURCE_TILE_PATH.match(path):
+            net, level, x, y = (int(v) for v in match.groups())
+            image = view.training_image(net)
+            if image is None:
+                return self._send_text(HTTPStatus.NOT_FOUND, "the training image is not where it was")
+            try:
+                data = image.tile(level, x, y)
+            except ValueError as exc:
+                raise BadRequest(str(exc)) from None
             return self._send(HTTPStatus.OK, data, "image/png")
         self._send_text(HTTPStatus.NOT_FOUND, "not found")
+
+    def _send_batch(self, net: int, wanted: str) -> None:
+        """The tiles named in `wanted` (LEVEL-X-Y, comma-separated), streamed as they are drawn."""
+        shown = self.server.view.network(net)
+        names = wanted.split(",") if wanted else []
+        if not 1 <= len(names) <= MAX_BATCH:
+            raise BadRequest(f"t names 1 to {MAX_BATCH} tiles as LEVEL-X-Y,LEVEL-X-Y,..., got {len(names)}")
+        jobs = []
+        for name in names:
+            match = BATCH_ITEM.match(name)
+            if match is None:
+                raise BadRequest(f"t names tiles as LEVEL-X-Y, got '{name[:40]}'")
+            level, x, y = (int(v) for v in match.groups())
+            try:
+                width, height, region = shown.pyramid.region(level, x, y)
+            except ValueError as exc:
+                raise BadRequest(str(exc)) from None
+            jobs.append(TileJob(("tile", net, shown.version, level, x, y), width, height, region, level))
+        self.send_response(HTTPStatus.OK)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.end_headers()
+        if self.head:
+            return
+        self.streaming = True
+        with closing(self.server.renderer.pngs(shown.spec, shown.params, jobs, gone=self._client_gone)) as tiles:
+            for position, data in tiles:
+                frame = struct.pack(">II", position, len(data)) + data
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(frame), frame))
+        self.wfile.write(b"0\r\n\r\n")
+
+    def _client_gone(self) -> bool:
+        """The page closed the connection (it stopped waiting for a batch): readable with nothing to read."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     def _send_static(self, name: str) -> None:
         data = self.server.static.get(name)

@@ -24,11 +24,12 @@ from inr_cli.formats.png import png_bytes
 from inr_cli.sets import inputs
 from inr_cli.sets.plan import Plan
 from inr_cli.sets.inputs import is_url
-from inr_cli.viewer.tiles import PngCache, Pyramid
+from inr_cli.viewer.tiles import PngCache, Pyramid, source_tile
 
 CURVE_POINTS = 400  # the loss curve is drawn from at most this many rows of metrics.csv
 THUMBNAIL_SIDE = 128
 PAGE_LIMIT = 500
+TRAINING_TILE_BYTES = 8 << 20  # the tiles of one training image kept (they are cheap to make again)
 SORTS = ("psnr", "-psnr", "name", "-name", "loss", "-loss")
 
 
@@ -47,14 +48,46 @@ class Shown:
         return Pyramid.for_image(self.width, self.height)
 
 
-def image_png(read) -> bytes | None:
-    """The training image as the training loaded it (read() -> PixelImage), as PNG bytes; None when
+def image_pixels(read) -> np.ndarray | None:
+    """The training image as the training loaded it (read() -> PixelImage), (H, W, C) uint8; None when
     it cannot be read."""
     try:
         image = read()
     except (InrError, OSError, ValueError):
         return None
-    return png_bytes(np.round(np.clip(image.values, 0.0, 1.0) * 255.0).astype(np.uint8), threads=1)
+    return np.round(np.clip(image.values, 0.0, 1.0) * 255.0).astype(np.uint8)
+
+
+class TrainingImage:
+    """The image a network was trained on, as the page shows it: whole (PNG), and as tiles of the
+    network's pyramid that show its pixels as pixels however deep the zoom."""
+
+    def __init__(self, pixels: np.ndarray, pyramid: Pyramid):
+        self.pixels = pixels
+        self.pyramid = pyramid
+        self.png = png_bytes(pixels, threads=1)
+        self.tiles = PngCache(TRAINING_TILE_BYTES)
+
+    @property
+    def nbytes(self) -> int:
+        return self.pixels.nbytes + len(self.png) + TRAINING_TILE_BYTES
+
+    def tile(self, level: int, x: int, y: int) -> bytes:
+        """ValueError for a tile outside the pyramid."""
+        data = self.tiles.get((level, x, y))
+        if data is None:
+            data = png_bytes(np.ascontiguousarray(source_tile(self.pixels, self.pyramid, level, x, y)), threads=1)
+            self.tiles.put((level, x, y), data)
+        return data
+
+
+def load_training_image(read, shown: Shown) -> TrainingImage | None:
+    """The training image of a shown network (read() -> PixelImage), or None when it cannot be read
+    or no longer has the size the network was trained at."""
+    pixels = image_pixels(read)
+    if pixels is None or pixels.shape[:2] != (shown.height, shown.width):
+        return None
+    return TrainingImage(pixels, shown.pyramid)
 
 
 def _curve(rows: list[dict]) -> dict:
@@ -85,8 +118,8 @@ class RunView:
         self.metrics: list[dict] = []
         self._refresh()
         data, trained_on = self.saved.config.data, self.saved.data_fingerprint
-        self.source: bytes | None = image_png(lambda: _trained_on(
-            load_training_data(data.source, data.size, data.gray), trained_on))
+        self.source = load_training_image(lambda: _trained_on(
+            load_training_data(data.source, data.size, data.gray), trained_on), self.shown)
 
     def _refresh(self) -> None:
         """Read the checkpoint again if it changed; a checkpoint that cannot be read keeps the last one."""
@@ -128,7 +161,8 @@ class RunView:
             self.metrics, self.metrics_stamp = read_metrics(self.run_dir), stamp
         return _curve(self.metrics)
 
-    def state(self, net: int) -> dict:
+    def state(self, net: int, **gallery) -> dict:
+        """The run's state for the page (gallery: a set's list order, which a run has no use for)."""
         self.network(net)
         with self.lock:  # the checkpoint and what was drawn from it, from one reading
             saved, shown = self.saved, self.shown
@@ -142,7 +176,7 @@ class RunView:
             "source": self.source is not None,
         }
 
-    def source_png(self, net: int) -> bytes | None:
+    def training_image(self, net: int) -> TrainingImage | None:
         if net != 0:
             raise NoSuchNetwork(net)
         return self.source
@@ -172,7 +206,7 @@ class SetView:
         self.labels = np.array([row.get("label") or "" for row in index] if self.has_labels else [], dtype=object)
         self.label_names = sorted(set(self.labels)) if self.has_labels else None
         self.orders: dict[str, np.ndarray] = {}
-        self.sources = PngCache()  # the training images, decoded once: the page shows each twice
+        self.sources = PngCache()  # the training images, decoded once: the page shows each whole and in tiles
 
     def order(self, sort: str) -> np.ndarray:
         """Row numbers in the order asked for (NaN last either way), computed once per order."""
@@ -190,10 +224,9 @@ class SetView:
             self.orders[sort] = order
         return self.orders[sort]
 
-    def page(self, sort: str = "-psnr", label: str | None = None, query: str = "", offset: int = 0,
-             limit: int = 60) -> dict:
-        if not 1 <= limit <= PAGE_LIMIT or offset < 0:
-            raise ValueError(f"limit is 1..{PAGE_LIMIT} and offset at least 0, got {limit} and {offset}")
+    def chosen(self, sort: str = "-psnr", label: str | None = None, query: str = "") -> np.ndarray:
+        """Row numbers of the networks the gallery lists: in the order asked for, of one label, with
+        names that contain the query."""
         order = self.order(sort)
         if label:
             if not self.has_labels:
@@ -202,9 +235,27 @@ class SetView:
         if query:
             needle = query.lower()
             order = order[np.array([needle in self.names[i].lower() for i in order], dtype=bool)]
+        return order
+
+    def page(self, sort: str = "-psnr", label: str | None = None, query: str = "", offset: int = 0,
+             limit: int = 60) -> dict:
+        if not 1 <= limit <= PAGE_LIMIT or offset < 0:
+            raise ValueError(f"limit is 1..{PAGE_LIMIT} and offset at least 0, got {limit} and {offset}")
+        order = self.chosen(sort, label, query)
         rows = [self.row(int(i)) for i in order[offset:offset + limit]]
         return {"total": int(len(order)), "count": len(self.names), "offset": offset, "rows": rows,
                 "labels": self.label_names}
+
+    def position(self, net: int, sort: str = "-psnr", label: str | None = None, query: str = "") -> dict | None:
+        """Where a network stands in the gallery's list (its index, the list's length, the networks
+        before and after it), or None when the list leaves it out."""
+        order = self.chosen(sort, label, query)
+        found = np.flatnonzero(order == net)
+        if not len(found):
+            return None
+        at = int(found[0])
+        return {"index": at, "total": int(len(order)), "previous": int(order[at - 1]) if at > 0 else None,
+                "next": int(order[at + 1]) if at + 1 < len(order) else None}
 
     def row(self, net: int) -> dict:
         entry = self.set.index[net]
@@ -224,27 +275,27 @@ class SetView:
         entry = self.set.index[net]
         return fit_longer_side(int(entry["width"]), int(entry["height"]), THUMBNAIL_SIDE)
 
-    def state(self, net: int) -> dict:
+    def state(self, net: int, sort: str = "-psnr", label: str | None = None, query: str = "") -> dict:
         shown = self.network(net)
         return {"kind": self.kind, "net": net, "name": self.names[net], "version": shown.version,
                 "width": shown.width, "height": shown.height, "channels": list(self.set.channels),
                 "settings": asdict(self.config), "pyramid": shown.pyramid.to_json(), "row": self.row(net),
-                "count": len(self.names), "source": self._source_reachable(net)}
+                "count": len(self.names), "position": self.position(net, sort, label, query),
+                "source": self._source_reachable(net)}
 
     def _source_reachable(self, net: int) -> bool:
         location = self.sources_allowed.location(self.plan.entry(self.names[net]))
         return location is not None and (is_url(location) or Path(location).is_file())
 
-    def source_png(self, net: int) -> bytes | None:
-        if not 0 <= net < len(self.names):
-            raise NoSuchNetwork(net)
-        data = self.sources.get(net)
-        if data is None:
+    def training_image(self, net: int) -> TrainingImage | None:
+        shown = self.network(net)
+        image = self.sources.get(net)
+        if image is None:
             entry = self.plan.entry(self.names[net])
-            data = image_png(lambda: self.sources_allowed.load(entry, self.config))
-            if data is not None:
-                self.sources.put(net, data)
-        return data
+            image = load_training_image(lambda: self.sources_allowed.load(entry, self.config), shown)
+            if image is not None:
+                self.sources.put(net, image)
+        return image
 
 
 def _trained_on(image, trained_on: str):
