@@ -25,7 +25,7 @@ import inr_cli
 from inr_cli.backends.cpu_backend import CpuBackend
 from inr_cli.cli import app
 from inr_cli.errors import UsageError
-from inr_cli.formats.network_set import INDEX, PLAN, WEIGHTS, WEIGHTS_PART, load_network_set
+from inr_cli.formats.network_set import INDEX, PLAN, SHARDS, WEIGHTS, WEIGHTS_PART, load_network_set
 from inr_cli.sets import inputs
 from inr_cli.sets.storage import shard_name
 from inr_cli.viewer.server import ViewServer
@@ -135,8 +135,11 @@ def test_another_set_needs_force_and_the_same_set_resumes_with_it(reference, tmp
     before = snapshot(tmp_path)
     refused(fit(images, "-o", out, *six, "-q"), "training.steps = 5, not 6", "--force")
     assert snapshot(tmp_path) == before
+    stale = out / SHARDS / "00099.pack-0.partial.npz"  # a pack saved in flight by the set replaced
+    stale.write_bytes(b"state")
     result = fit(images, "-o", out, *six, "--force")
     assert result.exit_code == 0 and "is started again" in result.stderr, result.output
+    assert not stale.exists()
     assert load_network_set(out).index[0]["steps"] == "6"
     (out / shard_name(1)).unlink()  # --force on this command's own set: resumed, not started again
     result = fit(images, "-o", out, *six, "--force")
