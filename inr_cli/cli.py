@@ -111,9 +111,9 @@ def handles_errors(command):
 
 
 def _register() -> None:
-    from inr_cli.commands import decode, doctor, encode, evaluate, export, fit_many, info, render, train, view
+    from inr_cli.commands import decode, doctor, encode, evaluate, export, fit_many, info, render, train, tune, view
 
-    for module in (encode, decode, train, fit_many, render, view, export, evaluate, info, doctor):
+    for module in (encode, decode, train, fit_many, tune, render, view, export, evaluate, info, doctor):
         app.command(name=module.NAME, help=module.HELP, no_args_is_help=module.NEEDS_ARGS)(
             handles_errors(module.command)
         )

@@ -32,16 +32,18 @@ def default_pack(backend, spec: NetworkSpec, config: Config, width: int, height:
     return int(max(1, min(4096, budget // max(per_network, 1))))
 
 
-def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], signals: Signals | None = None) -> dict:
+def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], signals: Signals | None = None,
+             on_reading=None) -> dict:
     """Fit one pack: its networks trained together for the full budget (the training loop of `inr
     train`, without checkpoints: a shard is written whole or not at all), then scored on their
     images. With a target PSNR each network stops at the reading where it reaches it, as it would
     alone, and leaves the pack, so that it costs no more work. A pack with a network that diverges
-    stops, naming its images."""
+    stops, naming its images. on_reading(step, losses, steps_per_second) sees each loss reading of
+    the networks still training (run_steps'; inr tune reports and prunes from it)."""
     seeds = [plan.entry(name).seed for name in names]
     state = TrainingState.fresh(plan.spec, seeds, output_means(plan.config, images))
     try:
-        state, steps = _train_until_done(backend, plan, images, state, seeds, signals or Signals())
+        state, steps = _train_until_done(backend, plan, images, state, seeds, signals or Signals(), on_reading)
     except Diverged as exc:
         bad = [names[i] for i in np.flatnonzero(exc.which)]
         listed = ", ".join(bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
@@ -56,7 +58,7 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
 
 
 def _train_until_done(backend, plan: Plan, images: list[PixelImage], state: TrainingState, seeds: list[int],
-                      signals: Signals) -> tuple[TrainingState, np.ndarray]:
+                      signals: Signals, on_reading=None) -> tuple[TrainingState, np.ndarray]:
     """The pack trained to its step budget, or each network to its target PSNR: the final state of
     every network (in the pack's order) and the step at which each stopped. A network that reaches
     the target is kept as it is, and the trainer goes on with the others (the Trainer rebuilt on the
@@ -69,7 +71,8 @@ def _train_until_done(backend, plan: Plan, images: list[PixelImage], state: Trai
     guard = DivergenceGuard(trainer)
     while True:
         try:
-            loss = run_steps(trainer, signals, training.log_every, target_psnr=training.target_psnr, guard=guard)
+            loss = run_steps(trainer, signals, training.log_every, on_reading, target_psnr=training.target_psnr,
+                             guard=guard)
         except Diverged as exc:  # named by the pack's rows, not the remaining ones
             raise exc.spread(active, len(seeds)) from None
         now = trainer.state()

@@ -1,0 +1,371 @@
+"""`inr tune IMAGE|FOLDER -o DIR`: a study of the fitting settings, for the command (and any caller).
+
+The configuration is built as `inr train` builds it; what is given on the command line stays
+fixed, the space (space.py) is searched, trial by trial, in this process or as Ray tasks. The study
+lives in DIR (storage.py): a study killed at any moment resumes with the same command and --resume,
+keeping every finished trial; a trial that was running then (or lost with its Ray worker) is marked
+failed and its settings are queued again as a new trial, so that it counts once. The first trial of
+a study is the configuration's own settings (the preset's, or a --config file's), where they lie in
+the space: what the study finds is measured beside what a person would start from.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from inr_cli import config as configuration
+from inr_cli.config import Config, build_config, flags_to_values, to_json, with_values
+from inr_cli.console import info, notice
+from inr_cli.core.sizing import fit_to_image
+from inr_cli.core.training_loop import Interrupted, Signals
+from inr_cli.errors import InrError, UsageError
+from inr_cli.formats.data import SAMPLE
+from inr_cli.progress import clock
+from inr_cli.sets import inputs
+from inr_cli.settings import FIT_MANY_FREE_KEYS
+from inr_cli.tune import require_optuna
+from inr_cli.tune.outputs import (BEST_PNG, BEST_TOML, CURVES_SVG, HISTORY_SVG, IMPORTANCES_SVG, best_trial, counted,
+                                  write_best_png, write_importances, write_progress)
+from inr_cli.tune.sample import Sample, load_sample
+from inr_cli.tune.search import PRUNERS, make_pruner, make_sampler, pruner_settings, quiet_optuna
+from inr_cli.tune.space import MAX_REJECTED, SIZE_KEYS, Space, build_space, parameter_count, reject
+from inr_cli.tune.storage import DEFINITION, STUDY_NAME, FolderLock, has_study, open_storage, repair
+from inr_cli.tune.trial import DIRECTIONS, OBJECTIVES, UNITS, Outcome, run_trial
+
+
+START = "the configuration's own settings"  # the note of a study's first trial
+
+
+@dataclass
+class TuneOptions:
+    """The study's own options (the settings come as flags, --set, --config and --preset)."""
+
+    trials: int = 20
+    sample: int = 8  # images of a folder fitted by each trial
+    objective: str = "psnr"
+    target_psnr: float | None = None
+    pruner: str = "median"
+    max_params: int | None = None
+    searches: tuple[str, ...] = ()  # KEY=LOW:HIGH[:log]
+    resume: bool = False
+    ray: str | None = None
+    workers: int | None = None
+    gpus_per_trial: float | None = None
+    quiet: bool = False
+
+
+@dataclass
+class TuneResult:
+    out: Path
+    best: int  # the best trial's number
+    value: float
+    settings: dict  # the best trial's searched settings
+    finished: int  # trials finished (complete or pruned)
+
+
+def check_options(options: TuneOptions) -> None:
+    if options.trials <= 0:
+        raise UsageError(f"--trials must be a positive number of trials, got {options.trials}")
+    if options.objective not in OBJECTIVES:
+        raise UsageError(f"--objective '{options.objective}' is not one of: {', '.join(OBJECTIVES)}")
+    if options.pruner not in PRUNERS:
+        raise UsageError(f"--pruner '{options.pruner}' is not one of: {', '.join(PRUNERS)}")
+    if options.target_psnr is not None and options.target_psnr <= 0:
+        raise UsageError(f"--target-psnr must be a positive number of dB, got {options.target_psnr:g}")
+    if options.workers is not None and options.workers <= 0:
+        raise UsageError(f"--workers must be positive, got {options.workers}")
+    if options.gpus_per_trial is not None and not (0 < options.gpus_per_trial <= 1
+                                                   or float(options.gpus_per_trial).is_integer()):
+        raise UsageError(f"--gpus-per-trial must be a share of one GPU (0 < F <= 1) or a whole number, "
+                         f"got {options.gpus_per_trial:g}")
+    if (options.workers is not None or options.gpus_per_trial is not None) and not options.ray:
+        raise UsageError("--workers and --gpus-per-trial place Ray tasks: they need --ray")
+
+
+def study_config(source: str, flags: dict, config_file: Path | None, preset: str | None,
+                 options: TuneOptions) -> tuple[Config, set[str]]:
+    """The configuration every trial starts from, and the keys given on the command line (fixed)."""
+    values = flags_to_values(flags)
+    fixed = set(values)
+    if options.target_psnr is not None:
+        given = values.get("training.target_psnr")
+        if given and given != options.target_psnr:
+            raise UsageError(f"--target-psnr {options.target_psnr:g} and --until-psnr {given:g} differ; give one")
+        values["training.target_psnr"] = options.target_psnr
+    if source in ("", SAMPLE):
+        values["data.source"] = ""
+    else:
+        values["data.source"] = source if inputs.is_url(source) else str(Path(source).resolve())
+    config = build_config(config_file, values, preset)
+    target = config.training.target_psnr
+    if options.objective == "steps" and not target:
+        raise UsageError("--objective steps counts the steps to a PSNR: give it with --target-psnr DB")
+    if options.objective != "steps" and target:
+        raise UsageError(f"a target PSNR ({target:g} dB) stops trials early: it goes with --objective steps")
+    return config, fixed
+
+
+def tune(source: str, out: str | Path, flags: dict, config_file: Path | None = None, preset: str | None = None,
+         options: TuneOptions | None = None) -> TuneResult:
+    """Run (or resume) the study in `out`; flags: {flag name: value} as inr train takes them."""
+    options = options or TuneOptions()
+    optuna = require_optuna()
+    quiet_optuna(optuna)
+    check_options(options)
+    config, fixed = study_config(source, flags, config_file, preset, options)
+    notices: list[str] = []
+    sample = load_sample(source, config, options.sample, notices)
+    space = build_space(config, fixed, list(options.searches), options.max_params, sample.channels, sample.width,
+                        sample.height)
+    out = Path(out).resolve()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InrError(f"cannot create the study folder {out} ({exc.strerror})") from None
+    runner = None
+    if options.ray:
+        from inr_cli.tune.on_ray import OnRay
+
+        runner = OnRay(options.ray, config.training.device, options.workers, options.gpus_per_trial)
+    with FolderLock(out):
+        study, storage, done = open_study(optuna, out, config, space, sample, options,
+                                          runner.parallel if runner else 1)
+        if not options.quiet:
+            for message in notices:
+                notice(message)
+            _say_start(config, space, sample, options, out, done, runner)
+        session = Session(optuna, study, storage, config, space, sample, options, out)
+        if done < options.trials:
+            if runner is None:
+                session.run_here()
+            else:
+                runner.run(sample, session.next_job, session.finish, session.lose, options.quiet)
+        elif not options.quiet:
+            info(f"{out} has {done} finished trials already; pass --trials N (more than {done}) to run more")
+        return session.conclude()
+
+
+def definition(config: Config, space: Space, sample: Sample, options: TuneOptions) -> dict:
+    """What a resumed study must be run with again: all but the number of trials and where they run."""
+    settings = {key: config.get(key) for key in configuration.KEY_TYPES if key not in FIT_MANY_FREE_KEYS}
+    return json.loads(json.dumps({"source": config.data.source, "images": sample.names, "objective": options.objective,
+                                  "pruner": options.pruner, "space": space.to_json(), "settings": settings}))
+
+
+def open_study(optuna, out: Path, config: Config, space: Space, sample: Sample, options: TuneOptions,
+               parallel: int):
+    """The study in `out`, new or resumed (its running trials from before queued again), its storage,
+    and how many trials it has finished."""
+    repair(out)
+    exists = has_study(out)
+    if exists and not options.resume:
+        raise UsageError(f"{out} holds a study already: continue it with --resume, or pick another -o")
+    if not exists and options.resume:
+        raise UsageError(f"--resume: there is no study in {out} to continue")
+    wanted = definition(config, space, sample, options)
+    storage = open_storage(out)
+    held = 0
+    if exists:
+        try:
+            saved = optuna.load_study(study_name=STUDY_NAME, storage=storage)
+        except KeyError:
+            raise InrError(f"{out}: its study.journal holds no study of inr tune") from None
+        _refuse_changes(out, saved.user_attrs.get(DEFINITION, {}), wanted)
+        held = len(saved.trials)
+    study = optuna.create_study(
+        storage=storage, study_name=STUDY_NAME, direction=DIRECTIONS[options.objective], load_if_exists=True,
+        sampler=make_sampler(optuna, config.training.seed, held, options.trials, parallel),
+        pruner=make_pruner(optuna, pruner_settings(options.pruner, config.training.steps, options.trials)))
+    if not exists:
+        study.set_user_attr(DEFINITION, wanted)
+        start = _start(config, space, sample)
+        if start:
+            study.enqueue_trial(start, user_attrs={"note": START})
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        queue_again(study, trial)
+        if not options.quiet:
+            notice(f"trial {trial.number} was running when the study stopped: its settings run again as a new trial")
+    return study, storage, sum(counted(t) for t in study.get_trials(deepcopy=False))
+
+
+def _refuse_changes(out: Path, saved: dict, wanted: dict) -> None:
+    for key in ("source", "images", "objective", "pruner", "space"):
+        if saved.get(key) != wanted[key]:
+            what = {"images": "the images of its sample", "space": "the space searched"}.get(key, key)
+            raise UsageError(f"{out} was started with another {what}; resume it with the options it was started "
+                             f"with, or pick another -o")
+    for key, value in wanted["settings"].items():
+        if saved.get("settings", {}).get(key) != value:
+            raise UsageError(f"{out} was started with {key} = {saved.get('settings', {}).get(key)!r}, not {value!r}; "
+                             f"resume it with the options it was started with, or pick another -o")
+
+
+def _start(config: Config, space: Space, sample: Sample) -> dict:
+    """The parameters of the configuration's own settings (the size's choices made) in the space."""
+    fitted, _ = fit_to_image(config, sample.width, sample.height)
+    start = space.start(fitted)
+    sizes = {d.name for d in space.dimensions if d.key in SIZE_KEYS}
+    if space.max_params is not None and sizes & set(start):
+        count = parameter_count(config, {}, sample.channels, sample.width, sample.height)
+        if count > space.max_params:  # over the budget: its sizes are drawn instead
+            start = {name: value for name, value in start.items() if name not in sizes}
+    return start
+
+
+def queue_again(study, trial) -> None:
+    """A trial that will not finish (its process or worker died): failed, its settings queued anew."""
+    study.tell(trial.number, state=_state("FAIL"), skip_if_finished=True)
+    study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+
+
+def _state(name: str):
+    return getattr(require_optuna().trial.TrialState, name)
+
+
+class Session:
+    """This run of the study: drawing trials, recording how they ended, progress, the outputs."""
+
+    def __init__(self, optuna, study, storage, config: Config, space: Space, sample: Sample, options: TuneOptions,
+                 out: Path):
+        self.optuna, self.study, self.storage, self.config, self.space = optuna, study, storage, config, space
+        self.sample, self.options, self.out = sample, options, out
+        self.started = time.perf_counter()
+        self.done_before = self.finished()
+        self.best_before = best_trial(study)
+
+    def finished(self) -> int:
+        return sum(counted(t) for t in self.study.get_trials(deepcopy=False))
+
+    def draw(self):
+        """The next trial and its settings; a draw that cannot be trained (over --max-params, a
+        configuration refused) is told as pruned and not counted."""
+        why = ""
+        for _ in range(MAX_REJECTED):
+            trial = self.study.ask()
+            values = self.space.suggest(trial)
+            trial.set_user_attr("settings", values)
+            why = reject(self.config, self.space, values, self.sample.channels, self.sample.width, self.sample.height)
+            if why is None:
+                return trial, values
+            trial.set_user_attr("rejected", True)
+            trial.set_user_attr("note", why)
+            self.study.tell(trial, state=_state("PRUNED"))
+        raise InrError(f"{MAX_REJECTED} draws in a row could not be trained (the last: {why}); narrow the space "
+                       f"with --search")
+
+    def next_job(self, in_flight: int):
+        """(the job of a Ray task, the trial and its settings), or None when enough run or are done."""
+        if self.finished() + in_flight >= self.options.trials:
+            return None
+        trial, values = self.draw()
+        storage = self.storage
+        trial_id = storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(STUDY_NAME),
+                                                                   trial.number)
+        job = {"out": str(self.out), "trial_id": trial_id, "number": trial.number, "params": trial.params,
+               "config": to_json(with_values(self.config, values)), "objective": self.options.objective,
+               "pruner": pruner_settings(self.options.pruner, self.config.training.steps, self.options.trials)}
+        return job, (trial, values)
+
+    def run_here(self) -> None:
+        from inr_cli.backends import make_backend
+
+        backend = make_backend(self.config.training.device, self.config.training.matmul, self.options.quiet)
+        with Signals() as signals:
+            while (drawn := self.next_job(0)) is not None:
+                _, handle = drawn
+                trial, values = handle
+                try:
+                    outcome = run_trial(backend, with_values(self.config, values), self.sample, self.options.objective,
+                                        trial.number, trial, str(self.out), signals)
+                except Interrupted as exc:
+                    signals.ignore()
+                    self.lose(handle)
+                    write_progress(self.study, self.space, self.options.objective, self.out)
+                    info(f"{exc}: {self.finished()} of {self.options.trials} trials are finished and kept in "
+                         f"{self.out}; continue with the same command and --resume")
+                    raise SystemExit(128 + exc.signum) from None
+                except BaseException:
+                    self.lose(handle, again=False)
+                    raise
+                self.finish(handle, outcome)
+
+    def lose(self, handle, again: bool = True) -> None:
+        trial, _ = handle
+        if again:
+            queue_again(self.study, next(t for t in self.study.get_trials(deepcopy=False) if t.number == trial.number))
+        else:
+            self.study.tell(trial, state=_state("FAIL"), skip_if_finished=True)
+
+    def finish(self, handle, outcome: Outcome) -> None:
+        trial, _ = handle
+        for key in ("psnr", "steps", "seconds", "losses", "config"):
+            trial.set_user_attr(key, getattr(outcome, key))
+        if outcome.note:
+            trial.set_user_attr("note", outcome.note)
+        if outcome.state == "complete":
+            self.study.tell(trial, outcome.value)
+        else:
+            self.study.tell(trial, state=_state("PRUNED"))
+        best = best_trial(self.study)
+        if outcome.state == "complete" and best is not None and best.number == trial.number:
+            write_best_png(outcome.renders, self.sample, self.out)
+        write_progress(self.study, self.space, self.options.objective, self.out)
+        if not self.options.quiet:
+            info(self._line(trial, outcome, best))
+
+    def _line(self, trial, outcome: Outcome, best) -> str:
+        done, total = self.finished(), self.options.trials
+        objective = self.options.objective
+        if outcome.state == "complete":
+            what = _value(outcome.value, objective) + (f" ({outcome.psnr:.2f} dB)" if objective != "psnr" else "")
+        else:
+            what = f"{outcome.note} ({outcome.psnr:.2f} dB)"
+        ran = done - self.done_before
+        elapsed = time.perf_counter() - self.started
+        left = elapsed / ran * (total - done) if ran else float("nan")
+        best_text = f"best {_value(best.value, self.options.objective)} (trial {best.number})" if best else "none yet"
+        label = f"trial {trial.number}" + (f" ({START})" if trial.user_attrs.get("note") == START else "")
+        return f"{label}: {what}; {done}/{total} done, {best_text}, {clock(elapsed)} elapsed, about " \
+               f"{clock(left)} left"
+
+    def conclude(self) -> TuneResult:
+        """The outputs written, importances among them, and the best said."""
+        write_progress(self.study, self.space, self.options.objective, self.out)
+        importances = write_importances(self.optuna, self.study, self.out)
+        best = best_trial(self.study)
+        if best is None:
+            raise InrError(f"no trial finished: every one was pruned or diverged (see {self.out / 'trials.csv'}); "
+                           f"move the space with --search")
+        if not self.options.quiet:
+            settings = ", ".join(f"{key} {value:.4g}" for key, value in best.user_attrs["settings"].items())
+            data = self.sample.source + (" -o SET" if self.sample.folder else "")
+            command = "inr fit-many" if self.sample.folder else "inr train"
+            pictures = [BEST_PNG, HISTORY_SVG, CURVES_SVG] + ([IMPORTANCES_SVG] if importances else [])
+            info(f"best: trial {best.number}, {_value(best.value, self.options.objective)}: {settings}. Pictures in "
+                 f"{self.out} ({', '.join(pictures)}); train with: {command} {data} --config {self.out / BEST_TOML}")
+        return TuneResult(self.out, best.number, best.value, dict(best.user_attrs["settings"]), self.finished())
+
+
+def _value(value: float, objective: str) -> str:
+    if objective == "psnr":
+        return f"{value:.2f} dB"
+    if objective == "steps":
+        return f"{value:.0f} steps"
+    return f"{value:.3g} {UNITS[objective]}"
+
+
+def _say_start(config: Config, space: Space, sample: Sample, options: TuneOptions, out: Path, done: int,
+               runner) -> None:
+    net = config.network
+    where = runner.where if runner is not None else "this process"
+    info(f"tuning {len(space.dimensions)} settings of {net.model} on {sample.describe()}: {options.trials} trials of "
+         f"{config.training.steps} steps, objective {options.objective}, TPE (seed {config.training.seed}), "
+         f"{options.pruner} pruner, in {where} -> {out}" + (f" ({done} finished before)" if done else ""))
+    if sample.folder:
+        shown = ", ".join(sample.names[:6]) + (f" and {len(sample.names) - 6} more" if len(sample.names) > 6 else "")
+        info(f"sample (seed {config.training.seed}): {shown}")
+    info("searching: " + "; ".join(space.describe())
+         + (f"; at most {space.max_params:,} parameters" if space.max_params else ""))
