@@ -20,12 +20,17 @@ class Axes:
     """A plot area with round ticks on both axes, a light grid, the title in a band above it."""
 
     def __init__(self, title: str, x_label: str, y_label: str, xs: list[float], ys: list[float],
-                 width: int = 560, height: int = 320):
+                 width: int = 560, height: int = 320, whole_x: bool = False):
         self.width, self.height = width, height
         self.left, self.right, self.top, self.bottom = 56, 16, 40, 40
         finite = [y for y in ys if math.isfinite(y)] or [0.0]
         low, high = min(finite), max(finite)
         self.x_ticks = nice_ticks(min(xs, default=0.0), max(max(xs, default=1.0), min(xs, default=0.0) + 1), 6)
+        if whole_x and any(t != int(t) for t in self.x_ticks):  # trial numbers: a tick on whole ones only
+            raw = self.x_ticks[1] - self.x_ticks[0]
+            step = next(m * 10 ** e for e in range(12) for m in (1, 2, 5) if m * 10 ** e >= raw)
+            last = int(math.ceil(self.x_ticks[-1] / step) * step)
+            self.x_ticks = [float(t) for t in range(int(self.x_ticks[0]), last + 1, step)]
         self.y_ticks = nice_ticks(low, high if high > low else low + 1, 5)
         self.parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
                       f'font-family="sans-serif" font-size="11">', f'<rect width="{width}" height="{height}" '
@@ -78,7 +83,8 @@ class Axes:
     def legend(self, entries: list[tuple[str, str]]) -> None:
         x = self.width - self.right - 4
         for text, colour in reversed(entries):
-            self.parts.append(f'<text x="{x}" y="{self.top - 6}" text-anchor="end" fill="{colour}">{escape(text)}</text>')
+            self.parts.append(f'<text x="{x}" y="{self.top - 6}" text-anchor="end" fill="{colour}">'
+                              f'{escape(text)}</text>')
             x -= 7 * len(text) + 14
 
     def svg(self) -> str:
@@ -92,10 +98,12 @@ def history_svg(complete: list[tuple[int, float]], pruned: list[int], maximize: 
     best, line = None, []
     for number, value in sorted(complete):
         if best is None or (value > best if maximize else value < best):
+            if best is not None:
+                line.append((number, best))  # a step: level until the trial that beat it
             best = value
-        line.append((number, best))
+            line.append((number, best))
     title = f"{what}, trial by trial" + (f" (best {best:.4g})" if best is not None else "")
-    axes = Axes(title, "trial", what, [float(n) for n in numbers], [v for _, v in complete])
+    axes = Axes(title, "trial", what, [float(n) for n in numbers], [v for _, v in complete], whole_x=True)
     if line:
         axes.line(line + [(max(numbers), line[-1][1])], RED, 1.5, "best")
     for number, value in complete:

@@ -27,14 +27,23 @@ from inr_cli.progress import clock
 from inr_cli.sets import inputs
 from inr_cli.settings import FIT_MANY_FREE_KEYS
 from inr_cli.tune import require_optuna
-from inr_cli.tune.outputs import (BEST_PNG, BEST_TOML, CURVES_SVG, HISTORY_SVG, IMPORTANCES_SVG, best_trial, counted,
-                                  write_best_png, write_importances, write_progress)
+from inr_cli.tune.outputs import (
+    BEST_PNG,
+    BEST_TOML,
+    CURVES_SVG,
+    HISTORY_SVG,
+    IMPORTANCES_SVG,
+    best_trial,
+    counted,
+    write_best_png,
+    write_importances,
+    write_progress,
+)
 from inr_cli.tune.sample import Sample, load_sample
 from inr_cli.tune.search import PRUNERS, make_pruner, make_sampler, pruner_settings, quiet_optuna
 from inr_cli.tune.space import MAX_REJECTED, SIZE_KEYS, Space, build_space, parameter_count, reject
 from inr_cli.tune.storage import DEFINITION, STUDY_NAME, FolderLock, has_study, open_storage, repair
 from inr_cli.tune.trial import DIRECTIONS, OBJECTIVES, UNITS, Outcome, run_trial
-
 
 START = "the configuration's own settings"  # the note of a study's first trial
 
