@@ -180,6 +180,22 @@ def test_a_study_killed_mid_trial_resumes_with_every_finished_trial(picture, tmp
     assert len(done) == 4 and len({tuple(sorted(t.params.items())) for t in done}) == 4
 
 
+def test_ctrl_c_keeps_the_finished_trials_and_queues_the_one_it_cut(picture, tmp_path):
+    out = tmp_path / "study"
+    args = ["tune", picture, "-o", out, "--trials", "3", *NET]
+    code, stderr = finish(inr(*args, failpoint="interrupt-at-trial=1"))
+    assert code == 130, stderr
+    assert "SIGINT: 1 of 3 trials are finished and kept in" in stderr and "--resume" in stderr
+    trials = load(out).trials
+    assert trials[1].state == State.FAIL and trials[2].state == State.WAITING
+    assert trials[2].user_attrs["retry_of"] == 1
+    code, stderr = finish(inr(*args, "--resume"))
+    assert code == 0, stderr
+    trials = load(out).trials
+    assert [t.number for t in trials if counted(t)] == [0, 2, 3]
+    assert trials[2].params == trials[1].params
+
+
 def test_a_folder_is_tuned_on_a_seeded_sample_fitted_as_one_pack(tmp_path):
     folder = tmp_path / "images"
     folder.mkdir()

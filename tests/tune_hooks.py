@@ -3,6 +3,7 @@ INR_FAILPOINT, a comma-separated list of:
 
     kill-at-trial=K     SIGKILL the process that fits trial K, at its first loss reading (in-process:
                         the study itself; on Ray: the worker)
+    interrupt-at-trial=K    SIGINT to that process there instead (a Ctrl-C)
     together=N          each trial, as it starts, waits until N trials have started (markers in the
                         study folder): it passes only when N trials run at once, and fails the trial
                         after WAIT_SECONDS otherwise
@@ -29,6 +30,8 @@ def at(point: str, **details) -> None:
     wanted = _wanted()
     if point == "tune-reading" and wanted.get("kill-at-trial") == str(details["number"]):
         os.kill(os.getpid(), signal.SIGKILL)
+    if point == "tune-reading" and wanted.get("interrupt-at-trial") == str(details["number"]):
+        os.kill(os.getpid(), signal.SIGINT)
     if point == "tune-trial-start" and "together" in wanted:
         folder = Path(details["out"])
         (folder / f".started-{details['number']}").touch()

@@ -63,7 +63,8 @@ def trials_table(study, space: Space) -> str:
             note = f"lost; run again as trial {again[t.number]}"
         elif "retry_of" in attrs:
             note = "; ".join(filter(None, [note, f"again: trial {attrs['retry_of']} was lost"]))
-        writer.writerow([t.number, t.state.name.lower(), _number(t.value), _number(attrs.get("psnr")),
+        value = t.value if t.state.name == "COMPLETE" else None  # a pruned trial's is a reading's, not the objective
+        writer.writerow([t.number, t.state.name.lower(), _number(value), _number(attrs.get("psnr")),
                          attrs.get("steps", ""), _number(attrs.get("seconds")),
                          *(_number(settings.get(key)) for key in keys), note])
     return out.getvalue()

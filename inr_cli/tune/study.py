@@ -282,31 +282,41 @@ class Session:
         from inr_cli.backends import make_backend
 
         backend = make_backend(self.config.training.device, self.config.training.matmul, self.options.quiet)
+        handle = None  # the trial in progress, until it is told
         with Signals() as signals:
-            while (drawn := self.next_job(0)) is not None:
-                _, handle = drawn
-                trial, values = handle
-                try:
-                    outcome = run_trial(backend, with_values(self.config, values), self.sample, self.options.objective,
-                                        trial.number, trial, str(self.out), signals)
-                except Interrupted as exc:
-                    signals.ignore()
+            try:
+                while (drawn := self.next_job(0)) is not None:
+                    _, handle = drawn
+                    trial, values = handle
+                    try:
+                        outcome = run_trial(backend, with_values(self.config, values), self.sample,
+                                            self.options.objective, trial.number, trial, str(self.out), signals)
+                    except Interrupted:
+                        raise
+                    except BaseException:
+                        self.lose(handle, again=False)
+                        raise
+                    self.finish(handle, outcome)
+                    handle = None
+            except Interrupted as exc:  # Ctrl-C, SIGTERM: the trial in progress runs again on --resume
+                signals.ignore()
+                if handle is not None:
                     self.lose(handle)
-                    write_progress(self.study, self.space, self.options.objective, self.out)
-                    info(f"{exc}: {self.finished()} of {self.options.trials} trials are finished and kept in "
-                         f"{self.out}; continue with the same command and --resume")
-                    raise SystemExit(128 + exc.signum) from None
-                except BaseException:
-                    self.lose(handle, again=False)
-                    raise
-                self.finish(handle, outcome)
+                write_progress(self.study, self.space, self.options.objective, self.out)
+                info(f"{exc}: {self.finished()} of {self.options.trials} trials are finished and kept in "
+                     f"{self.out}; continue with the same command and --resume")
+                raise SystemExit(128 + exc.signum) from None
 
     def lose(self, handle, again: bool = True) -> None:
+        """A trial that will not finish here: failed, and with `again` its settings queued anew."""
         trial, _ = handle
+        frozen = next(t for t in self.study.get_trials(deepcopy=False) if t.number == trial.number)
+        if frozen.state != _state("RUNNING"):  # told already (a signal that came as it ended)
+            return
         if again:
-            queue_again(self.study, next(t for t in self.study.get_trials(deepcopy=False) if t.number == trial.number))
+            queue_again(self.study, frozen)
         else:
-            self.study.tell(trial, state=_state("FAIL"), skip_if_finished=True)
+            self.study.tell(trial, state=_state("FAIL"))
 
     def finish(self, handle, outcome: Outcome) -> None:
         trial, _ = handle
