@@ -155,6 +155,10 @@ def test_width_and_depth_stay_under_the_parameter_budget(picture, tmp_path):
         else:
             assert size <= budget
     assert any(t.user_attrs.get("rejected") for t in trials)  # the budget was met by refusing draws
+    # The first trial is the preset's 3 layers, as wide as the budget allows.
+    first = trials[0].user_attrs["settings"]
+    widest = max(h for h in range(16, 257) if siren_parameters(h, 3) <= budget)
+    assert counted(trials[0]) and (first["network.layers"], first["network.hidden"]) == (3, widest)
 
 
 def test_a_study_killed_mid_trial_resumes_with_every_finished_trial(picture, tmp_path):

@@ -241,6 +241,30 @@ def _within_budget(config: Config, dimensions: list[Dimension], budget: int, cha
     return narrowed
 
 
+def start_parameters(space: Space, config: Config, channels: int, width: int, height: int) -> dict:
+    """{parameter name: value} of config's own settings (the size's choices made) that lie in the
+    space: the study's first trial. A network over the budget is made to fit, narrower first, then
+    shallower: the settings a person starts from, as large as the budget allows."""
+    start = space.start(fit_to_image(config, width, height)[0])
+    sizes = [d for d in space.dimensions if d.key in SIZE_KEYS]
+    if space.max_params is None or not sizes:
+        return start
+    values = {d.key: int(min(max(config.get(d.key), d.low), d.high)) for d in sizes}
+
+    def fits(trying: dict) -> bool:
+        return parameter_count(config, trying, channels, width, height) <= space.max_params
+
+    for d in sizes:
+        if fits(values):
+            break
+        low, high = int(d.low), values[d.key]
+        while low < high:  # the largest value of this size that fits with the others as they are
+            middle = (low + high + 1) // 2
+            low, high = (middle, high) if fits({**values, d.key: middle}) else (low, middle - 1)
+        values[d.key] = low
+    return {**start, **{d.name: values[d.key] for d in sizes}}
+
+
 def reject(config: Config, space: Space, values: dict, channels: int, width: int, height: int) -> str | None:
     """Why a trial's values cannot be trained (over the budget, a configuration refused), or None."""
     try:

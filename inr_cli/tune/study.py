@@ -19,7 +19,6 @@ from pathlib import Path
 from inr_cli import config as configuration
 from inr_cli.config import Config, build_config, flags_to_values, to_json, with_values
 from inr_cli.console import info, notice
-from inr_cli.core.sizing import fit_to_image
 from inr_cli.core.training_loop import Interrupted, Signals
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.data import SAMPLE
@@ -41,7 +40,7 @@ from inr_cli.tune.outputs import (
 )
 from inr_cli.tune.sample import Sample, load_sample
 from inr_cli.tune.search import PRUNERS, make_pruner, make_sampler, pruner_settings, quiet_optuna
-from inr_cli.tune.space import MAX_REJECTED, SIZE_KEYS, Space, build_space, parameter_count, reject
+from inr_cli.tune.space import MAX_REJECTED, Space, build_space, reject, start_parameters
 from inr_cli.tune.storage import DEFINITION, STUDY_NAME, FolderLock, has_study, open_storage, repair
 from inr_cli.tune.trial import DIRECTIONS, OBJECTIVES, UNITS, Outcome, run_trial
 
@@ -190,7 +189,7 @@ def open_study(optuna, out: Path, config: Config, space: Space, sample: Sample, 
         pruner=make_pruner(optuna, pruner_settings(options.pruner, config.training.steps, options.trials)))
     if not exists:
         study.set_user_attr(DEFINITION, wanted)
-        start = _start(config, space, sample)
+        start = start_parameters(space, config, sample.channels, sample.width, sample.height)
         if start:
             study.enqueue_trial(start, user_attrs={"note": START})
     for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
@@ -210,18 +209,6 @@ def _refuse_changes(out: Path, saved: dict, wanted: dict) -> None:
         if saved.get("settings", {}).get(key) != value:
             raise UsageError(f"{out} was started with {key} = {saved.get('settings', {}).get(key)!r}, not {value!r}; "
                              f"resume it with the options it was started with, or pick another -o")
-
-
-def _start(config: Config, space: Space, sample: Sample) -> dict:
-    """The parameters of the configuration's own settings (the size's choices made) in the space."""
-    fitted, _ = fit_to_image(config, sample.width, sample.height)
-    start = space.start(fitted)
-    sizes = {d.name for d in space.dimensions if d.key in SIZE_KEYS}
-    if space.max_params is not None and sizes & set(start):
-        count = parameter_count(config, {}, sample.channels, sample.width, sample.height)
-        if count > space.max_params:  # over the budget: its sizes are drawn instead
-            start = {name: value for name, value in start.items() if name not in sizes}
-    return start
 
 
 def queue_again(study, trial) -> None:
