@@ -1,6 +1,7 @@
-"""`inr tune`: a study of the fitting settings on Optuna (space.py what is searched, sample.py the
-images a trial fits, trial.py one trial, study.py the study and its storage in the output folder,
-on_ray.py trials as Ray tasks, outputs.py and charts.py what the study leaves for a person).
+"""`inr tune`: a study of the fitting settings on Optuna. space.py: what is searched; sample.py: the
+images a trial fits; trial.py: one trial; search.py: the sampler and the pruner; storage.py: the
+study's journal in the output folder; study.py: starting or resuming a study; session.py: running
+its trials here, on_ray.py: as Ray tasks; outputs.py and charts.py: what it leaves for a person.
 
 Optuna is an extra (`pip install 'inr[tune]'`): only these modules import it, and only when the
 command runs; require_optuna says what to install when it is missing.
