@@ -239,6 +239,8 @@ def test_a_folder_is_tuned_on_a_seeded_sample_fitted_as_one_pack(tmp_path):
     (["--target-psnr", "30"], "it goes with --objective steps"),
     (["--trials", "0"], "--trials must be a positive"),
     (["--workers", "2"], "they need --ray"),
+    (["--gpus-per-trial", "-1", "--ray", "local"], "--gpus-per-trial must be a share of one GPU"),
+    (["--sample", "0"], "--sample must be a positive"),
     (["--resume"], "there is no study in"),
 ])
 def test_bad_spaces_and_budgets_are_refused_in_one_line(picture, tmp_path, args, message):

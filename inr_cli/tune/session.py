@@ -69,7 +69,6 @@ class Session:
         self.sample, self.options, self.out = sample, options, out
         self.started = time.perf_counter()
         self.done_before = self.finished()
-        self.best_before = best_trial(study)
 
     def finished(self) -> int:
         return sum(counted(t) for t in self.study.get_trials(deepcopy=False))
@@ -186,11 +185,11 @@ class Session:
                            f"move the space with --search")
         if not self.options.quiet:
             settings = ", ".join(f"{key} {value:.4g}" for key, value in best.user_attrs["settings"].items())
-            data = self.sample.source + (" -o SET" if self.sample.folder else "")
-            command = "inr fit-many" if self.sample.folder else "inr train"
+            command = " ".join(filter(None, ["inr fit-many" if self.sample.folder else "inr train", self.sample.source,
+                                             "-o SET" if self.sample.folder else ""]))
             pictures = [BEST_PNG, HISTORY_SVG, CURVES_SVG] + ([IMPORTANCES_SVG] if importances else [])
             info(f"best: trial {best.number}, {_value(best.value, self.options.objective)}: {settings}. Pictures in "
-                 f"{self.out} ({', '.join(pictures)}); train with: {command} {data} --config {self.out / BEST_TOML}")
+                 f"{self.out} ({', '.join(pictures)}); train with: {command} --config {self.out / BEST_TOML}")
         return TuneResult(self.out, best.number, best.value, dict(best.user_attrs["settings"]), self.finished())
 
 

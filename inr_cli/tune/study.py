@@ -61,8 +61,8 @@ def check_options(options: TuneOptions) -> None:
         raise UsageError(f"--target-psnr must be a positive number of dB, got {options.target_psnr:g}")
     if options.workers is not None and options.workers <= 0:
         raise UsageError(f"--workers must be positive, got {options.workers}")
-    if options.gpus_per_trial is not None and not (0 < options.gpus_per_trial <= 1
-                                                   or float(options.gpus_per_trial).is_integer()):
+    share = options.gpus_per_trial
+    if share is not None and not (share > 0 and (share <= 1 or float(share).is_integer())):
         raise UsageError(f"--gpus-per-trial must be a share of one GPU (0 < F <= 1) or a whole number, "
                          f"got {options.gpus_per_trial:g}")
     if (options.workers is not None or options.gpus_per_trial is not None) and not options.ray:
@@ -178,7 +178,7 @@ def open_study(optuna, out: Path, config: Config, space: Space, sample: Sample, 
 def _refuse_changes(out: Path, saved: dict, wanted: dict) -> None:
     for key in ("source", "images", "objective", "pruner", "space"):
         if saved.get(key) != wanted[key]:
-            what = {"images": "the images of its sample", "space": "the space searched"}.get(key, key)
+            what = {"images": "sample of images", "space": "space to search", "source": "image or folder"}.get(key, key)
             raise UsageError(f"{out} was started with another {what}; resume it with the options it was started "
                              f"with, or pick another -o")
     for key, value in wanted["settings"].items():
