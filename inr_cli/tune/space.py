@@ -175,8 +175,12 @@ def build_space(config: Config, fixed: set[str], searches: list[str], max_params
     dimensions = sorted(chosen.values(), key=lambda d: order[d.key])
     if not dimensions:
         raise UsageError("nothing to search: every setting of the space is fixed; name one with --search KEY=LOW:HIGH")
+    searched = {parse_search(text)[0]: text for text in searches}
     for dimension in dimensions:
-        _check_range(config, dimension)
+        where = (f"--search {searched[dimension.key]}" if dimension.key in searched else
+                 f"the default range of {dimension.name} ({dimension.low:g}..{dimension.high:g}; --search "
+                 f"{dimension.key}=LOW:HIGH sets another)")
+        _check_range(config, dimension, where)
     if max_params is not None:
         if max_params <= 0:
             raise UsageError(f"--max-params must be a positive number of parameters, got {max_params}")
@@ -184,9 +188,8 @@ def build_space(config: Config, fixed: set[str], searches: list[str], max_params
     return Space(tuple(dimensions), {d.per: config.get(d.per) for d in dimensions if d.per}, max_params)
 
 
-def _check_range(config: Config, d: Dimension) -> None:
+def _check_range(config: Config, d: Dimension, where: str) -> None:
     setting = settings.BY_KEY[d.key]
-    where = f"--search {d.key}" if not d.per else f"the range of {d.name}"
     if not (math.isfinite(d.low) and math.isfinite(d.high)) or d.low >= d.high:
         raise UsageError(f"{where}: LOW must be below HIGH, got {d.low:g}:{d.high:g} (a fixed value: --set "
                          f"{d.key}=VALUE)")
@@ -204,7 +207,7 @@ def _check_range(config: Config, d: Dimension) -> None:
         try:
             with_values(config, {d.key: int(end) if d.integer else float(end)})
         except UsageError as exc:
-            raise UsageError(f"--search {d.key}={d.low:g}:{d.high:g}: at {end:g}, {exc}") from None
+            raise UsageError(f"{where}: at {end:g}, {exc}") from None
 
 
 def parameter_count(config: Config, values: dict, channels: int, width: int, height: int) -> int:
