@@ -118,6 +118,17 @@ def test_best_toml_trains_to_the_psnr_the_study_recorded(study, tmp_path):
     assert psnr_from_mse(loss) == best.value == result.value
 
 
+def test_the_steps_objective_counts_the_steps_inr_train_stops_at(picture, tmp_path):
+    out = tmp_path / "study"
+    result = tune(str(picture), out, {**FLAGS, "steps": 60},
+                  options=TuneOptions(trials=4, objective="steps", target_psnr=10.0, quiet=True))
+    assert result.value < 60 and result.value == int(result.value)  # reached: the steps themselves
+    assert read_toml(out / "best.toml")["training.target_psnr"] == 10.0
+    assert main(["train", "--config", str(out / "best.toml"), "--run-dir", str(tmp_path / "run"), "-q"]) == 0
+    saved = ckpt.load(tmp_path / "run")
+    assert saved.step == result.value and psnr_from_mse(float(saved.state.loss[0])) >= 10.0
+
+
 def test_the_pruner_stops_a_learning_rate_that_cannot_work(picture, tmp_path):
     """Three trials, then two forced ones: lr 1e-9 learns nothing and the median pruner stops it;
     lr 10 blows up (or lags): neither finishes, neither is the best."""
