@@ -23,13 +23,13 @@ def command(
                              "best.toml, trials.csv and pictures (created; --resume continues it)."),
     trials: int = typer.Option(20, "--trials", metavar="N", help="Trials to finish (pruned ones count)."),
     objective: Literal["psnr", "steps", "psnr-per-second"] = typer.Option(
-        "psnr", "--objective", metavar="psnr|steps|psnr-per-second", help="Best PSNR within --steps, fewest steps to --target-psnr, or PSNR per second "
-        "of training."),
+        "psnr", "--objective", metavar="psnr|steps|psnr-per-second", help="Best PSNR within --steps, fewest steps "
+        "to --target-psnr, or PSNR per second of training."),
     target_psnr: Optional[float] = typer.Option(None, "--target-psnr", metavar="DB", help="The PSNR that "
                                                 "--objective steps counts the steps to."),
     pruner: Literal["median", "hyperband", "none"] = typer.Option(
-        "median", "--pruner", metavar="median|hyperband|none", help="Stop trials that lag at a loss reading: below the median of the finished "
-        "ones at that step, Hyperband, or never."),
+        "median", "--pruner", metavar="median|hyperband|none", help="Stop trials that lag at a loss reading: "
+        "below the median of the finished ones at that step, Hyperband, or never."),
     sample: int = typer.Option(8, "--sample", metavar="K", help="Images of a folder fitted by each trial (one "
                                "pack; drawn with --seed)."),
     max_params: Optional[int] = typer.Option(None, "--max-params", metavar="N",
