@@ -119,6 +119,7 @@ SUMMARIES = {
     "decode": "Pixel CSV -> image, the exact inverse of encode.",
     "train": "Train a network on an image, CSV or array; --resume a run.",
     "fit-many": "Fit one network per image of a folder, list or bucket.",
+    "tune": "Search the settings that fit your images best (Optuna).",
     "render": "Draw a trained network on a canvas of any size.",
     "view": "Zoom into a run or browse a set in the browser.",
     "export": "Write a network as safetensors or ONNX.",
@@ -131,9 +132,9 @@ SUMMARIES = {
 
 def _register() -> None:
     from inr_cli.commands import (decode, doctor, encode, evaluate, export, fit_many, info, presets, render, train,
-                                  view)
+                                  tune, view)
 
-    for module in (encode, decode, train, fit_many, render, view, export, evaluate, info, presets, doctor):
+    for module in (encode, decode, train, fit_many, tune, render, view, export, evaluate, info, presets, doctor):
         app.command(name=module.NAME, help=module.HELP, short_help=SUMMARIES[module.NAME],
                     no_args_is_help=module.NEEDS_ARGS)(handles_errors(module.command))
 

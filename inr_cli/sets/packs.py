@@ -56,7 +56,7 @@ class PackInterrupted(Interrupted):
 
 
 def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], signals: Signals | None = None,
-             progress: PackProgress | None = None, saved: PackState | None = None) -> dict:
+             progress: PackProgress | None = None, saved: PackState | None = None, on_reading=None) -> dict:
     """Fit one pack: its networks trained together for the full budget (the training loop of `inr
     train`), then scored on their images. With a target PSNR each network stops at the reading where
     it reaches it, as it would alone, and leaves the pack (the trainer rebuilt on the rest: every
@@ -64,7 +64,8 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
     network that diverges stops, naming its images. With `saved`, the pack starts from the state
     saved there (if it is this pack's), and its state is saved there at the clock interval
     (training.checkpoint_seconds), when networks leave it, and when a signal interrupts it
-    (PackInterrupted), so that the next run continues it to the same bits."""
+    (PackInterrupted), so that the next run continues it to the same bits. on_reading(step, losses,
+    steps_per_second) sees each loss reading of the networks still training (inr tune's pruning)."""
     training = plan.config.training
     seeds = [plan.entry(name).seed for name in names]
     result = PackResult(plan, names)
@@ -89,9 +90,11 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
         saved.save(plan, result.active_names(), trainer.state(), (first.height, first.width, first.n_channels),
                    first.channels)
 
-    def on_reading(step: int, losses: np.ndarray, rate: float) -> None:
+    def reading(step: int, losses: np.ndarray, rate: float) -> None:
         if progress is not None:
             progress.reading(step, losses)
+        if on_reading is not None:
+            on_reading(step, losses, rate)
 
     def on_step(step: int) -> None:
         hook("pack-step", step=step)
@@ -103,7 +106,7 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
             if progress is not None:
                 progress.pack_started(len(active), trainer.step_done)
             try:
-                loss = run_steps(trainer, signals, training.log_every, on_reading, on_step,
+                loss = run_steps(trainer, signals, training.log_every, reading, on_step,
                                  save if saved is not None else None, checkpoint_seconds=training.checkpoint_seconds,
                                  target_psnr=training.target_psnr, guard=guard)
             except Diverged as exc:  # named by the pack's rows, not the remaining ones

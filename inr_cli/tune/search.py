@@ -1,0 +1,46 @@
+"""The study's sampler and pruner, made the same way by the driver and by a Ray worker.
+
+TPE draws the settings (seeded; multivariate, since the learning rate and the frequency act
+together; with several trials at once each running trial counts as a poor result until it ends, so
+that two workers are not sent the same point). The pruner stops a trial at a loss reading where it
+lags: the median pruner (the median of the finished trials' readings at that step, once a few have
+finished and past the first tenth of the steps), Hyperband, or none.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+PRUNERS = ("median", "hyperband", "none")
+
+
+def quiet_optuna(optuna) -> None:
+    """Optuna's own log lines and its warnings about experimental options stay off stderr: the
+    study says what happens in its own words."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+
+
+def pruner_settings(kind: str, steps: int, trials: int) -> dict:
+    """What make_pruner needs, as plain values (a Ray worker gets them in its job)."""
+    return {"kind": kind, "steps": steps, "startup": min(5, max(2, trials // 4))}
+
+
+def make_pruner(optuna, settings: dict):
+    kind, steps = settings["kind"], settings["steps"]
+    if kind == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=settings["startup"], n_warmup_steps=steps // 10)
+    if kind == "hyperband":
+        return optuna.pruners.HyperbandPruner(min_resource=max(1, steps // 27), max_resource=steps,
+                                              reduction_factor=3)
+    return optuna.pruners.NopPruner()
+
+
+def make_sampler(optuna, seed: int, trials_so_far: int, trials: int, parallel: int):
+    """TPE seeded from the study's seed and how many trials it holds: a resumed study goes on drawing
+    new points instead of the ones its first session began with."""
+    session_seed = int(np.random.SeedSequence([seed, trials_so_far]).generate_state(1)[0])
+    return optuna.samplers.TPESampler(seed=session_seed, multivariate=True, constant_liar=parallel > 1,
+                                      n_startup_trials=min(10, max(3, trials // 3)))
