@@ -69,8 +69,8 @@ def compose(panels: list[tuple[Image.Image, str]], out: Path, columns: int = 2) 
     except (TypeError, OSError):  # Pillow without FreeType: the small bitmap font
         font = ImageFont.load_default()
     rows = (len(panels) + columns - 1) // columns
-    canvas = Image.new("RGB", (columns * width + (columns - 1) * gap, rows * (height + label_height) + (rows - 1) * gap),
-                       "white")
+    canvas = Image.new("RGB", (columns * width + (columns - 1) * gap,
+                               rows * (height + label_height) + (rows - 1) * gap), "white")
     draw = ImageDraw.Draw(canvas)
     for i, (panel, label) in enumerate(panels):
         x, y = (i % columns) * (width + gap), (i // columns) * (height + label_height + gap)

@@ -63,8 +63,9 @@ def environment() -> dict:
     info = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "python": platform.python_version()}
     try:
         # INR_COMMIT names the commit where the tree was copied without its git history.
-        info["commit"] = os.environ.get("INR_COMMIT") or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                        text=True).stdout.strip() or "unknown"
+        info["commit"] = os.environ.get("INR_COMMIT") or subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+            text=True).stdout.strip() or "unknown"
     except OSError:
         info["commit"] = "unknown"
     try:

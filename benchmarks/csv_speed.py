@@ -68,10 +68,12 @@ def main() -> None:
         }
         assert np.array_equal(np.asarray(load_image(back).values), np.asarray(load_image(png).values))
         figures["csv_bytes"] = csv_path.stat().st_size
-    print(f"{args.size}x{args.size} RGB, {args.depth}-bit, {figures['csv_bytes'] / 1e6:.1f} MB of CSV, best of {args.rounds}:")
+    print(f"{args.size}x{args.size} RGB, {args.depth}-bit, {figures['csv_bytes'] / 1e6:.1f} MB of CSV, "
+          f"best of {args.rounds}:")
     print(f"  inr encode  {figures['encode_s']:.2f} s   (PNG read alone {figures['png_read_s']:.2f} s)")
     print(f"  inr decode  {figures['decode_s']:.2f} s   (NumPy loadtxt alone {figures['numpy_loadtxt_s']:.2f} s, "
-          f"Python csv module {figures['python_csv_read_s']:.2f} s: {figures['python_csv_read_s'] / figures['decode_s']:.1f}x)")
+          f"Python csv module {figures['python_csv_read_s']:.2f} s: "
+          f"{figures['python_csv_read_s'] / figures['decode_s']:.1f}x)")
     save_json({"environment": environment(), "size": args.size, "depth": args.depth, **figures}, args.out)
     print(f"saved {args.out}")
 

@@ -4,8 +4,8 @@ the upscaling question (is the network a better image scaler than Lanczos or bic
     PYTHONPATH=. python benchmarks/fidelity.py [--out bench-results/fidelity.json] [--quick]
 
 Runs on the GPU when one is usable, else on the CPU (slowly: hours at full size; there the jobs run
-in --workers processes, one per core by default, each on its share of the cores). PyTorch is optional (`pip install torch` in the
-benchmark's own environment); without it that column is empty.
+in --workers processes, one per core by default, each on its share of the cores). PyTorch is
+optional (`pip install torch` in the benchmark's own environment); without it that column is empty.
 
 1. For each preset and sample photo at --size px (longer side): PSNR of the training image after
    each of --budgets steps of one run as long as the last budget (cosine schedule over that run),

@@ -9,7 +9,8 @@ system, all its threads, from its start to the end of its exit), the part of it 
 (exit: after the report written at exit, Ray's shutdown already done), and its peak RSS at exit;
 images/s is the command's wall time.
 
-    PYTHONPATH=. python benchmarks/fit_many_scale.py /tmp/n10k /tmp/n100k --repeat 5 --out benchmarks/results/fit-many-scale.json
+    PYTHONPATH=. python benchmarks/fit_many_scale.py /tmp/n10k /tmp/n100k --repeat 5 \
+        --out benchmarks/results/fit-many-scale.json
 
 Make the folders once, e.g. JPEGs of 128x96 (this file's --make N FOLDER writes N of them).
 """
@@ -122,7 +123,8 @@ def measure(folder: Path, out: Path, cpus: int) -> dict:
     weights = (out / "weights.npy").stat().st_size
     once = sum(usage["phases"][name] for name in ONCE_PHASES)
     return {"images": count, "wall_s": round(wall, 2), "images_per_s": round(count / wall, 1),
-            "driver_cpu_s": round(usage["cpu_s"], 2), "driver_cpu_ms_per_image": round(1000 * usage["cpu_s"] / count, 4),
+            "driver_cpu_s": round(usage["cpu_s"], 2),
+            "driver_cpu_ms_per_image": round(1000 * usage["cpu_s"] / count, 4),
             "driver_cpu_once_s": round(once, 3),
             "driver_cpu_growing_ms_per_image": round(1000 * (usage["cpu_s"] - once) / count, 4),
             "driver_peak_rss_mb": round(usage["peak_rss_mb"], 1), "driver_cpu_s_by_phase": usage["phases"],

@@ -130,7 +130,8 @@ def main() -> None:
               f"{torch_psnr:.2f} dB)", flush=True)
     ratio = statistics.median(torch_s) / statistics.median(ours_s)
     report = {"environment": environment(), "setting": {k: v for k, v in vars(args).items() if k != "out"},
-              "ours_s": ours_s, "torch_s": torch_s, "ours_images_per_s": round(args.images / statistics.median(ours_s), 2),
+              "ours_s": ours_s, "torch_s": torch_s,
+              "ours_images_per_s": round(args.images / statistics.median(ours_s), 2),
               "torch_images_per_s": round(args.images / statistics.median(torch_s), 2),
               "speedup_ours_over_torch": round(ratio, 3), "ours_mean_psnr": round(ours_psnr, 3),
               "torch_mean_psnr": round(torch_psnr, 3)}

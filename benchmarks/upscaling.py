@@ -61,7 +61,8 @@ def band_errors(rendered: np.ndarray, original: np.ndarray, scale: int) -> dict:
     height, width, channels = original.shape
     spectrum = np.fft.fft2((rendered - original).astype(np.float64), axes=(0, 1))
     power = (np.abs(spectrum) ** 2).sum(axis=2) / (height * width) / (height * width * channels)
-    low = (np.abs(np.fft.fftfreq(height))[:, None] < 0.5 / scale) & (np.abs(np.fft.fftfreq(width))[None, :] < 0.5 / scale)
+    low = ((np.abs(np.fft.fftfreq(height))[:, None] < 0.5 / scale)
+           & (np.abs(np.fft.fftfreq(width))[None, :] < 0.5 / scale))
     # And where in the picture: the flattest half of the original (by local variance over 7x7)
     # against the busier half. SSIM divides by local variance, so error in flat areas costs it most.
     grey = original.mean(axis=2)

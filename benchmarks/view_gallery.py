@@ -3,8 +3,9 @@ sorted by PSNR or name (the first time, and again), filtered by label, and a pag
 
     PYTHONPATH=. python benchmarks/view_gallery.py [--networks 100000]
 
-A real `inr fit-many` set of two small images (small networks, so that the weights stay small), its index and weights then repeated to the size asked
-(new names, PSNRs and labels), so the server reads a set laid out exactly as fit-many writes one.
+A real `inr fit-many` set of two small images (small networks, so that the weights stay small), its
+index and weights then repeated to the size asked (new names, PSNRs and labels), so the server reads
+a set laid out exactly as fit-many writes one.
 """
 
 from __future__ import annotations

@@ -29,7 +29,8 @@ from inr_cli.viewer.server import ViewServer
 from inr_cli.viewer.sources import open_view
 
 SETTLED = """() => { const v = window.inrView && inrView.viewer();
-    return !!v && v.world.getItemCount() > 0 && v.world.getItemAt(0).getFullyLoaded() && inrView.pendingTiles() === 0; }"""
+    return !!v && v.world.getItemCount() > 0 && v.world.getItemAt(0).getFullyLoaded() &&
+        inrView.pendingTiles() === 0; }"""
 NOTCH = """() => { const v = inrView.viewer();
     v.viewport.zoomBy(1.2, v.viewport.pointFromPixel(new OpenSeadragon.Point(300, 300)));
     v.viewport.applyConstraints(); }"""

@@ -87,7 +87,8 @@ def main() -> None:
         images.mkdir()
         for source in sorted(FIXTURES.glob("*.png")) + sorted(FIXTURES.glob("*.jpg")):
             for turn in range(4):
-                Image.open(source).convert("RGB").rotate(90 * turn, expand=True).save(images / f"{source.stem}-{turn}.png")
+                Image.open(source).convert("RGB").rotate(90 * turn, expand=True).save(
+                    images / f"{source.stem}-{turn}.png")
         assert inr("fit-many", images, "-o", tmp / "set", "--size", "48", "--steps", "300", "--hidden", "64",
                    "--device", "cpu").wait() == 0
         server = serve(tmp / "set")

@@ -86,15 +86,18 @@ def test_render_is_the_file_inr_render_writes(trained, tmp_path):
     invoke("render", trained / "run", "--width", "30", "--height", "17", "--device", "cpu", "-o", tmp_path / "r.png")
     assert np.array_equal(net.render(width=30, height=17, device="cpu"), np.asarray(Image.open(tmp_path / "r.png")))
     for depth in (16, 32):
-        invoke("render", trained / "run", "--size", "25", "--depth", depth, "--device", "cpu", "-o", tmp_path / f"{depth}.tif")
+        invoke("render", trained / "run", "--size", "25", "--depth", depth, "--device", "cpu",
+               "-o", tmp_path / f"{depth}.tif")
         pixels = net.render(size=25, depth=depth, device="cpu")
         assert pixels.dtype == {16: np.uint16, 32: np.float32}[depth]
         assert np.array_equal(pixels, tifffile.imread(tmp_path / f"{depth}.tif"))
     assert net.render(device="cpu").shape == (8, 12, 3)  # the training size
 
     networks = inr_cli.load(trained / "set")
-    invoke("render", trained / "set", "--image", "img1.png", "--size", "20", "--device", "cpu", "-o", tmp_path / "s.png")
-    assert np.array_equal(networks["img1.png"].render(size=20, device="cpu"), np.asarray(Image.open(tmp_path / "s.png")))
+    invoke("render", trained / "set", "--image", "img1.png", "--size", "20", "--device", "cpu",
+           "-o", tmp_path / "s.png")
+    assert np.array_equal(networks["img1.png"].render(size=20, device="cpu"),
+                          np.asarray(Image.open(tmp_path / "s.png")))
 
 
 def test_networks_evaluate_the_format_the_readme_describes(trained):
@@ -145,7 +148,7 @@ def test_torch_gradients_equal_finite_differences(trained):
         coords.requires_grad_(True)
         names = [name for name, _ in module.named_parameters()]
 
-        def function(coords, *values):
+        def function(coords, *values, module=module, names=names):
             return torch.func.functional_call(module, dict(zip(names, values)), (coords,))
 
         values = tuple(p.detach().clone().requires_grad_(True) for p in module.parameters())
@@ -285,7 +288,8 @@ def test_a_bad_array_is_one_line_naming_it(tmp_path, monkeypatch, array, message
     behind."""
     monkeypatch.chdir(tmp_path)
     np.save(tmp_path / "arrays.npy", array)
-    assert re.fullmatch(re.escape(f"{tmp_path}/") + message + ".*", cli_error("train", "arrays.npy", "--steps", "2", "-q"))
+    assert re.fullmatch(re.escape(f"{tmp_path}/") + message + ".*",
+                        cli_error("train", "arrays.npy", "--steps", "2", "-q"))
     with pytest.raises(InrError, match=message.replace("arrays\\.npy", "image")):
         inr_cli.fit(array, steps=2, quiet=True)
     assert not (tmp_path / "runs").exists()
@@ -297,7 +301,8 @@ def test_an_array_file_that_is_not_one_image(tmp_path):
     assert cli_error("train", tmp_path / "two.npy", "-q") == (f"{tmp_path / 'two.npy'}: an archive of arrays (.npz); "
                                                              f"save one image with numpy.save")
     (tmp_path / "cut.npy").write_bytes(b"\x93NUMPY\x01\x00")
-    assert cli_error("train", tmp_path / "cut.npy", "-q").startswith(f"{tmp_path / 'cut.npy'}: not a NumPy array file (")
+    assert cli_error("train", tmp_path / "cut.npy", "-q").startswith(f"{tmp_path / 'cut.npy'}: not a NumPy array "
+                                                                     f"file (")
     image = make_image(tmp_path / "photo.png", "RGB", size=(6, 5))
     (tmp_path / "used").mkdir()
     (tmp_path / "used" / "notes.txt").write_text("mine")
@@ -319,7 +324,8 @@ def test_fit_many_fits_a_folder_of_arrays_as_their_images(tmp_path):
     config = build_config(None, flags_to_values({"source": "x", "size": 8}), None)
     for path in sorted(folder.iterdir()):  # what the workers learn and decode: the image's own pixels
         data = (arrays / f"{path.stem}.npy").read_bytes()
-        assert inputs.describe(f"{path.stem}.npy", data, config) == inputs.describe(path.name, path.read_bytes(), config)
+        assert inputs.describe(f"{path.stem}.npy", data, config) == inputs.describe(path.name, path.read_bytes(),
+                                                                                    config)
         assert np.array_equal(inputs.decode(f"{path.stem}.npy", data, config).values,
                               load_training_data(str(path), 8).values)
     networks = inr_cli.fit_many(arrays, tmp_path / "set", hidden=8, layers=2, steps=5, device="cpu", quiet=True)
@@ -388,7 +394,8 @@ def test_missing_framework_is_one_line_naming_the_extra(trained, monkeypatch):
     frameworks._torch_module_class.cache_clear()
     monkeypatch.setitem(sys.modules, "torch", None)  # what `import torch` meets where it is not installed
     monkeypatch.setitem(sys.modules, "jax", None)
-    with pytest.raises(InrError, match=r"^to_torch\(\) needs torch, which is not installed: pip install 'inr\[torch\]'$"):
+    with pytest.raises(InrError, match=r"^to_torch\(\) needs torch, which is not installed: "
+                                       r"pip install 'inr\[torch\]'$"):
         net.to_torch()
     with pytest.raises(InrError, match=r"^to_jax\(\) needs jax, which is not installed: pip install 'inr\[jax\]'$"):
         net.to_jax()

@@ -22,7 +22,8 @@ def run_dir(request, tmp_path_factory):
 
     base = tmp_path_factory.mktemp(request.param)
     image = make_image(base / "img.png", "RGB", size=(12, 8))
-    flags = {"siren": ["--preset", "siren", "--omega0", "30"], "fourier": ["--preset", "fourier", "--fourier-features", "6"],
+    flags = {"siren": ["--preset", "siren", "--omega0", "30"],
+             "fourier": ["--preset", "fourier", "--fourier-features", "6"],
              "sigmoid": ["--preset", "sigmoid"]}[request.param]
     result = runner.invoke(app, ["train", str(image), "--steps", "20", "--hidden", "16", "--layers", "2", "-q",
                                  "--device", "cpu", "--run-dir", str(base / "run"), *flags])

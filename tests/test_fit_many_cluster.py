@@ -131,7 +131,8 @@ def test_gpu_shares_place_several_workers_on_one_gpu(cluster):
 def test_what_a_worker_does_with_a_gpu():
     missing = "CuPy is not installed (pip install 'inr[gpu]')"
     assert gpu_problem("auto", ["0"], 1, None) is None
-    assert "Ray gave it GPU 0" in gpu_problem("auto", ["0"], 1, missing) and missing in gpu_problem("auto", ["0"], 1, missing)
+    assert ("Ray gave it GPU 0" in gpu_problem("auto", ["0"], 1, missing)
+            and missing in gpu_problem("auto", ["0"], 1, missing))
     assert "its node has a GPU" in gpu_problem("auto", [], 1, missing)
     assert gpu_problem("auto", [], 0, missing) is None  # no GPU anywhere: the CPU is no waste
     assert gpu_problem("cpu", ["0"], 1, missing) is None  # asked for

@@ -49,7 +49,8 @@ def test_matmul_into_parameter_views(gpu, m, n, k):
     check_matmul_into_parameter_views(gpu, m, n, k)
 
 
-@pytest.mark.parametrize("rows,cols", [(1, 1), (1, 256), (1 << 20, 1), (1 << 20, 3), (262144, 256), (513, 33), (7, 1000)])
+@pytest.mark.parametrize("rows,cols", [(1, 1), (1, 256), (1 << 20, 1), (1 << 20, 3), (262144, 256), (513, 33),
+                                       (7, 1000)])
 def test_column_reduce(gpu, rows, cols):
     check_column_reduce(gpu, rows, cols)
     if rows * cols < 1 << 22:
@@ -146,7 +147,8 @@ def test_cublas_path_agrees(gpu):
     np.testing.assert_allclose(cublas, ours, rtol=2e-3)
 
 
-@pytest.mark.parametrize("rows,in_f,out_f", [(1, 2, 256), (262144, 2, 256), (262144, 256, 256), (262144, 256, 3), (999, 64, 1)])
+@pytest.mark.parametrize("rows,in_f,out_f", [(1, 2, 256), (262144, 2, 256), (262144, 256, 256), (262144, 256, 3),
+                                             (999, 64, 1)])
 @pytest.mark.parametrize("activation", ["sine", "sigmoid", "linear"])
 def test_fused_layer_kernels(gpu, rows, in_f, out_f, activation):
     check_fused_layer(gpu, rows, in_f, out_f, activation)

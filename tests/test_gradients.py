@@ -37,7 +37,8 @@ def numeric_gradient(spec, flat, x, t, indices, eps=1e-6):
             plus, minus = flat.copy(), flat.copy()
             plus[n, i] += eps
             minus[n, i] -= eps
-            numeric[n, i] = (loss_and_grads(spec, plus, x, t)[0][n] - loss_and_grads(spec, minus, x, t)[0][n]) / (2 * eps)
+            numeric[n, i] = (loss_and_grads(spec, plus, x, t)[0][n]
+                             - loss_and_grads(spec, minus, x, t)[0][n]) / (2 * eps)
     return numeric
 
 

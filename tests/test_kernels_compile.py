@@ -22,7 +22,8 @@ def test_kernel_files_exist():
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 def test_nvcc_compiles(tmp_path, path, arch):
     result = subprocess.run(
-        ["nvcc", "-ptx", f"-arch={arch}", "-std=c++17", "-Werror", "all-warnings", "-o", str(tmp_path / "out.ptx"), str(path)],
+        ["nvcc", "-ptx", f"-arch={arch}", "-std=c++17", "-Werror", "all-warnings",
+         "-o", str(tmp_path / "out.ptx"), str(path)],
         capture_output=True, text=True, timeout=300,
     )
     assert result.returncode == 0, result.stderr

@@ -68,7 +68,8 @@ def test_doctor_reports_a_kernel_that_fails_and_a_skipped_check(tmp_path, monkey
         assert result.stderr.strip().splitlines() == [f"error: kernels that do not compile: bad.cu (in {tmp_path})"]
         report = json.loads(result.stdout)
         assert report["kernel_files"]["good.cu"] == "ok"
-        assert report["kernel_files"]["bad.cu"].startswith("FAILED") and "undefined_name" in report["kernel_files"]["bad.cu"]
+        assert (report["kernel_files"]["bad.cu"].startswith("FAILED")
+                and "undefined_name" in report["kernel_files"]["bad.cu"])
     monkeypatch.setattr(doctor.shutil, "which", lambda name: None)
     result = run("doctor")
     assert result.exit_code == 0

@@ -88,7 +88,7 @@ def test_a_default_output_that_exists_is_replaced_with_a_notice(photo_run):
 
 def test_render_dash_writes_png_bytes_to_stdout(photo_run):
     run_dir, _ = photo_run
-    for depth, dtype in (("8", np.uint8), ("16", np.uint16)):
+    for depth, _dtype in (("8", np.uint8), ("16", np.uint16)):
         result = cli("render", run_dir, "--size", "20", "-o", "-", "--depth", depth, "--device", "cpu")
         assert result.returncode == 0, result.stderr
         assert result.stdout.startswith(b"\x89PNG\r\n\x1a\n")

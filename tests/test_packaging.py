@@ -34,7 +34,8 @@ def test_wheel_contains_kernels_configs_and_sample(wheel):
     assert "inr_cli/runs/training.py" in names
     # inr view's page, and the viewer library it needs with no network, under its licence.
     static = ROOT / "inr_cli" / "viewer" / "static"
-    assert {f"inr_cli/viewer/static/{p.relative_to(static).as_posix()}" for p in static.rglob("*") if p.is_file()} <= names
+    assert {f"inr_cli/viewer/static/{p.relative_to(static).as_posix()}"
+            for p in static.rglob("*") if p.is_file()} <= names
     assert {"inr_cli/viewer/static/index.html", "inr_cli/viewer/static/openseadragon/openseadragon.min.js",
             "inr_cli/viewer/static/openseadragon/LICENSE.txt",
             "inr_cli/viewer/static/openseadragon/images/zoomin_rest.png"} <= names

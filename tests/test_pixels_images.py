@@ -142,7 +142,8 @@ def test_decompression_bomb_refused(tmp_path):
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     header = struct.pack(">IIBBBBB", 100000, 100000, 8, 0, 0, 0, 0)
-    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 10)) + chunk(b"IEND", b"")
+    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\0" * 10))
+           + chunk(b"IEND", b""))
     (tmp_path / "bomb.png").write_bytes(png)
     with pytest.raises(InrError, match="too large"):
         load_image(tmp_path / "bomb.png")

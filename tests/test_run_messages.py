@@ -44,7 +44,8 @@ def test_fit_returns_where_it_wrote(tmp_path, rgb_png, monkeypatch, capsys):
     assert inr_cli.load(nets[1].run_dir).run_dir == Path("runs/rgb-2")
     assert capsys.readouterr().err == ""  # quiet: the returned run_dir is the only word of it
     loud = inr_cli.fit(rgb_png, steps=2, hidden=8, layers=1, device="cpu")
-    assert loud.run_dir == Path("runs/rgb-3") and "-> runs/rgb-3 (runs/rgb holds an earlier run)" in capsys.readouterr().err
+    assert (loud.run_dir == Path("runs/rgb-3")
+            and "-> runs/rgb-3 (runs/rgb holds an earlier run)" in capsys.readouterr().err)
     import numpy as np
 
     array_net = inr_cli.fit(np.zeros((6, 8, 3)) + 0.5, steps=2, hidden=8, layers=1, device="cpu", quiet=True)

@@ -230,9 +230,10 @@ def test_absurd_tiles_and_paths_are_refused(run_dir):
     secret = run_dir / "checkpoint.npz"
     with serving(run_dir) as server:
         # 400: a tile or argument that cannot exist; 404: no such network, or no such path at all
-        for path, expected in [("/tile/0/99/0/0.png", 400), ("/tile/0/3/5/0.png", 400), ("/tile/0/0/0/999999999.png", 400),
-                               ("/tile/7/0/0/0.png", 404), ("/tile/0/1234567890/0/0.png", 404),
-                               ("/tile/0/-1/0/0.png", 404), ("/tile/0/a/0/0.png", 404), ("/api/state?net=x", 400),
+        for path, expected in [("/tile/0/99/0/0.png", 400), ("/tile/0/3/5/0.png", 400),
+                               ("/tile/0/0/0/999999999.png", 400), ("/tile/7/0/0/0.png", 404),
+                               ("/tile/0/1234567890/0/0.png", 404), ("/tile/0/-1/0/0.png", 404),
+                               ("/tile/0/a/0/0.png", 404), ("/api/state?net=x", 400),
                                ("/api/state?net=3", 404), ("/api/networks", 400), ("/tiles/0?t=99-0-0", 400),
                                ("/tiles/0?t=0-0-0,x", 400), ("/tiles/0", 400), ("/tiles/3?t=0-0-0", 404),
                                ("/source/0/99/0/0.png", 400), ("/source/0/0/0/0.png", 200)]:
@@ -285,7 +286,8 @@ def test_set_api_sorts_filters_and_pages(network_set):
         assert names("sort=name&label=odd") == sorted(r["name"] for r in index if r["label"] == "odd")
         assert names("sort=name&q=IMG3") == ["odd/img3.png"]
         # A network's place in the gallery's list: the page says "2 of 3" and links its neighbours.
-        odd_by_name = [i for i in sorted(range(len(index)), key=lambda i: index[i]["name"]) if index[i]["label"] == "odd"]
+        odd_by_name = [i for i in sorted(range(len(index)), key=lambda i: index[i]["name"])
+                       if index[i]["label"] == "odd"]
         state = json.loads(get(server, f"/api/state?net={odd_by_name[1]}&sort=name&label=odd")[1])
         assert state["position"] == {"index": 1, "total": 2, "previous": odd_by_name[0], "next": None}
         assert json.loads(get(server, f"/api/state?net={odd_by_name[1]}&label=even")[1])["position"] is None
@@ -359,7 +361,8 @@ def browser():
 
 
 FULLY_LOADED = """() => { const v = window.inrView && inrView.viewer();
-    return !!v && v.world.getItemCount() > 0 && v.world.getItemAt(0).getFullyLoaded() && inrView.pendingTiles() === 0; }"""
+    return !!v && v.world.getItemCount() > 0 && v.world.getItemAt(0).getFullyLoaded() &&
+        inrView.pendingTiles() === 0; }"""
 HIDE_CONTROLS = """() => { const v = inrView.viewer();
     v.controls.forEach(c => { c.element.style.visibility = 'hidden'; });
     if (v.navigator) v.navigator.element.style.visibility = 'hidden'; }"""
@@ -456,7 +459,8 @@ def test_zooming_in_asks_for_the_deeper_levels_in_one_request_and_says_how_deep(
                 zoom_by(page, 40)
             # While the server draws, the page says so.
             page.wait_for_function("() => !document.querySelector('#loading').hidden && "
-                                   "/^drawing [1-9][0-9]* tiles?$/.test(document.querySelector('#loading').textContent)")
+                                   "/^drawing [1-9][0-9]* tiles?$/"
+                                   ".test(document.querySelector('#loading').textContent)")
             release.set()
             page.wait_for_function(FULLY_LOADED)
         assert page.locator("#loading").is_hidden()
@@ -536,7 +540,8 @@ def test_gallery_lists_sorts_filters_and_opens_a_network(browser, network_set):
             card = page.locator(f".card[data-name='{name}']")
             assert card.locator(".name").inner_text() == short
             assert card.inner_text().count(label) == 1
-            assert card.locator(".name").evaluate("e => e.scrollWidth <= e.clientWidth && e.scrollHeight <= e.clientHeight")
+            assert card.locator(".name").evaluate("e => e.scrollWidth <= e.clientWidth && "
+                                                  "e.scrollHeight <= e.clientHeight")
         # The first card opens as the first of the list, with a link to the next.
         page.click(f".card[data-name='{by_psnr[0]}']")
         page.wait_for_function(FULLY_LOADED)

@@ -128,6 +128,7 @@ def plan_matmul(m: int, n: int, k: int, trans_a: bool, trans_b: bool, sm_count: 
     splits = 1 if fused else max(1, min(wanted, k // min_k_per_split))
     k_per_split = ceil_div(ceil_div(k, splits), tile.bk) * tile.bk
     splits = ceil_div(k, k_per_split) if k > 0 else 1
-    kernel = f"{fused}_{tile.name}" if fused else f"matmul_{tile.name}_{'t' if trans_a else 'n'}{'t' if trans_b else 'n'}"
+    kernel = (f"{fused}_{tile.name}" if fused
+              else f"matmul_{tile.name}_{'t' if trans_a else 'n'}{'t' if trans_b else 'n'}")
     grid = (ceil_div(n, tile.bn), ceil_div(m, tile.bm), splits)
     return MatmulPlan(kernel, tile, splits, k_per_split, grid, (tile.threads, 1, 1))

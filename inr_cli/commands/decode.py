@@ -16,7 +16,8 @@ NEEDS_ARGS = True
 
 
 def command(
-    csv: Path = typer.Argument(..., metavar="CSV", help="Pixel CSV written by `inr encode` (or by hand); - reads standard input."),
+    csv: Path = typer.Argument(..., metavar="CSV", help="Pixel CSV written by `inr encode` (or by hand); - reads "
+                               "standard input."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="Image to write (default: "
                                           "CSV with .png, or NAME-decoded.png when that exists; replaced if it "
                                           "exists)."),

@@ -26,8 +26,10 @@ NEEDS_ARGS = True
 
 
 def command(
-    run: Path = typer.Argument(..., metavar="RUN", help="Run directory or checkpoint.npz (with --train-size: created if absent)."),
-    reference: Path = typer.Argument(..., metavar="REFERENCE", help="Reference image, pixel CSV or .npy array; rendered at its size."),
+    run: Path = typer.Argument(..., metavar="RUN", help="Run directory or checkpoint.npz (with --train-size: created "
+                               "if absent)."),
+    reference: Path = typer.Argument(..., metavar="REFERENCE", help="Reference image, pixel CSV or .npy array; "
+                                     "rendered at its size."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     device: Device = typer.Option("auto", "--device", metavar="auto|cpu|gpu", show_default=False,
                                   help="Where to draw: auto uses the GPU when CuPy finds one. Default: auto."),
@@ -43,7 +45,8 @@ def command(
     ref = load_training_data(str(reference))
     if train_size is not None and not ckpt.resolve_exists(run):
         small = resize(ref, train_size)
-        config = build_config(None, flags_to_values({"steps": steps, "device": device, "source": str(reference.resolve()),
+        config = build_config(None, flags_to_values({"steps": steps, "device": device,
+                                                     "source": str(reference.resolve()),
                                                      "size": train_size, "preview_every": 0}), preset)
         if not as_json:
             info(f"training {config.network.model} on {reference.name} at {small.width}x{small.height} -> "

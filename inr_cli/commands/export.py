@@ -19,7 +19,8 @@ NEEDS_ARGS = True
 
 
 def command(
-    run: Path = typer.Argument(..., metavar="RUN", help="Run directory, checkpoint.npz, or an inr fit-many folder (the whole set, or one network with --image)."),
+    run: Path = typer.Argument(..., metavar="RUN", help="Run directory, checkpoint.npz, or an inr fit-many folder "
+                               "(the whole set, or one network with --image)."),
     output: Path = typer.Option(..., "-o", "--output", metavar="FILE", help="model.safetensors or model.onnx."),
     image: Optional[str] = typer.Option(None, "--image", metavar="NAME", help="With an inr fit-many folder: export "
                                         "only this image's network."),

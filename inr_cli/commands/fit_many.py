@@ -22,9 +22,11 @@ def command(
     out: str = typer.Option(..., "-o", "--output", metavar="DIR",
                             help="Folder for the set of networks, or a URL (s3://...; needs the remote extra): "
                             "new or empty, or this command's set to resume; anything else needs --force."),
-    config_file: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML config (inr presets NAME prints one to start from)."),
+    config_file: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML config (inr presets "
+                                               "NAME prints one to start from)."),
     preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME",
-                                         help="Start from a packaged preset (inr presets lists them; default: the model's)."),
+                                         help="Start from a packaged preset (inr presets lists them; default: the "
+                                         "model's)."),
     overrides: list[str] = set_option(),
     pack: Optional[int] = typer.Option(None, "--pack", metavar="N",
                                        help="Networks per step and per shard (default: as many as fill the "

@@ -76,7 +76,8 @@ def _set_info(out: Path, as_json: bool) -> None:
         "count": len(networks.index), "model": spec.model, "hidden": spec.hidden, "layers": spec.layers,
         "params_per_image": spec.parameter_count(), "bytes_per_image": bytes_per_image,
         "mean_psnr": round(float(psnrs.mean()), 4), "worst_psnr": round(float(psnrs[worst]), 4),
-        "worst_image": networks.index[worst]["name"], "image_bytes_mean": float((pixels * len(networks.channels)).mean()),
+        "worst_image": networks.index[worst]["name"],
+        "image_bytes_mean": float((pixels * len(networks.channels)).mean()),
         "steps": int(networks.index[0]["steps"]),
     }
     if as_json:

@@ -22,7 +22,8 @@ def command(
     data: Optional[str] = typer.Argument(
         None, metavar="DATA", help="Image, pixel CSV or .npy array. With --resume: the run directory or checkpoint "
         "(default: latest run).", show_default=False),
-    config_file: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML config (inr presets NAME prints one to start from)."),
+    config_file: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML config (inr presets "
+                                               "NAME prints one to start from)."),
     preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME", help="Start from a packaged preset: "
                                          "siren, sigmoid, fourier (inr presets lists them; default: the model's)."),
     overrides: list[str] = set_option(),

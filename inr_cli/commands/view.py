@@ -19,7 +19,8 @@ NEEDS_ARGS = True
 
 
 def command(
-    run: Path = typer.Argument(..., metavar="RUN|SET", help="Run directory, checkpoint.npz, or an inr fit-many folder."),
+    run: Path = typer.Argument(..., metavar="RUN|SET", help="Run directory, checkpoint.npz, or an inr fit-many "
+                               "folder."),
     port: int = typer.Option(0, "--port", metavar="N", show_default=False, help="Port to listen on. Default: 0, "
                              "a free one."),
     host: str = typer.Option("127.0.0.1", "--host", metavar="ADDRESS", show_default=False, help="Address to "

@@ -36,10 +36,12 @@ class Encoding(ABC):
         return 0
 
     def parameters(self, flat):
-        """Its parameters as views into [N, P] parameters (or gradients, or moments); None: it has none."""
+        """Optional hook: its parameters as views into [N, P] parameters (or gradients, moments); None: it has none."""
+        return None
 
     def initialise(self, parameters, rng) -> None:
-        """Draw one network's parameters (parameters(flat)[0]) from rng; first, before any layer's."""
+        """Optional hook: draw one network's parameters (parameters(flat)[0]) from rng; first, before any layer's."""
+        return None
 
     def buffer_shapes(self, networks: int, batch: int) -> dict[str, tuple]:
         """The workspace buffers it needs, by the name it finds them under."""

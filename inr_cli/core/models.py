@@ -2,9 +2,9 @@
 
 `create_model(spec)` builds the one a network spec names; a new model, with its own activation or
 initialisation, is a class here registered in MODEL_CLASSES and named among the settings' choices
-(a new activation is also a name in ACTIVATIONS that the backends and kernels implement). network.init_parameters draws a network's
-parameters with it: the encoding's first, then each layer's weight and bias in turn from one
-generator, so the order of the draws is fixed.
+(a new activation is also a name in ACTIVATIONS that the backends and kernels implement).
+network.init_parameters draws a network's parameters with it: the encoding's first, then each
+layer's weight and bias in turn from one generator, so the order of the draws is fixed.
 """
 
 from __future__ import annotations

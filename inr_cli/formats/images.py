@@ -178,7 +178,8 @@ def resize(image: PixelImage, size: int) -> PixelImage:
 def resample(values: np.ndarray, width: int, height: int, method=Image.LANCZOS) -> np.ndarray:
     """(H, W, C) float values resampled channel by channel to (height, width, C), clipped to [0, 1]."""
     channels = [
-        np.asarray(Image.fromarray(np.ascontiguousarray(values[..., c], dtype=np.float32)).resize((width, height), method))
+        np.asarray(Image.fromarray(np.ascontiguousarray(values[..., c], dtype=np.float32))
+                   .resize((width, height), method))
         for c in range(values.shape[2])
     ]
     return np.clip(np.stack(channels, axis=-1), 0, 1).astype(np.float32)

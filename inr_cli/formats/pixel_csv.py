@@ -206,7 +206,8 @@ def _refuse_first_bad_row(name: str, table: np.ndarray, line_numbers: np.ndarray
     if huge.any():
         row, col = np.argwhere(huge)[0]
         axis = "xy"[col]
-        raise InrError(f"{name} line {line_numbers[row]}: {axis}={table[row, col]:g} is beyond the limit of 2^28 pixels")
+        raise InrError(f"{name} line {line_numbers[row]}: {axis}={table[row, col]:g} is beyond the limit of "
+                       f"2^28 pixels")
     outside = (values < 0) | (values > 1)
     if outside.any():
         row, col = np.argwhere(outside)[0]

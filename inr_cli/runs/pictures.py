@@ -88,13 +88,16 @@ def psnr_svg(rows: list[dict], width: int = 520, height: int = 300) -> str:
              f'training image (last {values[-1]:.2f} dB)</text>']
     for t in x_ticks:
         x = sx(t)
-        parts.append(f'<line class="grid" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{height - bottom}" stroke="#e4e4e4"/>')
-        parts.append(f'<line x1="{x:.1f}" y1="{height - bottom}" x2="{x:.1f}" y2="{height - bottom + 4}" stroke="black"/>')
+        parts.append(f'<line class="grid" x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{height - bottom}" '
+                     f'stroke="#e4e4e4"/>')
+        parts.append(f'<line x1="{x:.1f}" y1="{height - bottom}" x2="{x:.1f}" y2="{height - bottom + 4}" '
+                     f'stroke="black"/>')
         parts.append(f'<text class="xtick" x="{x:.1f}" y="{height - bottom + 16}" text-anchor="middle">'
                      f'{_tick_label(t)}</text>')
     for t in y_ticks:
         y = sy(t)
-        parts.append(f'<line class="grid" x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" stroke="#e4e4e4"/>')
+        parts.append(f'<line class="grid" x1="{left}" y1="{y:.1f}" x2="{width - right}" y2="{y:.1f}" '
+                     f'stroke="#e4e4e4"/>')
         parts.append(f'<line x1="{left - 4}" y1="{y:.1f}" x2="{left}" y2="{y:.1f}" stroke="black"/>')
         parts.append(f'<text class="ytick" x="{left - 7}" y="{y + 4:.1f}" text-anchor="end">{_tick_label(t)}</text>')
     parts += [f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="black"/>',

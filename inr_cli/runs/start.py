@@ -26,7 +26,8 @@ def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> Training
     if data is not None:  # else the --config file's [data] source, or the preset's (the sample)
         values["data.source"] = "" if data == SAMPLE else str(Path(data).resolve())
     config = build_config(config_file, values, preset)
-    if preset is None and flags.get("model") == "relu" and "encoding" not in flags and config.encoding.name == "fourier":
+    if (preset is None and flags.get("model") == "relu" and "encoding" not in flags
+            and config.encoding.name == "fourier"):
         notice("--model relu starts from the fourier preset: Fourier features (sigma "
                f"{config.encoding.sigma:g}) in front of the ReLU MLP; --encoding none for a plain one")
     source = config.data.source
@@ -42,7 +43,8 @@ def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> Training
     elif (run_dir / ckpt.FILENAME).exists():
         with RunLock(run_dir):  # a run in use is said as such: resuming it would fail the same way
             pass
-        raise UsageError(f"{run_dir} already holds a run; continue it with --resume {run_dir} or pick another --run-dir")
+        raise UsageError(f"{run_dir} already holds a run; continue it with --resume {run_dir} or pick another "
+                         f"--run-dir")
     if not quiet:
         net = config.network
         info(f"training {net.model} ({net.layers}x{net.hidden}) on {source or 'the built-in sample'} "

@@ -39,9 +39,9 @@ def slow_run_hint(seconds_per_step: float, steps_left: int, full_batch: bool, pi
     """A hint when a full-batch run would take long: most of its time goes into the pixel count."""
     if not full_batch or seconds_per_step * steps_left < SLOW_RUN_SECONDS:
         return None
-    return (f"each step takes {seconds_per_step:.1f} s on {pixels:,} pixels, about {seconds_per_step * steps_left / 60:.0f} "
-            f"min for the {steps_left} steps left; --size 512 (a smaller image) or --batch-size 65536 (random "
-            f"pixels per step) train much faster")
+    return (f"each step takes {seconds_per_step:.1f} s on {pixels:,} pixels, about "
+            f"{seconds_per_step * steps_left / 60:.0f} min for the {steps_left} steps left; --size 512 (a smaller "
+            f"image) or --batch-size 65536 (random pixels per step) train much faster")
 
 
 def preview_interval(preview_every: int, total: int) -> int:

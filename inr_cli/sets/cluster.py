@@ -381,5 +381,6 @@ def _check(ray, worker, retryable, sample: tuple[str, int]) -> dict:
             return ray.get(worker.check.remote(sample))
         except retryable as exc:
             if attempt == MAX_ATTEMPTS - 1:
-                raise InrError(f"a Ray worker died {MAX_ATTEMPTS} times while starting ({type(exc).__name__})") from None
+                raise InrError(f"a Ray worker died {MAX_ATTEMPTS} times while starting "
+                               f"({type(exc).__name__})") from None
             notice(f"a Ray worker died while starting ({type(exc).__name__}); Ray restarts it")

@@ -110,7 +110,8 @@ class PackState:
 
     def save(self, plan: Plan, names: list[str], state: TrainingState, shape: tuple, channels) -> None:
         """The pack's state (`shape`: its images' height, width and channels), written whole or not at all."""
-        checkpoint = ckpt.Checkpoint(spec=plan.spec, config=plan.config, state=state, total_steps=plan.config.training.steps,
+        checkpoint = ckpt.Checkpoint(spec=plan.spec, config=plan.config, state=state,
+                                     total_steps=plan.config.training.steps,
                                      data_fingerprint=pack_fingerprint(plan, names), data_shape=shape,
                                      channels=tuple(channels))
         try:

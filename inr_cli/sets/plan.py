@@ -127,7 +127,8 @@ def make_plan(source: str, config: Config, entries: list[ImageEntry], pack: int,
     for entry in entries[1:]:
         if entry.channels != first.channels:
             raise InrError(f"{first.name} has channels {','.join(first.channels)} but {entry.name} has "
-                           f"{','.join(entry.channels)}; one network shape needs one kind of image (--gray makes all grey)")
+                           f"{','.join(entry.channels)}; one network shape needs one kind of image "
+                           f"(--gray makes all grey)")
         if (entry.width, entry.height) != (first.width, first.height) and not config.data.size:
             raise InrError(f"{first.name} is {first.width}x{first.height} but {entry.name} is "
                            f"{entry.width}x{entry.height}; pass --size N to fit every image inside N x N")

@@ -141,7 +141,8 @@ class TileJob:
         return bottom - top, right - left
 
 
-def draw_tiles(backend, spec, params, jobs: list[TileJob], chunk_pixels: int = CHUNK_PIXELS) -> Iterator[tuple[int, np.ndarray]]:
+def draw_tiles(backend, spec, params, jobs: list[TileJob],
+               chunk_pixels: int = CHUNK_PIXELS) -> Iterator[tuple[int, np.ndarray]]:
     """Every job's pixels, (H, W, C) uint8 as `inr render` draws them, from one forward pass in chunks
     over all their pixels together: yields (position in jobs, pixels) as each job's last pixel is drawn.
     Each pixel's value depends on its coordinates alone, so packing the parts of several canvases into
@@ -213,7 +214,8 @@ class TileRenderer:
         self.thread = threading.Thread(target=self._work, name="inr-view-tiles", daemon=True)
         self.thread.start()
 
-    def pngs(self, spec, params, jobs: list[TileJob], gone: Callable[[], bool] | None = None) -> Iterator[tuple[int, bytes]]:
+    def pngs(self, spec, params, jobs: list[TileJob],
+             gone: Callable[[], bool] | None = None) -> Iterator[tuple[int, bytes]]:
         """(position in jobs, PNG bytes) for every job, the cached ones first, the others as they are
         drawn. gone() says that the asker stopped waiting (ClientGone is raised and the batch dropped).
         Closing the iterator early drops what is left of the batch."""

@@ -82,7 +82,8 @@ def build_library(sources: list[Path] | None = None, defines: dict | None = None
             call = ", ".join(n for _, n in params)
             lines.append(
                 f'extern "C" void emu_{name}(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, '
-                f"unsigned bz, {decl}) {{ emu::launch(dim3(gx, gy, gz), dim3(bx, by, bz), [&] {{ {name}({call}); }}); }}"
+                f"unsigned bz, {decl}) {{ emu::launch(dim3(gx, gy, gz), dim3(bx, by, bz), "
+                f"[&] {{ {name}({call}); }}); }}"
             )
         source = cache_dir / f"{library.stem}.cpp"
         source.write_text("\n".join(lines) + "\n")
