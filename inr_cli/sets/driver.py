@@ -19,6 +19,7 @@ from inr_cli.core.sizing import AUTO, SIZED_KEYS, fit_to_image
 from inr_cli.core.training_loop import Interrupted, Signals
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.network_set import INDEX, PLAN, SHARDS, WEIGHTS
+from inr_cli.formats.start import resolved_init, start_sha256
 from inr_cli.hooks import hook
 from inr_cli.sets import inputs
 from inr_cli.sets.cluster import OnRay
@@ -61,6 +62,7 @@ def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, pre
         out = str(Path(out).resolve())
     flags = {**flags, "preview_every": 0}
     config = build_config(config_file, flags_to_values({**flags, "source": source}), preset)
+    config = with_values(config, {"training.init": resolved_init(config.training.init)})
     return fit_set(source, out, config, pack, ray, workers, gpus_per_worker, skip_unreadable, quiet)
 
 
@@ -177,7 +179,8 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
         # A setting left to the size is the one this data set already got (an older inr may have
         # chosen it differently); one given by hand is checked against it below.
         config = with_values(config, {key: saved.config.get(key) for key in SIZED_KEYS if config.get(key) == AUTO})
-        wanted = Plan(saved.folder, config, saved.spec, [], [], pack or saved.pack)
+        wanted = Plan(saved.folder, config, saved.spec, [], [], pack or saved.pack,
+                      start_sha256=start_sha256(config.training.init))
         _refuse_changed_settings(folder, saved, wanted)
         plan = saved
         plan.config = config  # the free keys (device, ...) may differ; the rest was just checked
@@ -227,3 +230,6 @@ def _refuse_changed_settings(out: SetFolder, saved: Plan, plan: Plan) -> None:
         if new["settings"].get(key) != value:
             raise InrError(f"{out} was started with {key} = {value!r}, not {new['settings'].get(key)!r}; "
                            f"rerun with the same settings, or use another -o")
+    if old.get("start_sha256") and old["start_sha256"] != new["start_sha256"]:
+        raise InrError(f"{out} was started from another start (the file {saved.config.training.init} changed since); "
+                       f"restore it, or use another -o")
