@@ -207,6 +207,15 @@ def load(path: PathLike) -> TrainedNetwork | TrainedSet:
     return TrainedSet(path) if is_network_set(path) else _load_run(path)
 
 
+def join(first: PathLike, second: PathLike, out: PathLike) -> TrainedSet:
+    """Two sets fitted with the same settings and start, joined into the new folder `out` (inr join):
+    every network as it was fitted, the rows sorted by name."""
+    from inr_cli.sets.join import join_sets
+
+    join_sets(Path(first), Path(second), Path(out))
+    return TrainedSet(out)
+
+
 def _load_exported(path: Path) -> TrainedNetwork | TrainedSet:
     """A file `inr export` wrote: a set (every index.csv column back, from its metadata) or one
     network (its training size, where the export recorded it)."""

@@ -88,7 +88,7 @@ def start_params(init: str, spec: NetworkSpec) -> np.ndarray:
     start_spec, params = read_start(init)
     if start_spec != spec:
         raise InrError(f"--init {init}: its network is not the one these settings fit "
-                       f"({spec_difference(start_spec, spec)}); fit with the start's settings or learn a start for these")
+                       f"({spec_difference(start_spec, spec)}); fit with the start's settings or learn one for these")
     return params
 
 
