@@ -51,3 +51,31 @@ def test_sets_fitted_differently_do_not_join(tmp_path):
     assert result.exit_code == 1 and "training.init" in result.output and "Traceback" not in result.output
     result = runner.invoke(app, ["join", str(tmp_path / "a"), str(tmp_path / "a"), "-o", str(tmp_path / "d")])
     assert result.exit_code == 1 and "is in both" in result.output
+
+
+def test_fit_many_add_grows_a_set_to_the_one_fitted_at_once(tmp_path):
+    everything = make_folder(tmp_path / "all", count=5)
+    growing = tmp_path / "growing"
+    growing.mkdir()
+    for name in ("img1.png", "img3.png"):
+        shutil.copy(everything / name, growing / name)
+    fit(growing, tmp_path / "set")
+    before = np.load(tmp_path / "set" / "weights.npy")
+    for name in ("img0.png", "img2.png", "img4.png"):
+        shutil.copy(everything / name, growing / name)
+    result = runner.invoke(app, ["fit-many", str(growing), "-o", str(tmp_path / "set"), *NET])
+    assert result.exit_code == 1 and "--add" in result.output
+    fit(growing, tmp_path / "set", "--add")
+    fit(everything, tmp_path / "at-once")
+    grown, at_once = inr_cli.load(tmp_path / "set"), inr_cli.load(tmp_path / "at-once")
+    assert grown.names == at_once.names
+    assert np.array_equal(np.asarray(grown.weights), np.asarray(at_once.weights))
+    assert np.array_equal(np.asarray(grown.weights)[[1, 3]], before)  # the networks there untouched
+    fit(growing, tmp_path / "set")  # a rerun of the grown set: nothing to do
+    result = runner.invoke(app, ["fit-many", str(growing), "-o", str(tmp_path / "set"), *NET, "--add",
+                                 "--init", "random"])
+    assert result.exit_code == 0  # nothing new to add
+    shutil.copy(everything / "img0.png", growing / "img9.png")
+    result = runner.invoke(app, ["fit-many", str(growing), "-o", str(tmp_path / "set"), *NET, "--add",
+                                 "--init", "random"])
+    assert result.exit_code == 1 and "training.init" in result.output
