@@ -313,18 +313,19 @@ def _array_run_dir(run_dir: Path | None, name: str) -> tuple[Path, bool]:
 def fit_many(folder: PathLike, out: PathLike, *, preset: str | None = None, config: PathLike | None = None,
              pack: int | None = None, ray: str | None = None, workers: int | None = None,
              gpus_per_worker: float | None = None, skip_unreadable: bool = False, quiet: bool = False,
-             add: bool = False, settings: dict | None = None, **options) -> TrainedSet | None:
+             add: bool = False, labels: PathLike | None = None, settings: dict | None = None,
+             **options) -> TrainedSet | None:
     """One network per image of `folder` (a folder, class folders, a list file or a folder URL), as
     `inr fit-many INPUT -o OUT` fits them with the same settings, and return the set (None when
     `out` is a URL: the set is read where it lies, or copied); running it again resumes (ray:
     "local", "auto" or "ray://host:port", as --ray; add=True grows a finished set by the new images,
-    as --add)."""
+    as --add; labels: a CSV of name,label rows, as --labels)."""
     from inr_cli.sets.driver import fit_folder
 
     flags = _flags(FIT_MANY, options, settings or {})
     with _interrupt_as_keyboard_interrupt():
         fit_folder(str(folder), str(out), flags, _path(config), preset, pack, ray, workers, gpus_per_worker,
-                   skip_unreadable, quiet, add)
+                   skip_unreadable, quiet, add, _path(labels))
     return None if "://" in str(out) else TrainedSet(out)
 
 

@@ -139,3 +139,26 @@ def test_export_keeps_every_column_and_loads_back_as_the_set(labelled, tmp_path)
     network = inr_cli.load(one)
     assert isinstance(network, inr_cli.TrainedNetwork)
     assert np.array_equal(network.params, nets["circle/2.png"].params) and (network.width, network.height) == (6, 6)
+
+
+def test_labels_come_from_a_csv_or_a_list_files_second_column(tmp_path):
+    folder = tmp_path / "flat"
+    folder.mkdir()
+    rng = np.random.default_rng(1)
+    for i in range(4):
+        Image.fromarray(rng.integers(0, 255, (5, 5, 3), dtype=np.uint8)).save(folder / f"{i}.png")
+    (tmp_path / "labels.csv").write_text("name,label\n0.png,odd one\n1.png,b\n2.png,b\n3.png,a\n")
+    result = runner.invoke(app, ["fit-many", str(folder), "-o", str(tmp_path / "a"), "--labels",
+                                 str(tmp_path / "labels.csv"), *NET])
+    assert result.exit_code == 0, result.output
+    nets = inr_cli.load(tmp_path / "a")
+    assert [row["label"] for row in nets.index] == ["odd one", "b", "b", "a"]
+    assert nets.label_names == ["a", "b", "odd one"] and nets.labels.tolist() == [2, 1, 1, 0]
+    (tmp_path / "list.txt").write_text("flat/0.png\tcat\nflat/1.png,dog\n")
+    result = runner.invoke(app, ["fit-many", str(tmp_path / "list.txt"), "-o", str(tmp_path / "b"), *NET])
+    assert result.exit_code == 0, result.output
+    assert [row["label"] for row in inr_cli.load(tmp_path / "b").index] == ["cat", "dog"]
+    (tmp_path / "short.csv").write_text("0.png,a\n")
+    result = runner.invoke(app, ["fit-many", str(folder), "-o", str(tmp_path / "c"), "--labels",
+                                 str(tmp_path / "short.csv"), *NET])
+    assert result.exit_code == 1 and "no label for 1.png and 2 more" in result.output

@@ -38,11 +38,13 @@ def command(
                                                     "each Ray worker takes (0.5: two workers per GPU; default 1)."),
     skip_unreadable: bool = typer.Option(False, "--skip-unreadable", help="Skip and list files that do not decode "
                                          "(default: refuse before any work)."),
+    labels: Optional[Path] = typer.Option(None, "--labels", metavar="FILE", help="A CSV of name,label rows: the "
+                                          "labels of index.csv (instead of class folders)."),
     add: bool = typer.Option(False, "--add", help="Grow the finished set in OUT by the images of INPUT it does "
                              "not hold (same settings and start; its networks untouched)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     **options,  # one per setting: with_setting_options
 ) -> None:
     fit_folder(source, out, given_settings(NAME, options, overrides), config_file, preset, pack, ray_address, workers,
-               gpus_per_worker, skip_unreadable, quiet, add)
+               gpus_per_worker, skip_unreadable, quiet, add, labels)
     typer.echo(out)

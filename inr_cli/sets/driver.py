@@ -24,6 +24,7 @@ from inr_cli.hooks import hook
 from inr_cli.sets import inputs
 from inr_cli.sets.cluster import OnRay
 from inr_cli.sets.grow import grow
+from inr_cli.sets.labels import read_labels, relabelled
 from inr_cli.sets.packs import PackInterrupted, default_pack, fit_shard, shard_images
 from inr_cli.sets.partial import remove_partials
 from inr_cli.sets.plan import Plan, entries_from_probe, make_plan
@@ -54,7 +55,7 @@ def check_options(pack: int | None, ray: str | None, workers: int | None, gpus_p
 
 def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, preset: str | None, pack: int | None,
                ray: str | None, workers: int | None, gpus_per_worker: float | None, skip_unreadable: bool,
-               quiet: bool, add: bool = False) -> Plan:
+               quiet: bool, add: bool = False, labels: Path | None = None) -> Plan:
     """`inr fit-many INPUT -o OUT` (flags: {flag name: value}), for the command and the API's fit_many."""
     check_options(pack, ray, workers, gpus_per_worker)
     if not inputs.is_url(source):
@@ -72,11 +73,11 @@ def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, pre
             _refuse_changed_settings(SetFolder(out), saved, Plan(saved.folder, sized, saved.spec, [], [], saved.pack,
                                                                  start_sha256=start_sha256(sized.training.init)))
             fit_set(source, str(scratch), sized, pack or saved.pack, ray, workers, gpus_per_worker, skip_unreadable,
-                    quiet, only=names)
+                    quiet, only=names, labels=labels)
 
         grow(source, Path(out), fit_new)
         return Plan.from_json((Path(out) / PLAN).read_text(), Path(out) / PLAN)
-    return fit_set(source, out, config, pack, ray, workers, gpus_per_worker, skip_unreadable, quiet)
+    return fit_set(source, out, config, pack, ray, workers, gpus_per_worker, skip_unreadable, quiet, labels=labels)
 
 
 class Runner(Protocol):
@@ -125,7 +126,7 @@ class InProcess:
 
 def fit_set(source: str, out: str | Path, config: Config, pack: int | None = None, ray: str | None = None,
             workers: int | None = None, gpus_per_worker: float | None = None, skip_unreadable: bool = False,
-            quiet: bool = False, only: set[str] | None = None) -> Plan:
+            quiet: bool = False, only: set[str] | None = None, labels: Path | None = None) -> Plan:
     """`inr fit-many` after its options are read and checked (fit_folder): plan (or resume), fit every
     pending shard in-process or on a Ray cluster, assemble the set in `out`. Progress and notices on
     stderr unless quiet."""
@@ -134,7 +135,7 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
     notices: list[str] = []
     folder = SetFolder(out)
     runner: Runner = OnRay(ray, workers, gpus_per_worker) if ray else InProcess(config, quiet)
-    plan, pending = prepare(source, folder, config, pack, skip_unreadable, notices, runner, only)
+    plan, pending = prepare(source, folder, config, pack, skip_unreadable, notices, runner, only, labels)
     for message in notices:
         if not (quiet and isinstance(message, SizeNote)):
             notice(message)
@@ -178,13 +179,16 @@ def interrupted_message(exc: Interrupted, plan: Plan, steps: int, folder: SetFol
 
 
 def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, skip_unreadable: bool,
-            notices: list, runner: Runner, only: set[str] | None = None) -> tuple[Plan, list[int]]:
+            notices: list, runner: Runner, only: set[str] | None = None,
+            labels: Path | None = None) -> tuple[Plan, list[int]]:
     """The plan (new, or the one in the output checked against this command) and the shards still
     to fit. The runner probes the images (their size and fingerprint, learned where they are read)
     and says the shard size when --pack is not given."""
     listed = inputs.list_inputs(source)
     if only is not None:  # --add: the images the set does not hold yet
         listed = [item for item in listed if item.name in only]
+    if labels is not None:  # --labels: a CSV's labels replace the class folders'
+        listed = relabelled(listed, read_labels(labels), labels)
     if folder.exists(PLAN):
         try:
             saved = Plan.from_json(folder.read_bytes(PLAN).decode(), folder.join(PLAN))
