@@ -8,7 +8,7 @@ From Python: `inr_cli.load(path)`, `inr_cli.fit(image, **settings)`, `inr_cli.fi
 import os
 
 __version__ = "0.1.0"
-__all__ = ["load", "fit", "fit_many", "TrainedNetwork", "TrainedSet", "InrError", "UsageError"]
+__all__ = ["load", "fit", "fit_many", "join", "TrainedNetwork", "TrainedSet", "InrError", "UsageError"]
 
 # OpenBLAS's worker threads spin a while after each product before they sleep; on the CPU path
 # they then hold the cores that the elementwise work between two products needs. Read when NumPy
@@ -16,7 +16,7 @@ __all__ = ["load", "fit", "fit_many", "TrainedNetwork", "TrainedSet", "InrError"
 # only applies where inr is imported first, as the `inr` command does; a user's setting wins.
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
-_FROM = {"load": "api", "fit": "api", "fit_many": "api", "TrainedNetwork": "api", "TrainedSet": "api",
+_FROM = {"load": "api", "fit": "api", "fit_many": "api", "join": "api", "TrainedNetwork": "api", "TrainedSet": "api",
          "InrError": "errors", "UsageError": "errors"}
 
 

@@ -26,9 +26,10 @@ from inr_cli.config import Spelling, given_settings
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
 from inr_cli.errors import UsageError
 from inr_cli.formats.checkpoint import FILENAME as CHECKPOINT
-from inr_cli.formats.network_set import LABEL, is_network_set, load_network_set
+from inr_cli.formats.network_set import LABEL, NetworkSet, is_network_set, load_network_set
 from inr_cli.loading import one_network
 from inr_cli.settings import FIT_MANY
+from inr_cli.weights_data import WeightsView, label_codes
 
 PathLike = str | Path
 ARRAY_FILE = "image.npy"  # where a run keeps an image given as an array, for --resume
@@ -105,8 +106,8 @@ class TrainedNetwork:
 class TrainedSet:
     """The networks of an `inr fit-many` folder, one per image, all of one shape (`spec`)."""
 
-    def __init__(self, folder: PathLike):
-        saved = load_network_set(Path(folder))
+    def __init__(self, folder: PathLike, saved: NetworkSet | None = None):
+        saved = saved if saved is not None else load_network_set(Path(folder))
         self.folder = Path(folder)
         self.spec = saved.spec
         self.channels = tuple(saved.channels)
@@ -125,6 +126,37 @@ class TrainedSet:
 
     def __len__(self) -> int:
         return len(self.index)
+
+    @property
+    def labelled(self) -> bool:
+        return any(row.get(LABEL) for row in self.index)
+
+    def view(self) -> WeightsView:
+        """The whole set as (weights, label) data (weights_data.WeightsView)."""
+        codes, names = label_codes([str(row[LABEL]) for row in self.index]) if self.labelled else (None, [])
+        return WeightsView(self.weights, np.arange(len(self)), codes, names, self.names)
+
+    @property
+    def labels(self) -> np.ndarray:
+        """[N] int64: each network's class (index.csv's label column), an index into label_names."""
+        return self.view().labels
+
+    @property
+    def label_names(self) -> list[str]:
+        return self.view().label_names
+
+    def split(self, test: float = 0.2, seed: int = 0) -> tuple[WeightsView, WeightsView]:
+        """(train, test) views, stratified by label and seeded (WeightsView.split)."""
+        return self.view().split(test, seed)
+
+    def batches(self, batch_size: int, shuffle: bool = True, seed: int = 0, epoch: int = 0,
+                drop_last: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(weights [B, P], labels [B]) NumPy batches of one epoch, shuffled per (seed, epoch)."""
+        return self.view().batches(batch_size, shuffle, seed, epoch, drop_last)
+
+    def to_torch_dataset(self):
+        """A torch Dataset of (weights [P] tensor, label int) pairs."""
+        return self.view().to_torch_dataset()
 
     def __repr__(self) -> str:
         return (f"TrainedSet({len(self)} networks of {self.spec.parameter_count()} parameters, "
@@ -167,9 +199,35 @@ class TrainedSet:
 
 def load(path: PathLike) -> TrainedNetwork | TrainedSet:
     """A trained network from an `inr train` run directory or its checkpoint.npz, or the set of an
-    `inr fit-many` output folder."""
+    `inr fit-many` output folder; a .safetensors file `inr export` wrote, as the set or network it
+    holds."""
     path = Path(path)
+    if path.suffix.lower() == ".safetensors" and path.is_file():
+        return _load_exported(path)
     return TrainedSet(path) if is_network_set(path) else _load_run(path)
+
+
+def join(first: PathLike, second: PathLike, out: PathLike) -> TrainedSet:
+    """Two sets fitted with the same settings and start, joined into the new folder `out` (inr join):
+    every network as it was fitted, the rows sorted by name."""
+    from inr_cli.sets.join import join_sets
+
+    join_sets(Path(first), Path(second), Path(out))
+    return TrainedSet(out)
+
+
+def _load_exported(path: Path) -> TrainedNetwork | TrainedSet:
+    """A file `inr export` wrote: a set (every index.csv column back, from its metadata) or one
+    network (its training size, where the export recorded it)."""
+    from inr_cli.formats.exported import read_exported
+
+    exported = read_exported(path)
+    if not exported.stacked:
+        size = exported.metadata
+        return TrainedNetwork(exported.spec, exported.params[0], exported.channels, int(size.get("width", 1)),
+                              int(size.get("height", 1)))
+    saved = NetworkSet(exported.spec, exported.channels, exported.index, exported.params)
+    return TrainedSet(path, saved)
 
 
 def _load_run(path: Path) -> TrainedNetwork:
@@ -255,18 +313,20 @@ def _array_run_dir(run_dir: Path | None, name: str) -> tuple[Path, bool]:
 def fit_many(folder: PathLike, out: PathLike, *, preset: str | None = None, config: PathLike | None = None,
              pack: int | None = None, ray: str | None = None, workers: int | None = None,
              gpus_per_worker: float | None = None, skip_unreadable: bool = False, quiet: bool = False,
-             force: bool = False, settings: dict | None = None, **options) -> TrainedSet | None:
+             add: bool = False, labels: PathLike | None = None, force: bool = False, settings: dict | None = None,
+             **options) -> TrainedSet | None:
     """One network per image of `folder` (a folder, class folders, a list file or a folder URL), as
     `inr fit-many INPUT -o OUT` fits them with the same settings, and return the set (None when
     `out` is a URL: the set is read where it lies, or copied); running it again resumes (ray:
-    "local", "auto" or "ray://host:port", as --ray); `out` must be new, empty or that set, unless
-    force=True (as --force)."""
+    "local", "auto" or "ray://host:port", as --ray; add=True grows a finished set by the new images,
+    as --add; labels: a CSV of name,label rows, as --labels); `out` must be new, empty or that set,
+    unless force=True (as --force)."""
     from inr_cli.sets.driver import fit_folder
 
     flags = _flags(FIT_MANY, options, settings or {})
     with _interrupt_as_keyboard_interrupt():
         fit_folder(str(folder), str(out), flags, _path(config), preset, pack, ray, workers, gpus_per_worker,
-                   skip_unreadable, quiet, force)
+                   skip_unreadable, quiet, force, add, _path(labels))
     return None if "://" in str(out) else TrainedSet(out)
 
 

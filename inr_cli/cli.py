@@ -123,6 +123,8 @@ SUMMARIES = {
     "render": "Draw a trained network on a canvas of any size.",
     "view": "Zoom into a run or browse a set in the browser.",
     "export": "Write a network as safetensors or ONNX.",
+    "join": "Join two sets fitted alike into one.",
+    "meta-init": "Learn a start for a set from images of one kind.",
     "eval": "PSNR and SSIM of a render against a reference.",
     "info": "What a run or set holds: network, step, PSNR, sizes.",
     "presets": "List the presets, or print one with every key.",
@@ -131,10 +133,11 @@ SUMMARIES = {
 
 
 def _register() -> None:
-    from inr_cli.commands import (decode, doctor, encode, evaluate, export, fit_many, info, presets, render, train,
-                                  tune, view)
+    from inr_cli.commands import (decode, doctor, encode, evaluate, export, fit_many, info, join, meta_init, presets,
+                                  render, train, tune, view)
 
-    for module in (encode, decode, train, fit_many, tune, render, view, export, evaluate, info, presets, doctor):
+    for module in (encode, decode, train, fit_many, join, meta_init, tune, render, view, export, evaluate, info, presets,
+                   doctor):
         app.command(name=module.NAME, help=module.HELP, short_help=SUMMARIES[module.NAME],
                     no_args_is_help=module.NEEDS_ARGS)(handles_errors(module.command))
 

@@ -44,6 +44,7 @@ class Setting:
     commands: tuple = (TRAIN, FIT_MANY)  # the commands that take it, as a flag and through --set
     flag: bool = True  # False: set through --set or a --config file only
     legacy: object = NO_LEGACY  # for a key added later: the value that does what runs saved before it did
+    values: str = ""  # how the flag's value is written when it is not only one of choices (random|shared|PATH)
 
     def __post_init__(self):
         if not self.name:
@@ -64,6 +65,8 @@ class Setting:
 
     @property
     def metavar(self) -> str:
+        if self.values:
+            return self.values
         if self.choices:
             return "|".join(self.choices)
         return {int: "N", float: "F", str: "TEXT", bool: ""}[self.type]
@@ -99,6 +102,11 @@ SETTINGS = (
             bound=NON_NEGATIVE),
     Setting("training.seed", int, 0, "Seed of the initialisation and mini-batches (fit-many: each image's "
             "seed comes from it and the image's name)", bound=NON_NEGATIVE),
+    Setting("training.init", str, "shared", "Where the networks start: each from its own seed's draw (random), "
+            "all from one draw of --seed (shared: what makes a set's weights comparable; for one network the same "
+            "as random), or from the weights of a run, checkpoint or .safetensors start (PATH, e.g. from inr "
+            "meta-init; its network must be the one fitted)", name="init", values="random|shared|PATH",
+            legacy="random"),
     Setting("training.target_psnr", float, 0.0, "Stop when the training PSNR reaches this many dB, checked at "
             "each loss read (fit-many: each network stops on its own); --steps stays the ceiling; 0 = off",
             name="until_psnr", bound=NON_NEGATIVE, legacy=0.0),

@@ -12,17 +12,19 @@ import pytest
 from inr_cli import settings
 from inr_cli.backends.numpy_backend import NumpyBackend
 from inr_cli.config import Config, build_config, with_values
-from inr_cli.core.network import NetworkSpec, output_means
+from inr_cli.core.network import NetworkSpec, init_networks, output_means
 from inr_cli.core.sizing import fit_to_image
 from inr_cli.core.trainer import Trainer
 from inr_cli.core.training_loop import Signals, run_steps
-from inr_cli.core.state import TrainingState
 from inr_cli.formats.data import load_training_data
+from inr_cli.formats.export import write_safetensors
+from inr_cli.formats.start import initial_state
 from tests.conftest import make_image
 from tests.kernel_checks import OPTIMIZER_SETTINGS, check_schedule_and_optimizers
 
 STEPS = 5  # trained in every case, whatever the step budget (training.steps) says
 OTHER_IMAGE = "<another image>"
+START_FILE = "<a start file>"  # a network of the base's shape, drawn from another seed
 # Each fitting setting of `inr train`: another value than the base configuration's, and what else
 # it needs to matter (a choice used only with another option), given to both runs.
 CHANGED = {
@@ -44,6 +46,7 @@ CHANGED = {
     "training.steps": (50, {}),  # the cosine schedule's length
     "training.batch_size": (10, {}),
     "training.seed": (1, {}),
+    "training.init": (START_FILE, {}),  # shared and random draw the same one network
     "training.target_psnr": (1.0, {}),  # reached at the first reading: the fit stops there
     "data.source": (OTHER_IMAGE, {}),
     "data.size": (4, {}),
@@ -67,13 +70,17 @@ def base(tmp_path) -> tuple[Config, str]:
     return build_config(None, values), str(other)
 
 
-def fit(backend, config: Config) -> np.ndarray:
-    """The parameters after STEPS steps, the network set up as `inr train` sets it up."""
+def sized(config: Config):
     image = load_training_data(config.data.source, config.data.size, config.data.gray)
     config, _ = fit_to_image(config, image.width, image.height)
-    spec = NetworkSpec.from_config(config, image.n_channels)
+    return image, config, NetworkSpec.from_config(config, image.n_channels)
+
+
+def fit(backend, config: Config) -> np.ndarray:
+    """The parameters after STEPS steps, the network set up as `inr train` sets it up."""
+    image, config, spec = sized(config)
     seed = config.training.seed
-    state = TrainingState.fresh(spec, [seed], output_means(config, [image]))
+    state = initial_state(config.training.init, spec, seed, [seed], output_means(config, [image]))
     trainer = Trainer(backend, spec, config, [image], state, [seed])
 
     def stop_at_steps(step):
@@ -97,10 +104,14 @@ def backend(request):
 
 
 @pytest.mark.parametrize("key", FITTING)
-def test_a_fitting_setting_changes_the_fit(backend, base, key):
+def test_a_fitting_setting_changes_the_fit(backend, base, key, tmp_path):
     config, other_image = base
     value, needs = CHANGED[key]
     value = other_image if value is OTHER_IMAGE else value
+    if value is START_FILE:
+        image, _, spec = sized(with_values(config, needs))
+        value = str(tmp_path / "start.safetensors")
+        write_safetensors(spec, init_networks(spec, [123])[0], image.channels, value)
     before = with_values(config, needs)
     assert before.get(key) != value, f"{key}: the changed value is the base's"
     first, second = fit(backend, before), fit(backend, with_values(before, {key: value}))

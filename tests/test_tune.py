@@ -220,6 +220,7 @@ def test_a_folder_is_tuned_on_a_seeded_sample_fitted_as_one_pack(tmp_path):
         smooth_image(folder / f"wide-{i}.png", (14, 9), seed=i)
     out = tmp_path / "study"
     result = CliRunner().invoke(app, ["tune", str(folder), "-o", str(out), "--sample", "3", "--trials", "3",
+                                      "--init", "random",  # each network its own draw, as inr train --seed alone
                                       "--hidden", "12", "--layers", "2", "--steps", "20", "--device", "cpu"])
     assert result.exit_code == 0, result.stderr
     study = load(out)

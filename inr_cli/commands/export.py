@@ -36,8 +36,8 @@ def command(
     if whole_set:
         networks = load_network_set(run)
         exporter.write_set_safetensors(networks.spec, networks.weights, networks.channels,
-                                       [row["name"] for row in networks.index], output)
+                                       [row["name"] for row in networks.index], output, networks.index)
     else:
         network = one_network(run, image)
-        exporter.export(network.spec, network.params, network.channels, output)
+        exporter.export(network.spec, network.params, network.channels, output, (network.width, network.height))
     typer.echo(str(output))

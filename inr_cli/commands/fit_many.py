@@ -40,6 +40,10 @@ def command(
                                                     "each Ray worker takes (0.5: two workers per GPU; default 1)."),
     skip_unreadable: bool = typer.Option(False, "--skip-unreadable", help="Skip and list files that do not decode "
                                          "(default: refuse before any work)."),
+    labels: Optional[Path] = typer.Option(None, "--labels", metavar="FILE", help="A CSV of name,label rows: the "
+                                          "labels of index.csv (instead of class folders)."),
+    add: bool = typer.Option(False, "--add", help="Grow the finished set in OUT by the images of INPUT it does "
+                             "not hold (same settings and start; its networks untouched)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress display."),
     force: bool = typer.Option(False, "--force", help="Write the set into -o even where it holds other files or "
                                "another set (the set's own files there are replaced; a set of this command "
@@ -47,5 +51,5 @@ def command(
     **options,  # one per setting: with_setting_options
 ) -> None:
     fit_folder(source, out, given_settings(NAME, options, overrides), config_file, preset, pack, ray_address, workers,
-               gpus_per_worker, skip_unreadable, quiet, force)
+               gpus_per_worker, skip_unreadable, quiet, force, add, labels)
     typer.echo(out)

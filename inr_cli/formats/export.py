@@ -61,14 +61,21 @@ def _save_safetensors(tensors: dict[str, np.ndarray], metadata: dict[str, str], 
         save_file(tensors, str(tmp), metadata=metadata)
 
 
-def write_safetensors(spec: NetworkSpec, params: np.ndarray, channels, path: Path) -> None:
-    _save_safetensors(named_tensors(spec, params), _metadata(spec, channels), path)
+def write_safetensors(spec: NetworkSpec, params: np.ndarray, channels, path: Path,
+                      extra: dict[str, str] | None = None) -> None:
+    """One network; `extra` metadata beside the description (the size it was trained at: width,
+    height; what a learned start records)."""
+    _save_safetensors(named_tensors(spec, params), {**_metadata(spec, channels), **(extra or {})}, path)
 
 
-def write_set_safetensors(spec: NetworkSpec, weights: np.ndarray, channels, names, path: Path) -> None:
+def write_set_safetensors(spec: NetworkSpec, weights: np.ndarray, channels, names, path: Path,
+                          index: list[dict] | None = None) -> None:
     """A set of networks in one file: the tensors stacked over the networks (stacked_tensors), the
-    image names in row order (metadata "names", a JSON list) beside the description."""
+    image names in row order (metadata "names", a JSON list) and every index.csv column of every
+    row (metadata "index", a JSON list of {column: text}, labels included) beside the description."""
     metadata = {**_metadata(spec, channels), "names": json.dumps(list(names))}
+    if index is not None:
+        metadata["index"] = json.dumps(index)
     _save_safetensors(stacked_tensors(spec, weights), metadata, path)
 
 
@@ -126,8 +133,14 @@ def write_onnx(spec: NetworkSpec, params: np.ndarray, channels, path: Path) -> N
         onnx.save(model, str(tmp))
 
 
-def export(spec: NetworkSpec, params: np.ndarray, channels, path: Path) -> None:
+def export(spec: NetworkSpec, params: np.ndarray, channels, path: Path, size: tuple[int, int] | None = None) -> None:
+    """One network to .safetensors or .onnx; `size` (width, height it was trained at) in the
+    safetensors metadata, so that it loads back as the network it was."""
     kind = FORMATS.get(Path(path).suffix.lower())
     if kind is None:
         raise InrError(f"{path}: unknown export format '{Path(path).suffix}' (use .safetensors or .onnx)")
-    (write_safetensors if kind == "safetensors" else write_onnx)(spec, params, channels, Path(path))
+    if kind == "safetensors":
+        extra = {"width": str(size[0]), "height": str(size[1])} if size else None
+        write_safetensors(spec, params, channels, Path(path), extra)
+    else:
+        write_onnx(spec, params, channels, Path(path))

@@ -18,7 +18,6 @@ from inr_cli.core.pixels import PixelImage
 from inr_cli.core.render import render_float
 from inr_cli.core.schedule import cosine_lr
 from inr_cli.core.sizing import fit_to_image
-from inr_cli.core.state import TrainingState
 from inr_cli.core.trainer import Trainer
 from inr_cli.core.training_loop import Diverged, Interrupted, Signals, run_steps
 from inr_cli.errors import InrError
@@ -26,6 +25,7 @@ from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.atomic import atomic_write_text
 from inr_cli.formats.data import fingerprint
 from inr_cli.formats.images import save_image
+from inr_cli.formats.start import initial_state
 from inr_cli.progress import TrainingProgress
 from inr_cli.runs.directory import RunLock
 from inr_cli.runs.metrics_csv import MetricsLog, read_metrics
@@ -73,7 +73,7 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
         for reason in reasons if not quiet else ():
             info(reason)
         spec = NetworkSpec.from_config(config, image.n_channels)
-        state = TrainingState.fresh(spec, [seed], output_means(config, [image]))
+        state = initial_state(config.training.init, spec, seed, [seed], output_means(config, [image]))
     data_id = fingerprint(image)
     total = config.training.steps
     train = config.training

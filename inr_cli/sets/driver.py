@@ -20,9 +20,12 @@ from inr_cli.core.sizing import AUTO, SIZED_KEYS, fit_to_image
 from inr_cli.core.training_loop import Interrupted, Signals
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.network_set import INDEX, PLAN, SHARDS, WEIGHTS
+from inr_cli.formats.start import resolved_init, start_sha256
 from inr_cli.hooks import hook
 from inr_cli.sets import inputs
 from inr_cli.sets.cluster import OnRay
+from inr_cli.sets.grow import grow
+from inr_cli.sets.labels import read_labels, relabelled
 from inr_cli.sets.packs import PackInterrupted, default_pack, fit_shard, shard_images
 from inr_cli.sets.partial import remove_partials
 from inr_cli.sets.plan import BadPlan, Plan, entries_from_probe, make_plan
@@ -62,7 +65,7 @@ def check_options(pack: int | None, ray: str | None, workers: int | None, gpus_p
 
 def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, preset: str | None, pack: int | None,
                ray: str | None, workers: int | None, gpus_per_worker: float | None, skip_unreadable: bool,
-               quiet: bool, force: bool = False) -> Plan:
+               quiet: bool, force: bool = False, add: bool = False, labels: Path | None = None) -> Plan:
     """`inr fit-many INPUT -o OUT` (flags: {flag name: value}), for the command and the API's fit_many."""
     check_options(pack, ray, workers, gpus_per_worker)
     if not inputs.is_url(source):
@@ -71,7 +74,20 @@ def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, pre
         out = str(Path(out).resolve())
     flags = {**flags, "preview_every": 0}
     config = build_config(config_file, flags_to_values({**flags, "source": source}), preset)
-    return fit_set(source, out, config, pack, ray, workers, gpus_per_worker, skip_unreadable, quiet, force)
+    config = with_values(config, {"training.init": resolved_init(config.training.init)})
+    if add:  # the new images apart, with the set's own settings (checked as a rerun's), then joined
+        def fit_new(scratch: Path, names: set[str]) -> None:
+            saved = Plan.from_json((Path(out) / PLAN).read_text(), Path(out) / PLAN)
+            sized = with_values(config, {key: saved.config.get(key) for key in SIZED_KEYS
+                                         if config.get(key) == AUTO})
+            _refuse_changed_settings(SetFolder(out), saved, Plan(saved.folder, sized, saved.spec, [], [], saved.pack,
+                                                                 start_sha256=start_sha256(sized.training.init)))
+            fit_set(source, str(scratch), sized, pack or saved.pack, ray, workers, gpus_per_worker, skip_unreadable,
+                    quiet, only=names, labels=labels)
+
+        grow(source, Path(out), fit_new)
+        return Plan.from_json((Path(out) / PLAN).read_text(), Path(out) / PLAN)
+    return fit_set(source, out, config, pack, ray, workers, gpus_per_worker, skip_unreadable, quiet, force, labels=labels)
 
 
 class Runner(Protocol):
@@ -120,7 +136,8 @@ class InProcess:
 
 def fit_set(source: str, out: str | Path, config: Config, pack: int | None = None, ray: str | None = None,
             workers: int | None = None, gpus_per_worker: float | None = None, skip_unreadable: bool = False,
-            quiet: bool = False, force: bool = False) -> Plan:
+            quiet: bool = False, force: bool = False, only: set[str] | None = None,
+            labels: Path | None = None) -> Plan:
     """`inr fit-many` after its options are read and checked (fit_folder): plan (or resume), fit every
     pending shard in-process or on a Ray cluster, assemble the set in `out`. Progress and notices on
     stderr unless quiet."""
@@ -129,7 +146,7 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
     notices: list[str] = []
     folder = SetFolder(out)
     runner: Runner = OnRay(ray, workers, gpus_per_worker) if ray else InProcess(config, quiet)
-    plan, pending = prepare(source, folder, config, pack, skip_unreadable, notices, runner, force)
+    plan, pending = prepare(source, folder, config, pack, skip_unreadable, notices, runner, force, only, labels)
     for message in notices:
         if not (quiet and isinstance(message, SizeNote)):
             notice(message)
@@ -173,7 +190,8 @@ def interrupted_message(exc: Interrupted, plan: Plan, steps: int, folder: SetFol
 
 
 def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, skip_unreadable: bool,
-            notices: list, runner: Runner, force: bool = False) -> tuple[Plan, list[int]]:
+            notices: list, runner: Runner, force: bool = False, only: set[str] | None = None,
+            labels: Path | None = None) -> tuple[Plan, list[int]]:
     """The plan (new, or the one in the output checked against this command) and the shards still
     to fit. The runner probes the images (their size and fingerprint, learned where they are read)
     and says the shard size when --pack is not given. Every check is made before the output is
@@ -182,6 +200,10 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
     _refuse_output_in_input(source, folder)
     saved = _saved_plan(folder, force, notices)
     listed = inputs.list_inputs(source)
+    if only is not None:  # --add: the images the set does not hold yet
+        listed = [item for item in listed if item.name in only]
+    if labels is not None:  # --labels: a CSV's labels replace the class folders'
+        listed = relabelled(listed, read_labels(labels), labels)
     _refuse_writing_over_inputs(folder, listed)
     if saved is not None:
         try:
@@ -305,7 +327,8 @@ def _resumed_config(folder: SetFolder, saved: Plan, listed: list[inputs.Listed],
     # A setting left to the size is the one this data set already got (an older inr may have
     # chosen it differently); one given by hand is checked against it below.
     config = with_values(config, {key: saved.config.get(key) for key in SIZED_KEYS if config.get(key) == AUTO})
-    wanted = Plan(saved.folder, config, saved.spec, [], [], pack or saved.pack)
+    wanted = Plan(saved.folder, config, saved.spec, [], [], pack or saved.pack,
+                  start_sha256=start_sha256(config.training.init))
     _refuse_changed_settings(folder, saved, wanted)
     return config
 
@@ -337,8 +360,9 @@ def _refuse_changed_inputs(out: SetFolder, saved: Plan, listed: list[inputs.List
     if planned.keys() != now.keys():
         added, gone = sorted(now.keys() - planned.keys()), sorted(planned.keys() - now.keys())
         change = f"{added[0]} is new" if added else f"{gone[0]} is gone"
-        raise InrError(f"{out} was started on other images ({change} since); use another -o (--force starts it "
-                       f"again on these)")
+        grow = "; --add fits the new images into it" if added and not gone else ""
+        raise InrError(f"{out} was started on other images ({change} since); use another -o{grow} (--force "
+                       f"starts it again on these)")
     for name, size in planned.items():
         if size >= 0 and now[name] >= 0 and size != now[name]:
             raise InrError(f"{out} was started on other images ({name} changed since); use another -o (--force "
@@ -354,3 +378,6 @@ def _refuse_changed_settings(out: SetFolder, saved: Plan, plan: Plan) -> None:
         if new["settings"].get(key) != value:
             raise InrError(f"{out} was started with {key} = {value!r}, not {new['settings'].get(key)!r}; "
                            f"rerun with the same settings, or use another -o (--force starts it again)")
+    if old.get("start_sha256") and old["start_sha256"] != new["start_sha256"]:
+        raise InrError(f"{out} was started from another start (the file {saved.config.training.init} changed since); "
+                       f"restore it, or use another -o")

@@ -136,11 +136,24 @@ def _list_file(list_path: Path) -> list[Listed]:
             raise InrError(f"{list_path}, line {number}: holds a NUL byte, not a path or URL")
         if line in seen:
             raise InrError(f"{list_path}, line {number}: {line} is listed twice (first on line {seen[line]})")
+        line, label = _label_column(line, list_path.parent)
         seen[line] = number
         location = line if is_url(line) or os.path.isabs(line) else str(list_path.parent / line)
         size = os.path.getsize(location) if not is_url(location) and os.path.isfile(location) else -1
-        rows.append(Listed(line, location, size, ""))
+        rows.append(Listed(line, location, size, label))
     return rows
+
+
+def _label_column(line: str, base: Path) -> tuple[str, str]:
+    """PATH, or PATH<TAB>LABEL / PATH,LABEL (a second column: the image's label); a local path that
+    exists as written keeps its commas."""
+    if "\t" in line:
+        path, _, label = line.partition("\t")
+        return path.strip(), label.strip()
+    if "," in line and not (not is_url(line) and (base / line).exists()):
+        path, _, label = line.rpartition(",")
+        return path.strip(), label.strip()
+    return line, ""
 
 
 def read_bytes(location: str) -> bytes:

@@ -12,13 +12,14 @@ import numpy as np
 
 from inr_cli.config import Config
 from inr_cli.core.metrics import psnr_from_mse
-from inr_cli.core.pixels import PixelImage
-from inr_cli.core.state import TrainingState
 from inr_cli.core.network import NetworkSpec, output_means
+from inr_cli.core.pixels import PixelImage
 from inr_cli.core.render import render_networks
+from inr_cli.core.state import TrainingState
 from inr_cli.core.trainer import Trainer
 from inr_cli.core.training_loop import Diverged, DivergenceGuard, Interrupted, Signals, reached_target, run_steps
 from inr_cli.errors import InrError
+from inr_cli.formats.start import initial_state, is_file_start, start_params, start_sha256
 from inr_cli.hooks import hook
 from inr_cli.sets import inputs
 from inr_cli.sets.partial import PackState
@@ -78,8 +79,8 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
             result = PackResult(plan, names)
     active = result.active_rows()
     if state is None:
-        state = TrainingState.fresh(plan.spec, [seeds[i] for i in active],
-                                    output_means(plan.config, [images[i] for i in active]))
+        state = initial_state(training.init, plan.spec, training.seed, [seeds[i] for i in active],
+                              output_means(plan.config, [images[i] for i in active]), plan_start(plan))
     trainer = Trainer(backend, plan.spec, plan.config, [images[i] for i in active], state,
                       [seeds[i] for i in active])
     guard = DivergenceGuard(trainer)
@@ -143,6 +144,17 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
     errors = [float(np.mean((rendered[i] - images[i].values) ** 2, dtype=np.float64)) for i in range(len(images))]
     return {"names": np.array(names), "params": result.params, "loss": result.loss, "steps": result.steps,
             "psnr": np.array([psnr_from_mse(e) for e in errors])}
+
+
+def plan_start(plan: Plan) -> np.ndarray | None:
+    """The weights of the plan's file start, checked to be the file it was planned with; None for
+    the draws (random, shared)."""
+    init = plan.config.training.init
+    if not is_file_start(init):
+        return None
+    if plan.start_sha256 and start_sha256(init) != plan.start_sha256:
+        raise InrError(f"--init {init}: the file changed since this set was started; restore it or use another -o")
+    return start_params(init, plan.spec)
 
 
 class PackResult:

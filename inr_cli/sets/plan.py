@@ -24,6 +24,7 @@ from inr_cli.core.pixels import MAX_IMAGE_PIXELS
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.network_set import FORMAT_VERSION, PLAN, refuse_newer_set
 from inr_cli.formats.pixel_csv import CHANNEL_SETS
+from inr_cli.formats.start import start_sha256
 from inr_cli.sets import inputs
 from inr_cli.settings import FIT_MANY_FREE_KEYS
 
@@ -65,11 +66,12 @@ class Plan:
     shards: list[list[str]]  # names, in fitting order
     pack: int
     skipped: list[list[str]] = field(default_factory=list)  # [name, why] of the inputs that do not decode
+    start_sha256: str = ""  # the content of a file start (training.init = PATH): a rerun notices it changed
 
     def settings(self) -> dict:
         """What the fitted networks depend on, besides the images: a rerun must match it."""
         values = {key: self.config.get(key) for key in configuration.KEY_TYPES if key not in FREE_KEYS}
-        return {"settings": values, "pack": self.pack}
+        return {"settings": values, "pack": self.pack, "start_sha256": self.start_sha256}
 
     def to_json(self) -> str:
         # One row per image (and no indent: the C encoder), so that a million-image plan is written
@@ -78,7 +80,7 @@ class Plan:
                            "config": json.loads(configuration.to_json(self.config)),
                            "spec": json.loads(self.spec.to_json()), "pack": self.pack, "fields": IMAGE_FIELDS,
                            "images": list(map(entry_values, self.images)),  # tuples: lists in JSON
-                           "shards": self.shards, "skipped": self.skipped})
+                           "shards": self.shards, "skipped": self.skipped, "start_sha256": self.start_sha256})
 
     @classmethod
     def from_json(cls, text: str, where: object = PLAN) -> "Plan":
@@ -139,7 +141,7 @@ def make_plan(source: str, config: Config, entries: list[ImageEntry], pack: int,
         by_size.setdefault((entry.width, entry.height), []).append(entry.name)
     for names in by_size.values():
         shards += [names[i:i + pack] for i in range(0, len(names), pack)]
-    return Plan(source, config, spec, entries, shards, pack, skipped or [])
+    return Plan(source, config, spec, entries, shards, pack, skipped or [], start_sha256(config.training.init))
 
 
 class BadPlan(ValueError):
@@ -183,7 +185,10 @@ def plan_from_document(data: dict) -> Plan:
     spec = _spec(data.get("spec"), config, len(images[0].channels))
     row_of = {entry.name: i for i, entry in enumerate(images)}
     shards = _shards(data.get("shards"), images, row_of, pack)
-    plan = Plan(folder, config, spec, images, shards, pack, _skipped(data.get("skipped", []), row_of))
+    start = data.get("start_sha256", "")  # absent before starts were recorded
+    if type(start) is not str or (start and not FINGERPRINT.fullmatch(start)):
+        raise BadPlan(f"'start_sha256' is {_shown(start)}, not a fingerprint")
+    plan = Plan(folder, config, spec, images, shards, pack, _skipped(data.get("skipped", []), row_of), start)
     plan.__dict__["row_of"] = row_of  # the cached property, already made
     return plan
 

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from inr_cli.commands.setting_options import given_settings, set_option, with_setting_options
+from inr_cli.settings import FIT_MANY
+
+NAME = "meta-init"
+HELP = ("Learn a start for fit-many (--init FILE) from a folder of images of one kind, with Reptile on the "
+        "batched engine: fits of a few steps pull the start toward what fits the images; checkpointed (the "
+        "same command resumes), the held-out PSNR after the inner steps logged to OUT.csv and charted in OUT.svg.")
+NEEDS_ARGS = True
+
+
+@with_setting_options(FIT_MANY)
+def command(
+    source: str = typer.Argument(..., metavar="FOLDER", help="Images of one kind and one size (or --size N).",
+                                 show_default=False),
+    out: Path = typer.Option(..., "-o", "--output", metavar="FILE", help="The start: start.safetensors."),
+    config_file: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML config."),
+    preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME", help="Start from a packaged preset."),
+    overrides: list[str] = set_option(),
+    outer_steps: int = typer.Option(500, "--outer-steps", metavar="N", help="Outer (Reptile) steps."),
+    inner_steps: int = typer.Option(16, "--inner-steps", metavar="K", help="Steps of each inner fit, and of the "
+                                    "held-out measure."),
+    meta_batch: int = typer.Option(8, "--meta-batch", metavar="N", help="Images fitted together per outer step."),
+    outer_lr: float = typer.Option(1.0, "--outer-lr", metavar="F", help="Reptile's step toward the adapted "
+                                   "weights, decaying linearly to 0."),
+    holdout: float = typer.Option(0.1, "--holdout", metavar="F", help="Share of the images kept out to measure."),
+    eval_every: int = typer.Option(10, "--eval-every", metavar="N", help="Outer steps between held-out measures."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+    **options,
+) -> None:
+    from inr_cli.sets.meta_command import meta_init
+
+    meta_init(source, out, given_settings(FIT_MANY, options, overrides), config_file, preset,
+              dict(outer_steps=outer_steps, inner_steps=inner_steps, meta_batch=meta_batch, outer_lr=outer_lr,
+                   holdout=holdout, eval_every=eval_every), quiet)
+    typer.echo(str(out))

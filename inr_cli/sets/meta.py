@@ -1,0 +1,170 @@
+"""`inr meta-init FOLDER -o start.safetensors`: a start learned from images of one kind with Reptile
+(Nichol et al. 2018, first-order), on the batched engine. Each outer step fits a pack of images
+(drawn from the outer step and the seed) for k inner steps from the current start, through the
+Trainer and step loop fit-many uses, then moves the start toward the mean of the adapted weights:
+start += outer_lr * (mean(adapted) - start), outer_lr decaying linearly to 0 over the outer steps.
+
+Held-out images (a seeded share, never drawn for an outer step) are fitted for k inner steps from the
+start every `eval_every` outer steps; their mean PSNR after k steps is the CSV's and the chart's
+measure of progress. The state (the start, the outer step, the log) is checkpointed beside the
+output, so the same command resumes; the start records its network description.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from inr_cli.config import Config, with_values
+from inr_cli.core.metrics import psnr_from_mse
+from inr_cli.core.network import NetworkSpec
+from inr_cli.core.pixels import PixelImage
+from inr_cli.core.sizing import fit_to_image
+from inr_cli.core.state import TrainingState
+from inr_cli.core.trainer import Trainer
+from inr_cli.core.training_loop import Signals, run_steps
+from inr_cli.errors import InrError
+from inr_cli.formats.atomic import atomic_path, atomic_write_text
+from inr_cli.formats.export import write_safetensors
+from inr_cli.formats.start import initial_params
+from inr_cli.sets import inputs
+from inr_cli.sets.plan import image_seed
+
+
+@dataclass(frozen=True)
+class MetaOptions:
+    outer_steps: int = 500
+    inner_steps: int = 16  # k
+    meta_batch: int = 8  # images per outer step: one pack
+    outer_lr: float = 1.0
+    holdout: float = 0.1  # share of the images kept out to measure the start
+    eval_every: int = 10
+
+
+def load_images(source: str, config: Config) -> tuple[list[PixelImage], list[str], Config]:
+    listed = inputs.list_inputs(source)
+    if len(listed) < 3:
+        raise InrError(f"{source}: {len(listed)} images; a start is learned from a few at least (held-out ones too)")
+    images = [inputs.load(item.location, item.name, config)[0] for item in listed]
+    first = images[0]
+    for image, item in zip(images, listed):
+        if (image.width, image.height, image.channels) != (first.width, first.height, first.channels):
+            raise InrError(f"{item.name} is {image.width}x{image.height} {','.join(image.channels)} but "
+                           f"{listed[0].name} is {first.width}x{first.height} {','.join(first.channels)}; pass "
+                           f"--size N (and --gray) so that every image has one shape")
+    config, _ = fit_to_image(config, first.width, first.height)
+    return images, [item.name for item in listed], config
+
+
+def inner_fit(backend, spec: NetworkSpec, config: Config, start: np.ndarray, images: list[PixelImage],
+              seeds: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The images fitted from `start` for training.steps steps, as one pack: (params [n, P], losses [n])."""
+    state = TrainingState(np.ascontiguousarray(np.broadcast_to(start, (len(images), start.size)), dtype=np.float32),
+                          None, None, 0, 0.0, np.full(len(images), np.nan))
+    trainer = Trainer(backend, spec, config, images, state, seeds)
+    losses = run_steps(trainer, Signals(), config.training.steps)
+    return trainer.state().params, losses
+
+
+def heldout_loss(backend, spec: NetworkSpec, inner: Config, start: np.ndarray, images: list[PixelImage],
+                 seeds: list[int]) -> float:
+    """The mean loss of the held-out images after k inner steps from `start`."""
+    return float(np.mean(inner_fit(backend, spec, inner, start, images, seeds)[1]))
+
+
+class MetaState:
+    """The checkpoint beside the output (OUT.meta.npz) and the log (OUT.csv)."""
+
+    def __init__(self, out: Path):
+        self.path = out.with_name(out.name + ".meta.npz")
+        self.log = out.with_name(out.stem + ".csv")
+
+    def load(self, settings: str) -> tuple[np.ndarray, int, list[dict]] | None:
+        if not self.path.is_file():
+            return None
+        with np.load(self.path, allow_pickle=False) as saved:
+            if str(saved["settings"]) != settings:
+                raise InrError(f"{self.path} was learned with other settings; use another -o or remove it")
+            return saved["start"].copy(), int(saved["step"]), json.loads(str(saved["log"]))
+
+    def save(self, start: np.ndarray, step: int, log: list[dict], settings: str) -> None:
+        with atomic_path(self.path, suffix=".npz") as tmp:
+            with open(tmp, "wb") as handle:
+                np.savez(handle, start=start, step=np.int64(step), log=json.dumps(log), settings=settings)
+        lines = ["outer_step,heldout_loss,heldout_psnr,seconds"] + [
+            f"{r['step']},{r['loss']:.8g},{r['psnr']:.4f},{r['seconds']:.2f}" for r in log]
+        atomic_write_text(self.log, "\n".join(lines) + "\n")
+
+
+def learn_start(backend, source: str, out: Path, config: Config, options: MetaOptions, progress=None) -> dict:
+    """Reptile on the images of `source`; writes `out` (the start, as a single network's
+    safetensors), its log (CSV) and chart (SVG). progress(step, total, row|None) is told each outer
+    step. Returns the log and the counts."""
+    images, names, config = load_images(source, config)
+    spec = NetworkSpec.from_config(config, images[0].n_channels)
+    seed = config.training.seed
+    seeds = [image_seed(seed, name) for name in names]
+    order = np.random.default_rng([seed, 0x4D455441]).permutation(len(images))
+    held = max(1, int(round(options.holdout * len(images))))
+    heldout, training = sorted(order[:held].tolist()), order[held:]
+    inner = with_values(config, {"training.steps": options.inner_steps, "training.target_psnr": 0.0})
+    settings = json.dumps({"options": options.__dict__, "spec": spec.to_json(), "names": names,
+                           "config": {k: str(v) for k, v in sorted(vars(config.optimizer).items())}}, sort_keys=True)
+    state = MetaState(out)
+    saved = state.load(settings)
+    if saved is None:
+        start = initial_params(config.training.init if config.training.init != "random" else "shared", spec, seed,
+                               [seed])[0].astype(np.float64)
+        step, log = 0, []
+    else:
+        start, step, log = saved
+        start = start.astype(np.float64)
+    held_images, held_seeds = [images[i] for i in heldout], [seeds[i] for i in heldout]
+    began = time.perf_counter() - (log[-1]["seconds"] if log else 0.0)
+
+    def measure(at: int) -> dict:
+        loss = heldout_loss(backend, spec, inner, start.astype(np.float32), held_images, held_seeds)
+        return {"step": at, "loss": loss, "psnr": psnr_from_mse(loss), "seconds": time.perf_counter() - began}
+
+    if not log:
+        log.append(measure(0))
+        if progress:
+            progress(0, options.outer_steps, log[-1])
+    batch = min(options.meta_batch, len(training))
+    while step < options.outer_steps:
+        chosen = np.random.default_rng([seed, step]).choice(training, size=batch, replace=False)
+        adapted, _ = inner_fit(backend, spec, inner, start.astype(np.float32), [images[i] for i in chosen],
+                               [seeds[i] for i in chosen])
+        rate = options.outer_lr * (1 - step / options.outer_steps)
+        start += rate * (adapted.astype(np.float64).mean(axis=0) - start)
+        step += 1
+        row = None
+        if step % options.eval_every == 0 or step == options.outer_steps:
+            row = measure(step)
+            log.append(row)
+            state.save(start.astype(np.float32), step, log, settings)
+        if progress:
+            progress(step, options.outer_steps, row)
+    write_safetensors(spec, start.astype(np.float32), images[0].channels, out,
+                      {"meta_init": json.dumps({"method": "reptile", "images": len(training), **options.__dict__})})
+    chart(log, options.inner_steps, out.with_name(out.stem + ".svg"))
+    return {"log": log, "images": len(training), "heldout": len(heldout), "spec": spec}
+
+
+def chart(log: list[dict], inner_steps: int, path: Path) -> None:
+    from inr_cli.runs.pictures import psnr_svg
+
+    text = psnr_svg(log)
+    if text:
+        atomic_write_text(path, text.replace("PSNR of the training image", f"Held-out PSNR after {inner_steps} "
+                                             f"inner steps"))
+
+
+def read_log(path: Path) -> list[dict]:
+    with open(path, newline="") as handle:
+        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(handle)]

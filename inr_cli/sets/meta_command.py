@@ -1,0 +1,41 @@
+"""`inr meta-init` after its options are read: the configuration built as fit-many builds it, the
+options checked, progress on stderr (meta.py does the learning)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from inr_cli.config import build_config, flags_to_values, with_values
+from inr_cli.console import info
+from inr_cli.errors import UsageError
+from inr_cli.formats.start import resolved_init
+from inr_cli.sets.meta import MetaOptions, learn_start
+
+
+def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, preset: str | None, options: dict,
+              quiet: bool) -> dict:
+    for name in ("outer_steps", "inner_steps", "meta_batch", "eval_every"):
+        if options[name] <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be positive, got {options[name]}")
+    if not 0 < options["holdout"] < 1:
+        raise UsageError(f"--holdout must be a share between 0 and 1, got {options['holdout']}")
+    if options["outer_lr"] <= 0:
+        raise UsageError(f"--outer-lr must be positive, got {options['outer_lr']}")
+    if Path(out).suffix.lower() != ".safetensors":
+        raise UsageError(f"{out}: a start is written as .safetensors")
+    config = build_config(config_file, flags_to_values({**flags, "source": str(source), "preview_every": 0}), preset)
+    config = with_values(config, {"training.init": resolved_init(config.training.init)})
+    from inr_cli.backends import make_backend
+
+    backend = make_backend(config.training.device, config.training.matmul, quiet)
+
+    def progress(step: int, total: int, row: dict | None) -> None:
+        if row is not None and not quiet:
+            info(f"outer step {step}/{total}: held-out PSNR after {options['inner_steps']} inner steps "
+                 f"{row['psnr']:.2f} dB ({row['seconds']:.0f} s)")
+
+    result = learn_start(backend, source, Path(out), config, MetaOptions(**options), progress)
+    if not quiet:
+        info(f"done: a start for {result['spec'].model} {result['spec'].layers}x{result['spec'].hidden} from "
+             f"{result['images']} images ({result['heldout']} held out) -> {out}; fit-many --init {out}")
+    return result

@@ -1,0 +1,151 @@
+"""The weights of a set as data to learn from: (weights, label) pairs with the labels as integers,
+a seeded stratified split, batches shuffled per epoch (NumPy arrays: JAX takes them as they are) and
+a PyTorch Dataset, with optional per-parameter standardisation from the training split.
+
+    nets = inr_cli.load("shapes-inr")
+    train, test = nets.split(test=0.2, seed=0)
+    mean, std = train.statistics()
+    for x, y in train.standardized(mean, std).batches(32, seed=0, epoch=epoch): ...
+
+Every array handed out is a writable copy, never a view of the set's memory-mapped file.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from inr_cli.errors import InrError
+
+STD_FLOOR = 1e-8  # a parameter that does not vary across the split (a shared, untrained one) stays finite
+
+
+def label_codes(labels: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+    """Each label as an integer, and the names in code order (numerically when every label is a
+    whole number, so that class folders 2 and 10 keep their order; else alphabetically)."""
+    names = sorted(set(labels), key=lambda text: (0, int(text), "") if _whole(text) else (1, 0, text))
+    code = {name: i for i, name in enumerate(names)}
+    return np.array([code[label] for label in labels], dtype=np.int64), names
+
+
+def _whole(text: str) -> bool:
+    return text.lstrip("-").isdigit()
+
+
+class WeightsView:
+    """Some rows of a set's weights with their labels (the whole set, or one side of a split)."""
+
+    def __init__(self, weights: np.ndarray, rows: np.ndarray, codes: np.ndarray | None, label_names: list[str],
+                 names: list[str], mean: np.ndarray | None = None, std: np.ndarray | None = None):
+        self._weights, self.rows, self._codes = weights, np.asarray(rows, dtype=np.int64), codes
+        self.label_names, self._names = label_names, names
+        self.mean, self.std = mean, std
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __repr__(self) -> str:
+        classes = f", {len(self.label_names)} classes" if self._codes is not None else ""
+        scaled = ", standardized" if self.mean is not None else ""
+        return f"WeightsView({len(self)} networks{classes}{scaled})"
+
+    @property
+    def names(self) -> list[str]:
+        return [self._names[i] for i in self.rows]
+
+    @property
+    def labels(self) -> np.ndarray:
+        """[n] int64: each network's class, an index into label_names."""
+        if self._codes is None:
+            raise InrError("this set has no labels (fit class folders, or give fit-many --labels FILE.csv)")
+        return self._codes[self.rows].copy()
+
+    @property
+    def weights(self) -> np.ndarray:
+        """[n, P] float32, a writable copy (standardized when this view is)."""
+        return self._take(self.rows)
+
+    def _take(self, rows: np.ndarray) -> np.ndarray:
+        # Fancy indexing of sorted rows reads a memory map in order; the copy is writable.
+        order = np.argsort(rows, kind="stable")
+        taken = np.empty((len(rows), self._weights.shape[1]), dtype=np.float32)
+        taken[order] = self._weights[rows[order]]
+        if self.mean is not None:
+            taken -= self.mean
+            taken /= self.std
+        return taken
+
+    def split(self, test: float = 0.2, seed: int = 0) -> tuple["WeightsView", "WeightsView"]:
+        """(train, test): each class shuffled with `seed` and its share `test` (rounded, at least one
+        where the class has two or more) put in the test view; unlabelled sets split as one class."""
+        if not 0 < test < 1:
+            raise InrError(f"test must be a share between 0 and 1, got {test}")
+        rng = np.random.default_rng(seed)
+        codes = self._codes[self.rows] if self._codes is not None else np.zeros(len(self.rows), dtype=np.int64)
+        train_rows, test_rows = [], []
+        for code in np.unique(codes):
+            members = self.rows[codes == code]
+            members = members[rng.permutation(len(members))]
+            count = int(round(test * len(members)))
+            count = min(max(count, 1 if len(members) > 1 else 0), len(members) - 1 if len(members) > 1 else 0)
+            test_rows.append(members[:count])
+            train_rows.append(members[count:])
+        return self._with_rows(np.sort(np.concatenate(train_rows))), self._with_rows(np.sort(np.concatenate(test_rows)))
+
+    def _with_rows(self, rows: np.ndarray) -> "WeightsView":
+        return WeightsView(self._weights, rows, self._codes, self.label_names, self._names, self.mean, self.std)
+
+    def statistics(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per-parameter mean and standard deviation [P] of these networks (of the raw weights),
+        for standardized(): computed on the training split, applied to both."""
+        raw = self._with_rows(self.rows)
+        raw.mean = raw.std = None
+        weights = raw.weights.astype(np.float64)
+        return (weights.mean(axis=0).astype(np.float32),
+                np.maximum(weights.std(axis=0), STD_FLOOR).astype(np.float32))
+
+    def standardized(self, mean: np.ndarray, std: np.ndarray) -> "WeightsView":
+        """The same networks, their weights handed out as (w - mean) / std."""
+        view = self._with_rows(self.rows)
+        view.mean, view.std = np.asarray(mean, dtype=np.float32), np.asarray(std, dtype=np.float32)
+        return view
+
+    def order(self, shuffle: bool = True, seed: int = 0, epoch: int = 0) -> np.ndarray:
+        """Positions 0..n-1 in the order of an epoch: a permutation drawn from (seed, epoch), so each
+        epoch has its own and a rerun the same."""
+        if not shuffle:
+            return np.arange(len(self))
+        return np.random.default_rng([seed, epoch]).permutation(len(self))
+
+    def batches(self, batch_size: int, shuffle: bool = True, seed: int = 0, epoch: int = 0,
+                drop_last: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(weights [B, P] float32, labels [B] int64) batches of one epoch, NumPy arrays (jnp.asarray
+        takes them as they are); labels are -1 for an unlabelled set."""
+        if batch_size <= 0:
+            raise InrError(f"batch_size must be positive, got {batch_size}")
+        positions = self.order(shuffle, seed, epoch)
+        codes = self._codes if self._codes is not None else np.full(len(self._names), -1, dtype=np.int64)
+        for start in range(0, len(positions), batch_size):
+            chosen = self.rows[positions[start:start + batch_size]]
+            if drop_last and len(chosen) < batch_size:
+                break
+            yield self._take(chosen), codes[chosen].copy()
+
+    def to_torch_dataset(self):
+        """A torch.utils.data.Dataset of (weights [P] float32 tensor, label int) pairs; shuffle with
+        a DataLoader (shuffle=True, a seeded generator)."""
+        import torch
+
+        view = self
+
+        class NetworkWeights(torch.utils.data.Dataset):
+            def __len__(self):
+                return len(view)
+
+            def __getitem__(self, i):
+                row = view.rows[i:i + 1] if i >= 0 else view.rows[i:][:1]
+                label = int(view._codes[row[0]]) if view._codes is not None else -1
+                return torch.from_numpy(view._take(row)[0]), label
+
+        return NetworkWeights()

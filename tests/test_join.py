@@ -1,0 +1,81 @@
+"""Sets that grow: the new images fitted apart and joined give the set fitted at once, bit for bit."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+from typer.testing import CliRunner
+
+import inr_cli
+from inr_cli.cli import app
+from tests.test_fit_many import make_folder
+
+runner = CliRunner()
+NET = ["--hidden", "8", "--layers", "2", "--omega0", "40", "--lr", "3e-3", "--steps", "12", "--batch-size", "60",
+       "--device", "cpu", "-q"]
+
+
+def fit(folder, out, *extra):
+    result = runner.invoke(app, ["fit-many", str(folder), "-o", str(out), *NET, *map(str, extra)])
+    assert result.exit_code == 0, result.output
+
+
+def test_a_grown_set_is_the_set_fitted_at_once(tmp_path):
+    everything = make_folder(tmp_path / "all", count=5)
+    first, later = tmp_path / "first", tmp_path / "later"
+    first.mkdir(), later.mkdir()
+    for name in ("img0.png", "img2.png", "img4.png"):
+        shutil.copy(everything / name, first / name)
+    for name in ("img1.png", "img3.png"):
+        shutil.copy(everything / name, later / name)
+    fit(everything, tmp_path / "at-once")
+    fit(first, tmp_path / "a")
+    fit(later, tmp_path / "b", "--pack", "1")  # another pack size: the same networks
+    result = runner.invoke(app, ["join", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "grown")])
+    assert result.exit_code == 0, result.output
+    grown, at_once = inr_cli.load(tmp_path / "grown"), inr_cli.load(tmp_path / "at-once")
+    assert grown.names == at_once.names
+    assert np.array_equal(np.asarray(grown.weights), np.asarray(at_once.weights))
+    strip = [{k: v for k, v in row.items()} for row in at_once.index]
+    assert grown.index == strip
+
+
+def test_sets_fitted_differently_do_not_join(tmp_path):
+    folder = make_folder(tmp_path / "images", count=2)
+    fit(folder, tmp_path / "a")
+    other = make_folder(tmp_path / "other", count=1, size=(14, 10))
+    (other / "img0.png").rename(other / "x.png")
+    fit(other, tmp_path / "b", "--init", "random")
+    result = runner.invoke(app, ["join", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "c")])
+    assert result.exit_code == 1 and "training.init" in result.output and "Traceback" not in result.output
+    result = runner.invoke(app, ["join", str(tmp_path / "a"), str(tmp_path / "a"), "-o", str(tmp_path / "d")])
+    assert result.exit_code == 1 and "is in both" in result.output
+
+
+def test_fit_many_add_grows_a_set_to_the_one_fitted_at_once(tmp_path):
+    everything = make_folder(tmp_path / "all", count=5)
+    growing = tmp_path / "growing"
+    growing.mkdir()
+    for name in ("img1.png", "img3.png"):
+        shutil.copy(everything / name, growing / name)
+    fit(growing, tmp_path / "set")
+    before = np.load(tmp_path / "set" / "weights.npy")
+    for name in ("img0.png", "img2.png", "img4.png"):
+        shutil.copy(everything / name, growing / name)
+    result = runner.invoke(app, ["fit-many", str(growing), "-o", str(tmp_path / "set"), *NET])
+    assert result.exit_code == 1 and "--add" in result.output
+    fit(growing, tmp_path / "set", "--add")
+    fit(everything, tmp_path / "at-once")
+    grown, at_once = inr_cli.load(tmp_path / "set"), inr_cli.load(tmp_path / "at-once")
+    assert grown.names == at_once.names
+    assert np.array_equal(np.asarray(grown.weights), np.asarray(at_once.weights))
+    assert np.array_equal(np.asarray(grown.weights)[[1, 3]], before)  # the networks there untouched
+    fit(growing, tmp_path / "set")  # a rerun of the grown set: nothing to do
+    result = runner.invoke(app, ["fit-many", str(growing), "-o", str(tmp_path / "set"), *NET, "--add",
+                                 "--init", "random"])
+    assert result.exit_code == 0  # nothing new to add
+    shutil.copy(everything / "img0.png", growing / "img9.png")
+    result = runner.invoke(app, ["fit-many", str(growing), "-o", str(tmp_path / "set"), *NET, "--add",
+                                 "--init", "random"])
+    assert result.exit_code == 1 and "training.init" in result.output

@@ -1,0 +1,103 @@
+"""Where the networks start (training.init): one shared draw, each its own draw, or the weights of
+a file; the start is part of what a set and a run are, so a changed one is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+from typer.testing import CliRunner
+
+from inr_cli.cli import app
+from inr_cli.core.network import NetworkSpec, init_networks
+from inr_cli.formats import checkpoint as ckpt
+from inr_cli.formats.export import write_safetensors
+from inr_cli.formats.network_set import PLAN, WEIGHTS, load_network_set
+from inr_cli.formats.start import initial_params, read_start
+from tests.test_fit_many import make_folder
+
+runner = CliRunner()
+NET = ["--hidden", "10", "--layers", "2", "--omega0", "40", "--lr", "3e-3", "--steps", "15", "--device", "cpu", "-q"]
+SPEC = NetworkSpec("siren", 3, 10, 2, 40.0, "none", 0, 0.0)
+
+
+def inr(*args):
+    return runner.invoke(app, list(map(str, args)))
+
+
+def test_shared_draws_one_start_for_every_network_and_random_one_each():
+    shared = initial_params("shared", SPEC, 7, [11, 12, 13])
+    assert all(np.array_equal(row, init_networks(SPEC, [7])[0]) for row in shared)
+    drawn = initial_params("random", SPEC, 7, [11, 12, 13])
+    assert np.array_equal(drawn, init_networks(SPEC, [11, 12, 13]))
+    assert not np.array_equal(drawn[0], drawn[1])
+
+
+def test_a_shared_set_holds_the_networks_inr_train_fits_alone(tmp_path):
+    """The default start of fit-many is shared: every network starts from the draw of --seed, so
+    (full batch: the image's seed then picks nothing) each is `inr train IMAGE --init shared`."""
+    folder = make_folder(tmp_path / "images", count=3)
+    assert inr("fit-many", folder, "-o", tmp_path / "set", *NET).exit_code == 0
+    networks = load_network_set(tmp_path / "set")
+    for name in ("img0.png", "img2.png"):
+        result = inr("train", folder / name, "--init", "shared", "--seed", "0", "--run-dir", tmp_path / name,
+                     "--preview-every", "0", *NET)
+        assert result.exit_code == 0, result.output
+        assert np.array_equal(ckpt.load(tmp_path / name).params, networks.weights[networks.row(name)])
+    random = tmp_path / "random"
+    assert inr("fit-many", folder, "-o", random, "--init", "random", *NET).exit_code == 0
+    assert not np.array_equal(np.load(random / WEIGHTS), networks.weights)
+
+
+def test_a_file_start_gives_its_weights_to_every_network(tmp_path):
+    folder = make_folder(tmp_path / "images", count=3)
+    start_weights = init_networks(SPEC, [99])[0] * 0.5
+    start = tmp_path / "start.safetensors"
+    write_safetensors(SPEC, start_weights, ("r", "g", "b"), start)
+    spec, read = read_start(str(start))
+    assert spec == SPEC and np.array_equal(read, start_weights)
+    assert np.array_equal(initial_params(str(start), SPEC, 0, [1, 2]), np.stack([start_weights] * 2))
+    # a set from the file: each network is inr train's from the same file (its seed: its mini-batches)
+    assert inr("fit-many", folder, "-o", tmp_path / "set", "--init", start, "--batch-size", "50", *NET).exit_code == 0
+    networks = load_network_set(tmp_path / "set")
+    row = networks.row("img1.png")
+    run = tmp_path / "run"
+    result = inr("train", folder / "img1.png", "--init", start, "--seed", networks.index[row]["seed"],
+                 "--batch-size", "50", "--run-dir", run, "--preview-every", "0", *NET)
+    assert result.exit_code == 0, result.output
+    assert np.array_equal(ckpt.load(run).params, networks.weights[row])
+    # a run directory is a start too: its weights
+    again = tmp_path / "again"
+    assert inr("train", folder / "img1.png", "--init", run, "--run-dir", again, "--steps", "1",
+               *NET[:8], "--device", "cpu", "-q").exit_code == 0
+    assert not np.array_equal(ckpt.load(again).params, ckpt.load(run).params)  # one step on from it
+    assert np.abs(ckpt.load(again).params - ckpt.load(run).params).max() < 0.05
+
+
+def test_a_start_of_another_network_or_no_file_is_one_line(tmp_path):
+    folder = make_folder(tmp_path / "images", count=2)
+    start = tmp_path / "start.safetensors"
+    write_safetensors(NetworkSpec("siren", 3, 12, 2, 40.0, "none", 0, 0.0), init_networks(
+        NetworkSpec("siren", 3, 12, 2, 40.0, "none", 0, 0.0), [1])[0], ("r", "g", "b"), start)
+    result = inr("fit-many", folder, "-o", tmp_path / "set", "--init", start, *NET)
+    assert result.exit_code == 1
+    assert "hidden 12 (the start) vs 10" in result.output and "Traceback" not in result.output
+    result = inr("train", folder / "img0.png", "--init", tmp_path / "nothing.safetensors", *NET)
+    assert result.exit_code != 0 and "not random, shared or a file" in result.output
+
+
+def test_a_rerun_or_resume_refuses_a_changed_start(tmp_path):
+    folder = make_folder(tmp_path / "images", count=2)
+    start = tmp_path / "start.safetensors"
+    write_safetensors(SPEC, init_networks(SPEC, [5])[0], ("r", "g", "b"), start)
+    out = tmp_path / "set"
+    assert inr("fit-many", folder, "-o", out, "--init", start, *NET).exit_code == 0
+    assert str(start) in (out / PLAN).read_text()
+    assert inr("fit-many", folder, "-o", out, "--init", start, *NET).exit_code == 0  # the same: done
+    result = inr("fit-many", folder, "-o", out, *NET)
+    assert result.exit_code == 1 and "training.init" in result.output and "'shared'" in result.output
+    write_safetensors(SPEC, init_networks(SPEC, [6])[0], ("r", "g", "b"), start)
+    result = inr("fit-many", folder, "-o", out, "--init", start, *NET)
+    assert result.exit_code == 1 and "changed since" in result.output
+    run = tmp_path / "run"
+    assert inr("train", folder / "img0.png", "--run-dir", run, "--preview-every", "0", *NET).exit_code == 0
+    result = inr("train", "--resume", run, "--init", "random", "--steps", "30")
+    assert result.exit_code == 2 and "--init cannot change when resuming" in result.output
