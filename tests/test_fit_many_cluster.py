@@ -22,6 +22,7 @@ from inr_cli.sets.cluster import UNREACHABLE, gpu_problem, place_workers, probe_
 from inr_cli.sets.storage import shard_name
 from tests import test_fit_many
 from tests.test_fit_many import NET, finish, inr, shards_on_disk
+from tests.test_fit_many_urls import served  # noqa: F401 - a fixture: images on a local http server
 
 reference = test_fit_many.reference  # the in-process set every run here must reproduce, bit for bit
 
@@ -153,7 +154,8 @@ def test_workers_are_sized_from_each_node():
 def test_what_a_worker_does_with_a_gpu():
     missing = "CuPy is not installed (pip install 'inr[gpu]')"
     assert gpu_problem("auto", ["0"], 1, None) is None
-    assert "Ray gave it GPU 0" in gpu_problem("auto", ["0"], 1, missing) and missing in gpu_problem("auto", ["0"], 1, missing)
+    given = gpu_problem("auto", ["0"], 1, missing)
+    assert "Ray gave it GPU 0" in given and missing in given
     assert "its node has a GPU" in gpu_problem("auto", [], 1, missing)
     assert gpu_problem("auto", [], 0, missing) is None  # no GPU anywhere: the CPU is no waste
     assert gpu_problem("cpu", ["0"], 1, missing) is None  # asked for
@@ -331,3 +333,13 @@ def test_a_straggler_is_sent_to_another_node(cluster, reference, tmp_path):
         assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
     finally:
         cluster.remove_node(slow)
+
+
+def test_an_http_folder_on_the_cluster(cluster, served, reference, tmp_path):  # noqa: F811 - the fixture
+    """The workers read the images from the http server themselves: the in-process set, bit for bit."""
+    _, url = served
+    _, out = reference
+    code, stderr = run(cluster, f"{url}/images/", "-o", tmp_path / "set", "--pack", "2", "--workers", "2", *NET)
+    assert code == 0, stderr
+    assert "the driver sends" not in stderr
+    assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))

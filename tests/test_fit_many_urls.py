@@ -19,8 +19,6 @@ from tests import test_fit_many
 from tests.test_fit_many import NET, fit, make_folder
 
 reference = test_fit_many.reference  # the in-process set every run here must reproduce, bit for bit
-fsspec = pytest.importorskip("fsspec")
-pytest.importorskip("aiohttp", reason="fsspec's http file system needs aiohttp (the 'remote' extra)")
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -31,6 +29,8 @@ class QuietHandler(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, reference):
     """The reference images and a labelled folder, served at http://127.0.0.1:PORT/."""
+    pytest.importorskip("fsspec")
+    pytest.importorskip("aiohttp", reason="fsspec's http file system needs aiohttp (the 'remote' extra)")
     root = tmp_path_factory.mktemp("served")
     folder, _ = reference
     shutil.copytree(folder, root / "images")
@@ -57,7 +57,8 @@ def test_a_list_of_urls_is_named_below_their_common_folder(served, tmp_path):
     listing = tmp_path / "images.txt"
     listing.write_text("".join(f"{url}/shapes/{name}\n" for name in ("square/img1.png", "circle/img0.png")))
     listed = inputs.list_inputs(str(listing))
-    assert [(item.name, item.label) for item in listed] == [("circle/img0.png", "circle"), ("square/img1.png", "square")]
+    assert [(item.name, item.label) for item in listed] == [("circle/img0.png", "circle"),
+                                                            ("square/img1.png", "square")]
 
 
 def test_an_http_folder_fits_the_same_networks(served, reference, tmp_path):
@@ -92,7 +93,7 @@ def test_when_no_image_can_be_read_skipping_is_not_suggested(tmp_path):
 
 def test_a_set_at_a_url_loads(reference):
     _, out = reference
-    memory = fsspec.filesystem("memory")
+    memory = pytest.importorskip("fsspec").filesystem("memory")
     for name in (PLAN, DESCRIPTION, INDEX, WEIGHTS):
         memory.pipe(f"/inr-loaded/{name}", (out / name).read_bytes())
     try:
