@@ -288,7 +288,8 @@ def test_resources_no_node_has_end_the_run_in_one_line(cluster, reference, tmp_p
     assert code == 1, stderr
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert lines[-1].startswith("error: --gpus-per-worker 2: no node of the Ray cluster has 2 GPU"), stderr
-    assert "1 CPU, 1 GPU; 127.0.0.1: 1 CPU" in lines[-1] and "Traceback" not in stderr
+    assert "127.0.0.1: 1 CPU, 1 GPU" in lines[-1] and lines[-1].count("127.0.0.1: 1 CPU") == 2, stderr
+    assert "Traceback" not in stderr
 
 
 def test_sigterm_while_the_workers_start_ends_the_run(cluster, reference, tmp_path):
