@@ -12,15 +12,20 @@ folder on the driver's machine, a URL only it can open) says so, and is sent the
 read by the driver and never decoded there; each decides for itself, so a cluster where only some
 nodes reach the images works too.
 
-Ray does the scheduling, the placement on GPUs and the restarting of dead processes. A shard lost
-to a dead worker or node, a lost object or an out-of-memory kill is sent again, and said; a shard
-that fails that way MAX_ATTEMPTS times stops the run naming its images, so a poisoned input
-cannot loop forever. A driver that dies loses only the shards in flight: the same command
-finishes the set.
+Workers are sized from each node's own resources (place_workers) and bound to their node; what no
+node can give ends the run before any work is sent. Ray does the placement on GPUs and the
+restarting of dead processes; the driver (Scheduler) decides what a loss means: a shard lost with
+its worker or node is sent again, alone, to another node, and said; the node that lost it is left
+out for the rest of the run; a shard lost on two nodes for the same reason stops the run naming
+its images (or, out of memory, suggesting a smaller --pack), so a poisoned input cannot loop
+forever. A shard fitting far longer than the others is sent to another node too (first result
+kept). Every wait on Ray is short, so that a signal ends the run at once. A driver that dies loses
+only the shards in flight: the same command finishes the set.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -45,7 +50,7 @@ from inr_cli.sets.storage import read_shard, shard_name, write_shard
 # Images per shard when --pack is not given: the unit of work, of resuming and of the driver's
 # bookkeeping. Each worker fits a shard in packs sized from its own device.
 RAY_SHARD = 512
-MAX_ATTEMPTS = 3  # a shard whose worker dies this many times is a poisoned input, not bad luck
+MAX_ATTEMPTS = 3  # a worker that dies this many times while starting up is not bad luck
 IN_FLIGHT = 2  # shards queued on each worker: one fitting, the next being read and decoded
 PROBE_CHUNK = 1000  # images per probe task
 SENT_PIECE = 32 << 20  # file bytes per probe task when the driver sends the files
@@ -157,7 +162,8 @@ class ShardWorker:
                 problem = f"{self.where}: {cannot} (the workers write the networks: the output must be on storage " \
                           f"they share, or a URL they can write)"
         fallback = f"{self.where}: {self.fallback}" if self.fallback else None
-        return {"problem": problem, "fallback": fallback, "backend": self.backend.name if self.backend else None,
+        return {"problem": problem, "fallback": fallback, "where": self.where,
+                "backend": self.backend.name if self.backend else None,
                 "reaches": sample is None or inputs.reaches(*sample)}
 
     def fit(self, index: int, entry_fields: tuple[tuple, ...], rows: list[int],
@@ -347,7 +353,8 @@ def _lost_errors(ray) -> tuple:
 
 
 def loss_reason(ray, exc: Exception) -> str:
-    """A lost shard's cause as a user reads it. An actor killed by Ray's memory monitor comes back
+    """A lost shard's cause as a user reads it, the same words for the same cause whatever Ray
+    raised, so that losses on two nodes compare. An actor killed by Ray's memory monitor comes back
     as an ActorDiedError that says so in words, not as an OutOfMemoryError."""
     text = str(exc).lower()
     if isinstance(exc, ray.exceptions.OutOfMemoryError) or "memory monitor" in text or "out of memory" in text \
@@ -355,8 +362,8 @@ def loss_reason(ray, exc: Exception) -> str:
         return "out of memory"
     if isinstance(exc, getattr(ray.exceptions, "NodeDiedError", ())) or "node has died" in text \
             or "node died" in text or "doesn't exist any more" in text:  # the last: a restart bound to its node
-        return f"its node died ({type(exc).__name__})"
-    return f"its worker died ({type(exc).__name__})"
+        return "its node died"
+    return "its worker died"
 
 
 def wait_ready(ray, refs: list, seconds: float) -> list:
@@ -379,6 +386,7 @@ class Worker:
         self.isolated = False  # it fits a suspect shard alone
         self.trusted = False  # it passed its check and may get shards
         self.starts = 0  # its checks asked (a worker that dies starting up is asked again)
+        self.where = ""  # its process as its check said it (address and pid): another one is a restart
 
 
 def start_workers(ray, remote, places: list[Place], settings: dict, sample: tuple[str, int]) -> list[Worker]:
@@ -429,7 +437,7 @@ def start_workers(ray, remote, places: list[Place], settings: dict, sample: tupl
         notice(f"{len(fallbacks)} worker{'s' if len(fallbacks) > 1 else ''} on GPU nodes fit on the CPU: "
                f"{fallbacks[0]} (--device gpu would stop the run instead)")
     for worker in started:
-        worker.trusted, worker.blind = True, not checks[worker]["reaches"]
+        worker.trusted, worker.blind, worker.where = True, not checks[worker]["reaches"], checks[worker]["where"]
     gpu = sum(1 for worker in started if worker.place.kind == "gpu")
     nodes = len({worker.place.node for worker in started})
     info(f"{len(started)} workers on {nodes} node{'s' if nodes > 1 else ''} ({gpu} on GPUs, {len(started) - gpu} on "
@@ -484,8 +492,8 @@ class Scheduler:
         self.failures: dict[int, list[tuple[str, str]]] = {}  # shard -> (node, reason) of each loss
         self.suspect: set[int] = set()  # lost once: sent alone, so that a second loss says which shard
         self.excluded: set[str] = set()  # nodes left out of the run
-        self.killed: set = set()  # workers ended by the driver: their errors are no news
-        self.durations: list[float] = []  # seconds from fitting start to result, shards finished
+        self.killed: set = set()  # live workers ended by the driver: their errors are no news
+        self.durations: list[float] = []  # seconds from fitting start to result of the shards finished, sorted
         self.resent: set[int] = set()  # shards sent to a second node as stragglers
         self.lost = _lost_errors(ray)
 
@@ -566,7 +574,7 @@ class Scheduler:
             self.ask(worker, [index])
             return
         except self.lost as exc:
-            self.lose(index, worker, exc)
+            self.lose(index, worker, loss_reason(self.ray, exc))
             return
         except self.ray.exceptions.RayTaskError as exc:
             if index not in self.todo:
@@ -578,7 +586,7 @@ class Scheduler:
         worker.isolated = False
         if index not in self.todo:
             return  # the other copy of a straggler won
-        self.durations.append(time.monotonic() - fitting_since)
+        bisect.insort(self.durations, time.monotonic() - fitting_since)
         self.finished(index, result)
 
     def finished(self, index: int, result: dict) -> None:
@@ -587,13 +595,13 @@ class Scheduler:
         self.on_shard(index, result)
         hook("shard-written", shards=self.out.join(SHARDS))
 
-    def lose(self, index: int, worker: Worker, exc: Exception) -> None:
+    def lose(self, index: int, worker: Worker, reason: str) -> None:
         worker.isolated = False
         if worker in self.killed or index not in self.todo:
             if index in self.todo:
                 self.queue.insert(0, index)
             return  # a worker the driver ended, or a copy whose twin finished: no news
-        node, reason = worker.place.node, loss_reason(self.ray, exc)
+        node = worker.place.node
         losses = self.failures.setdefault(index, [])
         losses.append((node, reason))
         nodes = {where for where, why in losses if why == reason}
@@ -615,7 +623,8 @@ class Scheduler:
                 if other.place.node == node and other is not worker and other not in self.killed:
                     self.killed.add(other)
                     self.ray.kill(other.actor, no_restart=True)
-            self.killed.add(worker)
+            # Not in `killed`: the shards it held died with it, and their errors, still to come,
+            # are losses (one of them may be the shard that killed it).
             self.ray.kill(worker.actor, no_restart=True)
         notice(f"shard {index} was lost on {worker.place.address} ({reason}){advice}; it is sent again to another "
                f"node{left_out}")
@@ -642,28 +651,31 @@ class Scheduler:
             return
         except self.lost as exc:
             for index in holding:
-                self.lose(index, worker, exc)
-            if worker not in self.killed:
-                self.killed.add(worker)
-                self.ray.kill(worker.actor, no_restart=True)
+                self.lose(index, worker, loss_reason(self.ray, exc))
+            self.ray.kill(worker.actor, no_restart=True)
             return
+        restarted = check["where"] != worker.where  # its process died: what it held is lost
         for index in holding:
             if index in self.todo and self.out.exists(shard_name(index)):
                 self.finished(index, read_shard(self.out, index))
+            elif index in self.todo and restarted:
+                self.lose(index, worker, "its worker died")
             elif index in self.todo:
                 self.queue.insert(0, index)
+        if worker.place.node in self.excluded or worker in self.killed:  # its node was just left out
+            return
         if check["problem"]:
             notice(f"{check['problem']}; that worker is left out")
             self.killed.add(worker)
             self.ray.kill(worker.actor, no_restart=True)
             return
-        worker.trusted, worker.blind = True, not check["reaches"]  # Ray may have restarted it elsewhere
+        worker.trusted, worker.blind, worker.where = True, not check["reaches"], check["where"]
 
     def limit(self) -> float:
         """Seconds a shard may fit before it counts as a straggler."""
         if not self.durations:
             return float("inf")
-        typical = sorted(self.durations)[len(self.durations) // 2]
+        typical = self.durations[len(self.durations) // 2]
         return max(STRAGGLER_FLOOR, STRAGGLER_FACTOR * typical)
 
     def stragglers(self) -> None:
