@@ -262,7 +262,7 @@ def probe_on_ray(ray, listed: list[inputs.Listed], config) -> list[tuple]:
             continue
         start = calls.pop(ready[0])
         carrying.discard(ready[0])
-        answer = ray.get(ready[0], timeout=POLL)
+        answer = ray_call(ray.get, ready[0], timeout=POLL)
         if answer == UNREACHABLE:
             to_send.append(_read_pieces(listed, start, min(start + PROBE_CHUNK, len(listed))))
         else:
@@ -368,11 +368,22 @@ def loss_reason(ray, exc: Exception) -> str:
 
 def wait_ready(ray, refs: list, seconds: float) -> list:
     """The refs of `refs` that are ready, waiting at most `seconds`; short enough that a signal's
-    handler (Signals: Interrupted) runs between two looks, since Ray's wait does not return for it."""
+    handler (Signals: Interrupted) runs between two looks."""
     if not refs:
         return []
-    ready, _ = ray.wait(refs, num_returns=1, timeout=seconds)
+    ready, _ = ray_call(ray.wait, refs, num_returns=1, timeout=seconds)
     return ready
+
+
+def ray_call(function, *args, **options):
+    """A call into Ray's core, where a signal's handler may run: Interrupted raised there comes out
+    of Ray's Cython as a SystemError caused by it, and is raised again as itself."""
+    try:
+        return function(*args, **options)
+    except SystemError as exc:
+        if isinstance(exc.__cause__, Interrupted) or isinstance(exc.__context__, Interrupted):
+            raise (exc.__cause__ if isinstance(exc.__cause__, Interrupted) else exc.__context__) from None
+        raise
 
 
 class Worker:
@@ -409,7 +420,7 @@ def start_workers(ray, remote, places: list[Place], settings: dict, sample: tupl
         for ref in wait_ready(ray, list(pings), POLL):
             worker = pings.pop(ref)
             try:
-                checks[worker] = ray.get(ref, timeout=POLL)
+                checks[worker] = ray_call(ray.get, ref, timeout=POLL)
             except lost as exc:
                 worker.starts += 1
                 if worker.starts >= MAX_ATTEMPTS:
@@ -565,7 +576,7 @@ class Scheduler:
         fitting_since = worker.since
         self.took(worker, call)
         try:
-            result = self.ray.get(call, timeout=POLL)
+            result = ray_call(self.ray.get, call, timeout=POLL)
         except self.ray.exceptions.ActorUnavailableError:
             # Not a loss: the worker is out of reach for now and may still be fitting the shard.
             # It is asked for its check; once it answers, the shard is counted if written, else
@@ -645,7 +656,7 @@ class Scheduler:
         as a new worker's before it gets shards again."""
         worker, holding = self.pings.pop(ref)
         try:
-            check = self.ray.get(ref, timeout=POLL)
+            check = ray_call(self.ray.get, ref, timeout=POLL)
         except self.ray.exceptions.ActorUnavailableError:
             self.pings[worker.actor.check.remote(self.sample)] = (worker, holding)
             return
