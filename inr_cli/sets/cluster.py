@@ -327,6 +327,8 @@ def place_workers(nodes: list[dict], device: str, workers: int | None, gpus_per_
     if not any(per_node):
         raise InrError(f"--device {device}: no node of the Ray cluster has a CPU or GPU to give a worker "
                        f"(the nodes have: {describe_nodes(alive)})")
+    # GPU nodes first: a run of fewer shards than workers uses their GPUs before the CPUs
+    per_node.sort(key=lambda places: not (places and places[0].kind == "gpu"))
     limit = workers or sum(map(len, per_node))
     taken: list[list[Place]] = [[] for _ in per_node]
     count = 0
@@ -616,18 +618,26 @@ class Scheduler:
         losses = self.failures.setdefault(index, [])
         losses.append((node, reason))
         nodes = {where for where, why in losses if why == reason}
-        if len(nodes) >= 2:
+        # On two nodes for the same reason; on a cluster reduced to one node, MAX_ATTEMPTS times there.
+        if len(nodes) >= 2 or sum(why == reason for _, why in losses) >= MAX_ATTEMPTS:
             names = self.plan.shards[index]
             listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
             if reason == "out of memory":
                 raise InrError(f"shard {index} ran out of memory on {len(nodes)} nodes: fit fewer images at once "
                                f"(a smaller --pack, in a new -o); its images: {listed}. The finished shards are "
                                f"kept") from None
-            raise InrError(f"shard {index} was lost on {len(nodes)} nodes ({reason}); one of its images may crash "
+            where = f"on {len(nodes)} nodes" if len(nodes) >= 2 else f"{len(losses)} times on its last node"
+            raise InrError(f"shard {index} was lost {where} ({reason}); one of its images may crash "
                            f"the workers: {listed}. The finished shards are kept") from None
         advice = " (a smaller --pack needs less memory)" if reason == "out of memory" else ""
         left_out = ""
-        if node not in self.excluded:
+        others = {w.place.node for w in self.trusted()} - {node}
+        if node not in self.excluded and not others:
+            # The last node is kept: Ray restarts the worker there, which passes its check again
+            # before it gets shards.
+            left_out = f"; {worker.place.address} is the last node, kept"
+            self.ask(worker, [])
+        elif node not in self.excluded:
             self.excluded.add(node)
             left_out = f"; node {worker.place.address} is left out for the rest of the run"
             for other in self.pool:
