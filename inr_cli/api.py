@@ -26,6 +26,7 @@ from inr_cli.config import Spelling, given_settings
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
 from inr_cli.errors import UsageError
 from inr_cli.formats.checkpoint import FILENAME as CHECKPOINT
+from inr_cli.formats.input_files import is_url
 from inr_cli.formats.network_set import LABEL, NetworkSet, is_network_set, load_network_set
 from inr_cli.loading import one_network
 from inr_cli.settings import FIT_MANY
@@ -199,8 +200,10 @@ class TrainedSet:
 
 def load(path: PathLike) -> TrainedNetwork | TrainedSet:
     """A trained network from an `inr train` run directory or its checkpoint.npz, or the set of an
-    `inr fit-many` output folder; a .safetensors file `inr export` wrote, as the set or network it
-    holds."""
+    `inr fit-many` output folder, or of a URL it was written to (-o s3://..., memory://...); a
+    .safetensors file `inr export` wrote, as the set or network it holds."""
+    if isinstance(path, str) and is_url(path):
+        return _load_set_url(path)
     path = Path(path)
     if path.suffix.lower() == ".safetensors" and path.is_file():
         return _load_exported(path)
@@ -228,6 +231,35 @@ def _load_exported(path: Path) -> TrainedNetwork | TrainedSet:
                               int(size.get("height", 1)))
     saved = NetworkSet(exported.spec, exported.channels, exported.index, exported.params)
     return TrainedSet(path, saved)
+
+
+def _load_set_url(url: str) -> TrainedSet:
+    """A set written to a URL, its files downloaded (streamed, not held in memory) to a temporary
+    folder that is removed when this process ends: the weights are mapped from there as they are
+    used, as from a local set."""
+    import atexit
+    import tempfile
+
+    from inr_cli.errors import InrError
+    from inr_cli.formats.network_set import DESCRIPTION, INDEX, PLAN, WEIGHTS
+    from inr_cli.sets.set_folder import SetFolder
+
+    remote = SetFolder(url)
+    if not remote.exists(PLAN):
+        raise InrError(f"{url}: no inr fit-many set there (no {PLAN})")
+    if not remote.exists(WEIGHTS):
+        raise InrError(f"{url}: the set is not finished (no {WEIGHTS}); run the same inr fit-many command again")
+    local = Path(tempfile.mkdtemp(prefix="inr-set-"))
+    atexit.register(shutil.rmtree, local, True)
+    fs, root = remote.fs
+    for name in (PLAN, DESCRIPTION, INDEX, WEIGHTS):
+        try:
+            fs.get(f"{root.rstrip('/')}/{name}", str(local / name))
+        except (OSError, ValueError) as exc:
+            raise InrError(f"{remote.join(name)}: cannot read ({exc})") from None
+    trained = TrainedSet(local)
+    trained.folder = url
+    return trained
 
 
 def _load_run(path: Path) -> TrainedNetwork:

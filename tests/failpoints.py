@@ -8,14 +8,19 @@ failpoint in INR_FAILPOINT, it signals a process at that point (SIGKILL, unless 
                         resource RESOURCE, when its worker starts its first shard, once
     signal-at=SIGNAL@K  the fitting process sends itself SIGNAL (SIGINT, SIGTERM, SIGKILL...) after
                         step K of a pack, every time
+    hang-at-start       every Ray shard worker, as it starts, leaves the marker .failpoint-started
+                        in OUT and waits for ever (a wedged GPU, a stalled mount)
+    hang-on=RESOURCE    the worker of the Ray node that declares RESOURCE waits for ever when it
+                        starts its first shard: a straggler
 
-A real kill of a real process, at a moment the test does not have to catch.
+A real kill (or hang) of a real process, at a moment the test does not have to catch.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import threading
 from pathlib import Path
 
 
@@ -30,7 +35,15 @@ def at(point: str, **details) -> None:
             name, step = wanted.split("=", 1)[1].split("@")
             if details["step"] == int(step):
                 os.kill(os.getpid(), getattr(signal, name))
+    elif point == "worker-start":
+        if wanted == "hang-at-start":
+            (Path(details["out"]) / ".failpoint-started").touch()
+            threading.Event().wait()
     elif point == "shard-start":
+        if wanted.startswith("hang-on="):
+            resource = wanted.split("=", 1)[1]
+            if _node_has(resource) and _first_time(details["out"], f"hang-on-{resource}"):
+                threading.Event().wait()
         for name in details["names"]:
             if wanted == f"worker-at={name}" and _first_time(details["out"], f"worker-at-{name}"):
                 os.kill(os.getpid(), signal.SIGKILL)

@@ -5,7 +5,9 @@ command rerun, a poisoned input, a GPU a worker cannot use, and workers that can
 
 from __future__ import annotations
 
+import re
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -17,10 +19,11 @@ from inr_cli.errors import InrError
 from inr_cli.formats.network_set import SHARDS, WEIGHTS, WEIGHTS_PART
 from inr_cli.sets import cluster as on_ray
 from inr_cli.sets import inputs
-from inr_cli.sets.cluster import MAX_ATTEMPTS, UNREACHABLE, gpu_problem, probe_task, worker_options
+from inr_cli.sets.cluster import UNREACHABLE, gpu_problem, place_workers, probe_task
 from inr_cli.sets.storage import shard_name
 from tests import test_fit_many
 from tests.test_fit_many import NET, finish, inr, shards_on_disk
+from tests.test_fit_many_urls import served  # noqa: F401 - a fixture: images on a local http server
 
 reference = test_fit_many.reference  # the in-process set every run here must reproduce, bit for bit
 
@@ -57,6 +60,7 @@ def test_a_node_killed_mid_run(cluster, reference, tmp_path):
                            failpoint="node-at=victim")
         assert code == 0, stderr
         assert "was lost" in stderr and "it is sent again" in stderr
+        assert "is left out for the rest of the run" in stderr
         assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
     finally:
         try:
@@ -80,18 +84,18 @@ def test_the_driver_killed_then_the_command_rerun(cluster, reference, tmp_path):
 
 
 def test_a_poisoned_input_stops_the_run_naming_it(cluster, reference, tmp_path):
-    """img3.png kills every worker that starts it: after MAX_ATTEMPTS the run stops, naming it, with
-    the other shards kept."""
+    """img3.png kills every worker that starts it: lost on one node (left out), sent alone to the
+    other, lost there for the same reason, the run stops naming it, with the other shards kept."""
     folder, _ = reference
     code, stderr = run(cluster, folder, "-o", tmp_path / "set", "--pack", "1", "--workers", "2", *NET,
                        failpoint="worker-always-at=img3.png")
     assert code == 1, stderr
-    assert f"was lost {MAX_ATTEMPTS} times" in stderr and "img3.png" in stderr and "Traceback" not in stderr
-    assert stderr.count("shard 3 was lost (") == MAX_ATTEMPTS - 1
+    assert "shard 3 was lost on 2 nodes" in stderr and "img3.png" in stderr and "Traceback" not in stderr
+    assert len(re.findall(r"shard 3 was lost on [\d.]+ \(its worker died\)", stderr)) == 1, stderr
     assert not (tmp_path / "set" / WEIGHTS).exists()
-    # the shards that died beside it were sent again alone; what was fitted is kept
+    # the shards that died beside it were sent again; what was fitted is kept
     names = {str(np.load(path)["names"][0]) for path in (tmp_path / "set" / SHARDS).glob("*.npz")}
-    assert names and names <= {"img0.png", "img1.png", "img2.png", "img4.png"}
+    assert names <= {"img0.png", "img1.png", "img2.png", "img4.png"}
 
 
 def test_an_output_url_the_workers_write(cluster, reference, tmp_path):
@@ -118,21 +122,41 @@ def test_a_worker_given_a_gpu_it_cannot_use_stops_the_run(cluster, reference, tm
     assert "CuPy" in lines[0] or "CUDA" in lines[0]
 
 
-def test_gpu_shares_place_several_workers_on_one_gpu(cluster):
-    ray.init(address=cluster.address, log_to_driver=False)
-    try:
-        assert worker_options(ray, "auto", None, 0.5) == (2, {"num_gpus": 0.5, "num_cpus": 0})
-        assert worker_options(ray, "auto", None, None) == (1, {"num_gpus": 1.0, "num_cpus": 0})
-        assert worker_options(ray, "cpu", 2, None) == (2, {"num_cpus": 1})
-    finally:
-        ray.shutdown()
+def node(name: str, cpus: float, gpus: float = 0, alive: bool = True) -> dict:
+    resources = {"CPU": cpus, **({"GPU": gpus} if gpus else {})}
+    return {"NodeID": name, "NodeManagerAddress": name, "Alive": alive, "Resources": resources}
+
+
+def test_workers_are_sized_from_each_node():
+    """Each worker asks for what its own node has: all its CPUs, or a share of its GPU; a node
+    with a GPU gets GPU workers and the others CPU workers under --device auto; the list goes round
+    the nodes; what no node can give ends the run in one line naming what the nodes have."""
+    def placed(nodes, device="auto", workers=None, share=None):
+        return [(p.node, p.kind, p.options) for p in place_workers(nodes, device, workers, share)]
+
+    mixed = [node("gpu", 8, 1), node("cpu", 4), node("dead", 64, alive=False)]
+    assert placed(mixed) == [("gpu", "gpu", {"num_gpus": 1.0, "num_cpus": 0}), ("cpu", "cpu", {"num_cpus": 4})]
+    assert placed(mixed, share=0.5) == [("gpu", "gpu", {"num_gpus": 0.5, "num_cpus": 0}),
+                                        ("cpu", "cpu", {"num_cpus": 4}),
+                                        ("gpu", "gpu", {"num_gpus": 0.5, "num_cpus": 0})]
+    assert placed(mixed, "cpu") == [("gpu", "cpu", {"num_cpus": 8}), ("cpu", "cpu", {"num_cpus": 4})]
+    assert placed(mixed, "gpu") == [("gpu", "gpu", {"num_gpus": 1.0, "num_cpus": 0})]
+    assert placed(mixed, "cpu", workers=3) == [("gpu", "cpu", {"num_cpus": 4}), ("cpu", "cpu", {"num_cpus": 4}),
+                                               ("gpu", "cpu", {"num_cpus": 4})]
+    assert placed([node("a", 1), node("b", 1)], "cpu", workers=5) == [("a", "cpu", {"num_cpus": 1}),
+                                                                    ("b", "cpu", {"num_cpus": 1})]
+    with pytest.raises(InrError, match=r"--gpus-per-worker 2: no node .* \(the nodes have: gpu: 8 CPU, 1 GPU; "
+                                       r"cpu: 4 CPU\)"):
+        placed(mixed, share=2)
+    with pytest.raises(InrError, match="--device gpu: no node of the Ray cluster has a GPU"):
+        placed([node("cpu", 4)], "gpu")
 
 
 def test_what_a_worker_does_with_a_gpu():
     missing = "CuPy is not installed (pip install 'inr[gpu]')"
     assert gpu_problem("auto", ["0"], 1, None) is None
-    assert ("Ray gave it GPU 0" in gpu_problem("auto", ["0"], 1, missing)
-            and missing in gpu_problem("auto", ["0"], 1, missing))
+    given = gpu_problem("auto", ["0"], 1, missing)
+    assert "Ray gave it GPU 0" in given and missing in given
     assert "its node has a GPU" in gpu_problem("auto", [], 1, missing)
     assert gpu_problem("auto", [], 0, missing) is None  # no GPU anywhere: the CPU is no waste
     assert gpu_problem("cpu", ["0"], 1, missing) is None  # asked for
@@ -140,7 +164,7 @@ def test_what_a_worker_does_with_a_gpu():
 
 
 # NET as the Python API's keyword arguments
-SETTINGS = dict(hidden=12, layers=2, omega0=60, lr=3e-3, steps=40, device="cpu", quiet=True)
+SETTINGS = dict(init="random", hidden=12, layers=2, omega0=60, lr=3e-3, steps=40, device="cpu", quiet=True)
 
 
 def fit_in_this_process(source: str, out, **options) -> None:
@@ -245,3 +269,80 @@ def test_the_driver_reads_the_files_it_sends_piece_by_piece(tmp_path, monkeypatc
     files[3].write_bytes(b"later")
     assert next(pieces) == (3, [b"later", f"{tmp_path / 'gone.png'}: cannot read (No such file or directory)"])
     assert next(pieces, None) is None
+
+
+def test_without_workers_each_one_cpu_node_gets_a_worker(cluster, reference, tmp_path):
+    """No --workers on nodes of one CPU: one worker per node, each asking for that one CPU (sized
+    from the driver's cores, each asked for more than any node has and Ray waited for ever)."""
+    folder, out = reference
+    process = inr("fit-many", folder, "-o", tmp_path / "set", "--pack", "2", *NET[:-1], "--ray", cluster.address)
+    code, stderr = finish(process, timeout=300)
+    assert code == 0, stderr
+    assert "2 workers on 2 nodes (0 on GPUs, 2 on CPUs)" in stderr
+    assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
+
+
+def test_resources_no_node_has_end_the_run_in_one_line(cluster, reference, tmp_path):
+    folder, _ = reference
+    code, stderr = run(cluster, folder, "-o", tmp_path / "set", "--device", "auto", "--gpus-per-worker", "2",
+                       *NET[:-3])
+    assert code == 1, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("error: --gpus-per-worker 2: no node of the Ray cluster has 2 GPU"), stderr
+    assert re.search(r"\(the nodes have: [\d.]+: 1 CPU(, 1 GPU)?; [\d.]+: 1 CPU(, 1 GPU)?\)$", lines[-1]), stderr
+    assert "1 GPU" in lines[-1]
+    assert "Traceback" not in stderr
+
+
+def test_sigterm_while_the_workers_start_ends_the_run(cluster, reference, tmp_path):
+    """Every worker hangs as it starts (the failpoint leaves a marker first): SIGTERM then ends the
+    command at once, exit 128 + SIGTERM, saying that nothing is lost."""
+    folder, _ = reference
+    out = tmp_path / "set"
+    process = inr("fit-many", folder, "-o", out, "--pack", "1", *NET, "--ray", cluster.address,
+                  failpoint="hang-at-start")
+    while not (out / ".failpoint-started").exists():
+        assert process.poll() is None, process.communicate()
+        time.sleep(0.01)
+    process.send_signal(signal.SIGTERM)
+    code, stderr = finish(process, timeout=60)
+    assert code == 128 + signal.SIGTERM, stderr
+    assert "SIGTERM" in stderr and "run the same command again" in stderr and "Traceback" not in stderr
+
+
+def test_a_mixed_cluster_uses_every_node(cluster, reference, tmp_path):
+    """--device auto on the fixture: the head declares a GPU (which, with no CuPy here, its worker
+    cannot use: it fits on the CPU, said once) and the other node a CPU worker. Both fit, and the
+    set is the in-process one, bit for bit."""
+    folder, out = reference
+    code, stderr = run(cluster, folder, "-o", tmp_path / "set", "--pack", "1", "--device", "auto", *NET[:-3])
+    assert code == 0, stderr
+    assert "2 workers on 2 nodes (1 on GPUs, 1 on CPUs)" in stderr
+    assert stderr.count("fit on the CPU") == 1 and "cannot use its GPU" in stderr
+    assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
+
+
+def test_a_straggler_is_sent_to_another_node(cluster, reference, tmp_path):
+    """A third node's worker hangs on its first shard for ever: once the others have shown how long
+    a shard takes, that shard is sent to another node too, the first result is kept, and the run
+    ends (the hung worker ended with it) with the in-process set, bit for bit."""
+    folder, out = reference
+    slow = cluster.add_node(num_cpus=1, resources={"slow": 1})
+    cluster.wait_for_nodes()
+    try:
+        code, stderr = run(cluster, folder, "-o", tmp_path / "set", "--pack", "1", *NET, failpoint="hang-on=slow")
+        assert code == 0, stderr
+        assert "has been fitting on" in stderr and "the first result is kept" in stderr
+        assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
+    finally:
+        cluster.remove_node(slow)
+
+
+def test_an_http_folder_on_the_cluster(cluster, served, reference, tmp_path):  # noqa: F811 - the fixture
+    """The workers read the images from the http server themselves: the in-process set, bit for bit."""
+    _, url = served
+    _, out = reference
+    code, stderr = run(cluster, f"{url}/images/", "-o", tmp_path / "set", "--pack", "2", "--workers", "2", *NET)
+    assert code == 0, stderr
+    assert "the driver sends" not in stderr
+    assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))

@@ -12,23 +12,31 @@ folder on the driver's machine, a URL only it can open) says so, and is sent the
 read by the driver and never decoded there; each decides for itself, so a cluster where only some
 nodes reach the images works too.
 
-Ray does the scheduling, the placement on GPUs and the restarting of dead processes. A shard lost
-to a dead worker or node, a lost object or an out-of-memory kill is sent again, and said; a shard
-that fails that way MAX_ATTEMPTS times stops the run naming its images, so a poisoned input
-cannot loop forever. A driver that dies loses only the shards in flight: the same command
-finishes the set.
+Workers are sized from each node's own resources (place_workers) and bound to their node; what no
+node can give ends the run before any work is sent. Ray does the placement on GPUs and the
+restarting of dead processes; the driver (Scheduler) decides what a loss means: a shard lost with
+its worker or node is sent again, alone, to another node, and said; the node that lost it is left
+out for the rest of the run; a shard lost on two nodes for the same reason stops the run naming
+its images (or, out of memory, suggesting a smaller --pack), so a poisoned input cannot loop
+forever. A shard fitting far longer than the others is sent to another node too (first result
+kept). Every wait on Ray is short, so that a signal ends the run at once. A driver that dies loses
+only the shards in flight: the same command finishes the set.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import NamedTuple
 
 from inr_cli import config as configuration
 from inr_cli.config import Config
 from inr_cli.console import info, notice
 from inr_cli.core.network import NetworkSpec
-from inr_cli.core.training_loop import Signals
+from inr_cli.core.training_loop import Interrupted, Signals
 from inr_cli.errors import InrError
 from inr_cli.formats.network_set import SHARDS, WEIGHTS_PART
 from inr_cli.hooks import hook
@@ -37,17 +45,21 @@ from inr_cli.sets.packs import default_pack, fit_shard, load_entry
 from inr_cli.sets.partial import remove_partials
 from inr_cli.sets.plan import ImageEntry, Plan, entry_values
 from inr_cli.sets.set_folder import SetFolder
-from inr_cli.sets.storage import write_shard
+from inr_cli.sets.storage import read_shard, shard_name, write_shard
 
 # Images per shard when --pack is not given: the unit of work, of resuming and of the driver's
 # bookkeeping. Each worker fits a shard in packs sized from its own device.
 RAY_SHARD = 512
-MAX_ATTEMPTS = 3  # a shard whose worker dies this many times is a poisoned input, not bad luck
+MAX_ATTEMPTS = 3  # a worker that dies this many times while starting up is not bad luck
 IN_FLIGHT = 2  # shards queued on each worker: one fitting, the next being read and decoded
 PROBE_CHUNK = 1000  # images per probe task
 SENT_PIECE = 32 << 20  # file bytes per probe task when the driver sends the files
 SENT_IN_FLIGHT = 4  # probe tasks carrying the driver's bytes at once: its memory stays bounded
 UNREACHABLE = "unreachable"  # a probe task's answer when it cannot reach the files of its chunk
+POLL = 0.2  # seconds of each wait on Ray: the driver looks at the signals and the clock in between
+START_DEADLINE = float(os.environ.get("INR_RAY_START_TIMEOUT", 300))  # seconds for the workers to start
+STRAGGLER_FACTOR = 4  # a shard fitting this many times longer than the typical one is sent elsewhere too
+STRAGGLER_FLOOR = 10.0  # seconds under which no shard counts as a straggler: start-up noise
 
 
 class OnRay:
@@ -55,12 +67,14 @@ class OnRay:
     the shards fitted by ShardWorkers."""
 
     def __init__(self, address: str, workers: int | None, gpus_per_worker: float | None):
-        self.ray = connect(address)
+        with interruptible("while joining the Ray cluster"):
+            self.ray = connect(address)
         self.where = f"Ray ({address})"
         self.workers, self.gpus_per_worker = workers, gpus_per_worker
 
     def probe(self, listed: list[inputs.Listed], config: Config) -> list[tuple]:
-        return probe_on_ray(self.ray, listed, config)
+        with interruptible("while the images were probed"):
+            return probe_on_ray(self.ray, listed, config)
 
     def pack_for(self, spec: NetworkSpec, config: Config, width: int, height: int) -> int:
         return RAY_SHARD
@@ -69,6 +83,18 @@ class OnRay:
         # The workers' steps are not followed here: the progress moves shard by shard (on_shard).
         if pending:  # a finished set run again starts no worker
             run_on_ray(self.ray, plan, folder, pending, on_shard, self.workers, self.gpus_per_worker)
+
+
+@contextmanager
+def interruptible(doing: str):
+    """A signal before the fitting starts ends the command at once, as it does during the fitting
+    (nothing is fitted yet, so nothing is lost)."""
+    with Signals():
+        try:
+            yield
+        except Interrupted as exc:
+            info(f"{exc} {doing}: nothing is fitted yet; run the same command again to start")
+            raise SystemExit(128 + exc.signum) from None
 
 
 def gpu_problem(device: str, assigned_gpus: list, node_gpus: float, unavailable_reason: str | None) -> str | None:
@@ -103,12 +129,17 @@ class ShardWorker:
         self.folder = settings["folder"]
         self.shard_size = settings["pack"]
         device = self.config.training.device
+        hook("worker-start", out=settings["out"])
         context = ray.get_runtime_context()
         node = next((n for n in ray.nodes() if n["NodeID"] == context.get_node_id()), {})
         node_gpus = node.get("Resources", {}).get("GPU", 0)
-        reason = gpu_unavailable_reason() if device != "cpu" else None
-        self.problem = gpu_problem(device, ray.get_gpu_ids(), node_gpus, reason)
-        use = "gpu" if device != "cpu" and reason is None else "cpu"
+        reason = gpu_unavailable_reason() if device != "cpu" and settings.get("kind") != "cpu" else None
+        problem = gpu_problem(device, ray.get_gpu_ids(), node_gpus, reason) if settings.get("kind") != "cpu" else None
+        # A GPU node that cannot use its GPU fits on the CPU, as an in-process run does, unless a
+        # GPU was asked for (--device gpu, --gpus-per-worker).
+        self.fallback = problem if problem and not settings.get("gpu_asked") else None
+        self.problem = None if self.fallback else problem
+        use = "gpu" if device != "cpu" and settings.get("kind") != "cpu" and reason is None else "cpu"
         self.backend = None if self.problem else get_backend(use, self.config.training.matmul)
         self.where = f"{node.get('NodeManagerAddress', '?')} (pid {os.getpid()})"
         # Shards fit one at a time, always on this one thread: fitted on whichever of Ray's threads
@@ -130,7 +161,9 @@ class ShardWorker:
             if cannot:
                 problem = f"{self.where}: {cannot} (the workers write the networks: the output must be on storage " \
                           f"they share, or a URL they can write)"
-        return {"problem": problem, "backend": self.backend.name if self.backend else None,
+        fallback = f"{self.where}: {self.fallback}" if self.fallback else None
+        return {"problem": problem, "fallback": fallback, "where": self.where,
+                "backend": self.backend.name if self.backend else None,
                 "reaches": sample is None or inputs.reaches(*sample)}
 
     def fit(self, index: int, entry_fields: tuple[tuple, ...], rows: list[int],
@@ -148,8 +181,12 @@ class ShardWorker:
         pack = min(len(images), default_pack(self.backend, self.spec, self.config, first.width, first.height))
         result = self.fitting.submit(fit_shard, self.backend, plan, images, names, pack=pack, saved_in=self.out,
                                      shard=index).result()
-        write_shard(self.out, index, result, rows)
-        remove_partials(self.out, [index])
+        # A straggler's second copy may have finished first: its shard file says its rows are
+        # written, and this copy leaves them alone. The two copies may still both be past this check;
+        # then both write the same bits to the same rows (the fit is deterministic), which is harmless.
+        if not self.out.exists(shard_name(index)):
+            write_shard(self.out, index, result, rows)
+            remove_partials(self.out, [index])
         return {"names": result["names"], "psnr": result["psnr"]}
 
 
@@ -220,10 +257,12 @@ def probe_on_ray(ray, listed: list[inputs.Listed], config) -> list[tuple]:
             carrying.add(call)
         if not calls:
             return found
-        ready, _ = ray.wait(list(calls), num_returns=1)
+        ready = wait_ready(ray, list(calls), POLL)
+        if not ready:
+            continue
         start = calls.pop(ready[0])
         carrying.discard(ready[0])
-        answer = ray.get(ready[0])
+        answer = ray_call(ray.get, ready[0], timeout=POLL)
         if answer == UNREACHABLE:
             to_send.append(_read_pieces(listed, start, min(start + PROBE_CHUNK, len(listed))))
         else:
@@ -242,145 +281,441 @@ def _read_pieces(listed: list[inputs.Listed], start: int, stop: int):
             piece, size = [], 0
 
 
-def worker_options(ray, device: str, workers: int | None, gpus_per_worker: float | None) -> tuple[int, dict]:
-    resources = ray.cluster_resources()
-    gpus, cpus = float(resources.get("GPU", 0)), int(resources.get("CPU", 1))
-    if device == "gpu" or (device == "auto" and gpus > 0) or gpus_per_worker:
-        if gpus == 0:
-            raise InrError(f"{'--device gpu' if device == 'gpu' else '--gpus-per-worker'}: the Ray cluster has no GPU")
-        share = gpus_per_worker or 1.0
-        # Placed by their GPU share alone: several small-pack workers may share one GPU.
-        return workers or max(1, int(gpus / share)), {"num_gpus": share, "num_cpus": 0}
-    # A CPU worker's NumPy uses the cores of its machine: by default one worker per machine's worth.
-    per_worker = max(1, cpus // workers) if workers else max(1, min(cpus, os.cpu_count() or 1))
-    return workers or max(1, cpus // per_worker), {"num_cpus": per_worker}
+class Place(NamedTuple):
+    """Where one worker goes: its node, and what it asks of it."""
+    node: str      # Ray's node id
+    address: str   # the node's address, for messages
+    kind: str      # "gpu" or "cpu": what it was placed as
+    options: dict  # num_gpus / num_cpus
 
 
-def _retryable(ray) -> tuple:
+def describe_nodes(nodes: list[dict]) -> str:
+    """The alive nodes' CPUs and GPUs, as a message says them."""
+    said = []
+    for node in nodes:
+        resources = node.get("Resources", {})
+        have = f"{resources.get('CPU', 0):g} CPU" + (f", {resources['GPU']:g} GPU" if resources.get("GPU") else "")
+        said.append(f"{node.get('NodeManagerAddress', '?')}: {have}")
+    return "; ".join(said) or "no node alive"
+
+
+def place_workers(nodes: list[dict], device: str, workers: int | None, gpus_per_worker: float | None) -> list[Place]:
+    """The workers, sized from each alive node's own resources (ray.nodes()), so that each asks for
+    what its node has and none waits for ever for what no node can give. A GPU node gets a worker per
+    GPU share (with --device auto or gpu); a node without one, a worker that uses all its CPUs (its
+    NumPy threads use the machine's cores), unless --device gpu. --workers caps the count, spread
+    over the nodes in turn. The list goes round the nodes, so that a shorter run still uses them all."""
+    alive = [node for node in nodes if node.get("Alive", True)]
+    share = gpus_per_worker or 1.0
+    per_node: list[list[Place]] = []  # each node's possible workers, in the order they are taken
+    for node in alive:
+        resources = node.get("Resources", {})
+        gpus, cpus = float(resources.get("GPU", 0)), int(resources.get("CPU", 0))
+        name, address = node["NodeID"], node.get("NodeManagerAddress", "?")
+        if device != "cpu" and gpus + 1e-9 >= share:
+            count = int(gpus / share + 1e-9)
+            per_node.append([Place(name, address, "gpu", {"num_gpus": share, "num_cpus": 0})] * count)
+        elif device == "gpu" or cpus < 1:
+            per_node.append([])
+        else:
+            per_node.append([Place(name, address, "cpu", {"num_cpus": cpus})] * (cpus if workers else 1))
+    if gpus_per_worker and not any(place.kind == "gpu" for places in per_node for place in places):
+        raise InrError(f"--gpus-per-worker {gpus_per_worker:g}: no node of the Ray cluster has {gpus_per_worker:g} "
+                       f"GPU to give a worker (the nodes have: {describe_nodes(alive)})")
+    if device == "gpu" and not any(per_node):
+        raise InrError(f"--device gpu: no node of the Ray cluster has a GPU (the nodes have: {describe_nodes(alive)})")
+    if not any(per_node):
+        raise InrError(f"--device {device}: no node of the Ray cluster has a CPU or GPU to give a worker "
+                       f"(the nodes have: {describe_nodes(alive)})")
+    # GPU nodes first: a run of fewer shards than workers uses their GPUs before the CPUs
+    per_node.sort(key=lambda places: not (places and places[0].kind == "gpu"))
+    limit = workers or sum(map(len, per_node))
+    taken: list[list[Place]] = [[] for _ in per_node]
+    count = 0
+    while count < limit and any(per_node):
+        for node, places in enumerate(per_node):
+            if places and count < limit:
+                taken[node].append(places.pop(0))
+                count += 1
+    # CPU workers on one node share its CPUs (--workers asked for more than one there)
+    for places in taken:
+        cpu = [place for place in places if place.kind == "cpu"]
+        for index, place in enumerate(places):
+            if place.kind == "cpu":
+                places[index] = place._replace(options={"num_cpus": max(1, place.options["num_cpus"] // len(cpu))})
+    rounds = max(map(len, taken))
+    return [places[turn] for turn in range(rounds) for places in taken if turn < len(places)]
+
+
+def _lost_errors(ray) -> tuple:
+    """What Ray raises when a shard's worker or node died under it, or its result was lost."""
     names = ("RayActorError", "ObjectLostError", "OwnerDiedError", "OutOfMemoryError", "WorkerCrashedError",
-             "NodeDiedError", "ActorUnavailableError")
+             "NodeDiedError", "ActorUnschedulableError")
     return tuple(getattr(ray.exceptions, name) for name in names if hasattr(ray.exceptions, name))
+
+
+def loss_reason(ray, exc: Exception) -> str:
+    """A lost shard's cause as a user reads it, the same words for the same cause whatever Ray
+    raised, so that losses on two nodes compare. An actor killed by Ray's memory monitor comes back
+    as an ActorDiedError that says so in words, not as an OutOfMemoryError."""
+    text = str(exc).lower()
+    if isinstance(exc, ray.exceptions.OutOfMemoryError) or "memory monitor" in text or "out of memory" in text \
+            or "outofmemory" in text:
+        return "out of memory"
+    if isinstance(exc, getattr(ray.exceptions, "NodeDiedError", ())) or "node has died" in text \
+            or "node died" in text or "doesn't exist any more" in text:  # the last: a restart bound to its node
+        return "its node died"
+    return "its worker died"
+
+
+def wait_ready(ray, refs: list, seconds: float) -> list:
+    """The refs of `refs` that are ready, waiting at most `seconds`; short enough that a signal's
+    handler (Signals: Interrupted) runs between two looks."""
+    if not refs:
+        return []
+    ready, _ = ray_call(ray.wait, refs, num_returns=1, timeout=seconds)
+    return ready
+
+
+def ray_call(function, *args, **options):
+    """A call into Ray's core, where a signal's handler may run: Interrupted raised there comes out
+    of Ray's Cython as a SystemError caused by it, and is raised again as itself."""
+    try:
+        return function(*args, **options)
+    except SystemError as exc:
+        if isinstance(exc.__cause__, Interrupted) or isinstance(exc.__context__, Interrupted):
+            raise (exc.__cause__ if isinstance(exc.__cause__, Interrupted) else exc.__context__) from None
+        raise
+
+
+class Worker:
+    """A ShardWorker the driver sends shards to, and what it knows of it."""
+
+    def __init__(self, actor, place: Place):
+        self.actor, self.place = actor, place
+        self.calls: list = []  # its shard calls in flight, in the order sent: the first is fitting
+        self.since = 0.0  # when its first call became the one it fits
+        self.blind = False  # it cannot reach the inputs: it is sent their bytes
+        self.isolated = False  # it fits a suspect shard alone
+        self.trusted = False  # it passed its check and may get shards
+        self.starts = 0  # its checks asked (a worker that dies starting up is asked again)
+        self.where = ""  # its process as its check said it (address and pid): another one is a restart
+
+
+def start_workers(ray, remote, places: list[Place], settings: dict, sample: tuple[str, int]) -> list[Worker]:
+    """The workers made and checked, each on its node, within START_DEADLINE; a problem a worker
+    reports (a GPU it cannot use, an output it cannot write) ends the run in one line."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    pool = []
+    for place in places:
+        # Bound to its node: Ray restarts it there or not at all, and a node left out of the run
+        # stays out.
+        strategy = NodeAffinitySchedulingStrategy(place.node, soft=False)
+        actor = remote.options(scheduling_strategy=strategy, **place.options).remote({**settings, "kind": place.kind})
+        pool.append(Worker(actor, place))
+    pings = {worker.actor.check.remote(sample): worker for worker in pool}
+    lost = _lost_errors(ray)
+    deadline = time.monotonic() + START_DEADLINE
+    checks: dict = {}
+    while pings and time.monotonic() < deadline:
+        for ref in wait_ready(ray, list(pings), POLL):
+            worker = pings.pop(ref)
+            try:
+                checks[worker] = ray_call(ray.get, ref, timeout=POLL)
+            except lost as exc:
+                worker.starts += 1
+                if worker.starts >= MAX_ATTEMPTS:
+                    raise InrError(f"a Ray worker on {worker.place.address} died {MAX_ATTEMPTS} times while "
+                                   f"starting ({loss_reason(ray, exc)})") from None
+                notice(f"a Ray worker on {worker.place.address} died while starting ({loss_reason(ray, exc)}); "
+                       f"Ray restarts it")
+                pings[worker.actor.check.remote(sample)] = worker
+    for check in checks.values():
+        if check["problem"]:
+            raise InrError(check["problem"])
+    if pings:
+        for worker in pings.values():
+            ray.kill(worker.actor, no_restart=True)
+        late = sorted({worker.place.address for worker in pings.values()})
+        if not checks:
+            raise InrError(f"no Ray worker started within {START_DEADLINE:g} s (asked: {len(places)} workers on "
+                           f"{', '.join(late)}; the nodes have: {describe_nodes(ray.nodes())}); the cluster may be "
+                           f"busy with other jobs")
+        notice(f"{len(pings)} Ray workers did not start within {START_DEADLINE:g} s (on {', '.join(late)}); "
+               f"the run goes on with {len(checks)}")
+    started = [worker for worker in pool if worker in checks]
+    fallbacks = [checks[worker]["fallback"] for worker in started if checks[worker]["fallback"]]
+    if fallbacks:
+        notice(f"{len(fallbacks)} worker{'s' if len(fallbacks) > 1 else ''} on GPU nodes fit on the CPU: "
+               f"{fallbacks[0]} (--device gpu would stop the run instead)")
+    for worker in started:
+        worker.trusted, worker.blind, worker.where = True, not checks[worker]["reaches"], checks[worker]["where"]
+    gpu = sum(1 for worker in started if worker.place.kind == "gpu")
+    nodes = len({worker.place.node for worker in started})
+    info(f"{len(started)} workers on {nodes} node{'s' if nodes > 1 else ''} ({gpu} on GPUs, {len(started) - gpu} on "
+         f"CPUs) on {', '.join(sorted({checks[worker]['backend'] for worker in started}))}")
+    return started
 
 
 def run_on_ray(ray, plan: Plan, out: SetFolder, pending: list[int], on_shard, workers: int | None,
                gpus_per_worker: float | None = None) -> None:
-    count, options = worker_options(ray, plan.config.training.device, workers, gpus_per_worker)
+    device = plan.config.training.device
+    places = place_workers(ray.nodes(), device, workers, gpus_per_worker)[:len(pending)]
     # What every worker needs of the plan is small (the images travel shard by shard), so it is
     # passed by value: an actor whose constructor arguments live in the object store cannot be
     # restarted once they are lost.
     settings = {"config": configuration.to_json(plan.config), "spec": plan.spec.to_json(), "out": str(out),
-                "folder": plan.folder, "pack": plan.pack}
-    # Ray restarts a dead worker without end; its shards come back to us as errors and are resent
-    # (to a worker known to be alive), so that a loss is said, not hidden, and counted.
-    remote = ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=IN_FLIGHT, **options)(ShardWorker)
-    pool = [remote.remote(settings) for _ in range(min(count, len(pending)))]
-    retryable = _retryable(ray)
+                "folder": plan.folder, "pack": plan.pack, "gpu_asked": device == "gpu" or bool(gpus_per_worker)}
+    # Ray restarts a worker that dies (on its node); its shards come back to us as errors and are
+    # resent elsewhere, so that a loss is said, not hidden, and counted.
+    remote = ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=IN_FLIGHT)(ShardWorker)
     first = plan.entry(plan.shards[pending[0]][0])
     sample = (first.location, first.bytes)  # does a worker reach the inputs?
-    checks = [_check(ray, worker, retryable, sample) for worker in pool]
-    for check in checks:
-        if check["problem"]:
-            raise InrError(check["problem"])
-    info(f"{len(pool)} workers ({options.get('num_gpus', 0):g} GPU, {options.get('num_cpus', 0)} CPU each) on "
-         f"{', '.join(sorted({c['backend'] for c in checks}))}")
-    # The workers that cannot read the inputs are sent each shard's files, read here as it is sent.
-    blind = {worker for worker, check in zip(pool, checks) if not check["reaches"]}
+    pool = start_workers(ray, remote, places, settings, sample)
+    blind = [worker for worker in pool if worker.blind]
     if blind:
         notice(f"the driver sends the images' files to {len(blind)} of {len(pool)} workers: they cannot read "
                f"{plan.folder}")
-    queue = list(pending)
-    attempts = {index: 0 for index in pending}
-    running: dict = {}  # call -> (shard, worker)
-    pings: dict = {}  # check call -> worker that failed: it gets work again once it answers
-    load = {worker: 0 for worker in pool}  # shards in flight per worker still trusted
+    try:
+        Scheduler(ray, plan, out, pending, on_shard, pool, sample).run()
+    finally:
+        # A straggler's loser may still be fitting: ended here, it writes nothing after the set is
+        # assembled (and what it wrote before is the winner's bits, see ShardWorker.fit).
+        for worker in pool:
+            ray.kill(worker.actor, no_restart=True)
 
-    def submit(worker) -> None:
-        index = queue.pop(0)
-        names = plan.shards[index]
-        entries = [plan.entry(name) for name in names]
-        contents = [inputs.read_bytes(entry.location) for entry in entries] if worker in blind else None
+
+class Scheduler:
+    """The shards sent to the workers, IN_FLIGHT at a time each, until every one is written.
+
+    A shard lost with its worker or node is sent again, alone, to another node, and the node that
+    lost it is left out for the rest of the run; a shard is blamed on its images only when it was
+    lost on two nodes for the same reason. A shard that runs STRAGGLER_FACTOR times longer than the
+    shards finished so far is sent to a worker on another node too; the first result is kept. Every
+    wait on Ray is short, so that signals end the run at once."""
+
+    def __init__(self, ray, plan: Plan, out: SetFolder, pending: list[int], on_shard, pool: list[Worker], sample):
+        self.ray, self.plan, self.out, self.on_shard, self.sample = ray, plan, out, on_shard, sample
+        self.pool = pool
+        self.todo = set(pending)
+        self.queue = list(pending)
+        self.calls: dict = {}  # call -> (shard, worker)
+        self.pings: dict = {}  # check call -> (worker, the shards it may still hold)
+        self.failures: dict[int, list[tuple[str, str]]] = {}  # shard -> (node, reason) of each loss
+        self.suspect: set[int] = set()  # lost once: sent alone, so that a second loss says which shard
+        self.excluded: set[str] = set()  # nodes left out of the run
+        self.killed: set = set()  # live workers ended by the driver: their errors are no news
+        self.durations: list[float] = []  # seconds from fitting start to result of the shards finished, sorted
+        self.resent: set[int] = set()  # shards sent to a second node as stragglers
+        self.lost = _lost_errors(ray)
+
+    def run(self) -> None:
+        self.fill()
+        while self.todo:
+            if not self.calls and not self.pings:
+                raise InrError(self.nobody_left())
+            ready = wait_ready(self.ray, list(self.calls) + list(self.pings), POLL)
+            for ref in ready:
+                if ref in self.pings:
+                    self.answered(ref)
+                else:
+                    self.returned(ref)
+            self.stragglers()
+            self.fill()
+
+    def nobody_left(self) -> str:
+        causes = sorted({reason for losses in self.failures.values() for _, reason in losses})
+        why = f" ({'; '.join(causes)})" if causes else ""
+        advice = "; a smaller --pack needs less memory" if "out of memory" in causes else ""
+        return f"no worker is left to fit the remaining {len(self.todo)} shards: every node lost shards{why}" \
+               f"{advice}; the finished shards are kept"
+
+    def trusted(self) -> list[Worker]:
+        return [w for w in self.pool if w.trusted and w.place.node not in self.excluded and w not in self.killed]
+
+    def fill(self) -> None:
+        for worker in self.trusted():
+            while self.queue and len(worker.calls) < IN_FLIGHT and not worker.isolated:
+                if self.stalled(worker):
+                    break
+                index = self.queue[0]
+                if index in self.suspect:
+                    if worker.calls:
+                        break
+                    worker.isolated = True
+                self.queue.pop(0)
+                if index in self.todo:
+                    self.submit(worker, index)
+
+    def stalled(self, worker: Worker) -> bool:
+        """A worker whose shard runs past the straggler's limit gets nothing more until it ends."""
+        return bool(worker.calls) and time.monotonic() - worker.since > self.limit()
+
+    def submit(self, worker: Worker, index: int) -> None:
+        names = self.plan.shards[index]
+        entries = [self.plan.entry(name) for name in names]
+        contents = [inputs.read_bytes(entry.location) for entry in entries] if worker.blind else None
         # The entries as a tuple of tuples of their fields: Ray pickles that whole, where a list of
         # ImageEntry cost its serializer a Python call per item and a dataclass's pickling (three
         # times the driver's CPU per call).
         entry_fields = tuple(map(entry_values, entries))
-        running[worker.fit.remote(index, entry_fields, [plan.row_of[name] for name in names], contents)] = \
-            (index, worker)
-        load[worker] += 1
+        call = worker.actor.fit.remote(index, entry_fields, [self.plan.row_of[name] for name in names], contents)
+        self.calls[call] = (index, worker)
+        if not worker.calls:
+            worker.since = time.monotonic()
+        worker.calls.append(call)
 
-    # A lost shard is sent again alone to an idle worker: the shards in flight beside it die with
-    # it, so only a loss in isolation says for sure which shard kills its workers.
-    suspect: set[int] = set()
-    isolated: set = set()
+    def took(self, worker: Worker, call) -> None:
+        """`call` is no longer in flight on `worker`; the next one there is fitting from now."""
+        if worker.calls and worker.calls[0] == call:
+            worker.since = time.monotonic()
+        if call in worker.calls:
+            worker.calls.remove(call)
 
-    def fill() -> None:
-        for worker in list(load):
-            while queue and load[worker] < IN_FLIGHT and worker not in isolated:
-                if queue[0] in suspect:
-                    if load[worker]:
-                        break
-                    isolated.add(worker)
-                submit(worker)
-
-    fill()
-    while running or (queue and pings):
-        ready, _ = ray.wait(list(running) + list(pings), num_returns=1)
-        if ready[0] in pings:  # a restarted worker answered: it is trusted again
-            worker = pings.pop(ready[0])
-            try:
-                check = ray.get(ready[0])
-                load.setdefault(worker, 0)
-                if check["reaches"]:  # Ray may have restarted it on another node
-                    blind.discard(worker)
-                else:
-                    blind.add(worker)
-            except retryable:
-                pings[worker.check.remote(sample)] = worker
-            fill()
-            continue
-        index, worker = running.pop(ready[0])
+    def returned(self, call) -> None:
+        index, worker = self.calls.pop(call)
+        fitting_since = worker.since
+        self.took(worker, call)
         try:
-            result = ray.get(ready[0])
-        except retryable as exc:
-            attempts[index] += 1
-            suspect.add(index)
-            isolated.discard(worker)
-            names = plan.shards[index]
-            if attempts[index] >= MAX_ATTEMPTS:
-                listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-                raise InrError(f"shard {index} was lost {attempts[index]} times ({type(exc).__name__}); one of its "
-                               f"images may crash the workers: "
-                               f"{listed}. The finished shards are kept") from None
-            notice(f"shard {index} was lost ({type(exc).__name__}: a worker or its node died); it is sent again")
-            queue.insert(0, index)
-            if worker in load:  # not trusted until Ray has it back
-                del load[worker]
-                pings[worker.check.remote(sample)] = worker
-            if not load and not pings:
-                raise InrError("every worker is gone; the finished shards are kept") from None
-            fill()
-            continue
-        except ray.exceptions.RayTaskError as exc:
+            result = ray_call(self.ray.get, call, timeout=POLL)
+        except self.ray.exceptions.ActorUnavailableError:
+            # Not a loss: the worker is out of reach for now and may still be fitting the shard.
+            # It is asked for its check; once it answers, the shard is counted if written, else
+            # sent again (to it or another: the fit is deterministic, so a second write is the
+            # same bits).
+            self.ask(worker, [index])
+            return
+        except self.lost as exc:
+            self.lose(index, worker, loss_reason(self.ray, exc))
+            return
+        except self.ray.exceptions.RayTaskError as exc:
+            if index not in self.todo:
+                return  # a straggler's copy that failed after the other one finished
             if isinstance(exc.cause, InrError):  # a pack that diverged, an image that does not decode
                 raise exc.cause from None
-            raise InrError(f"shard {index} failed on a worker: {str(exc).strip().splitlines()[-1]}") from None
-        if worker in load:
-            load[worker] -= 1
-        isolated.discard(worker)
-        on_shard(index, result)
-        hook("shard-written", shards=out.join(SHARDS))
-        fill()
-    if queue:
-        raise InrError("no worker is left to fit the remaining shards; the finished shards are kept")
+            raise InrError(f"shard {index} failed on a worker on {worker.place.address}: "
+                           f"{str(exc).strip().splitlines()[-1]}") from None
+        worker.isolated = False
+        if index not in self.todo:
+            return  # the other copy of a straggler won
+        bisect.insort(self.durations, time.monotonic() - fitting_since)
+        self.finished(index, result)
 
+    def finished(self, index: int, result: dict) -> None:
+        self.todo.discard(index)
+        self.suspect.discard(index)
+        self.on_shard(index, result)
+        hook("shard-written", shards=self.out.join(SHARDS))
 
+    def lose(self, index: int, worker: Worker, reason: str) -> None:
+        worker.isolated = False
+        if worker in self.killed or index not in self.todo:
+            if index in self.todo:
+                self.queue.insert(0, index)
+            return  # a worker the driver ended, or a copy whose twin finished: no news
+        node = worker.place.node
+        losses = self.failures.setdefault(index, [])
+        losses.append((node, reason))
+        nodes = {where for where, why in losses if why == reason}
+        # On two nodes for the same reason; on a cluster reduced to one node, MAX_ATTEMPTS times there.
+        if len(nodes) >= 2 or sum(why == reason for _, why in losses) >= MAX_ATTEMPTS:
+            names = self.plan.shards[index]
+            listed = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+            if reason == "out of memory":
+                raise InrError(f"shard {index} ran out of memory on {len(nodes)} nodes: fit fewer images at once "
+                               f"(a smaller --pack, in a new -o); its images: {listed}. The finished shards are "
+                               f"kept") from None
+            where = f"on {len(nodes)} nodes" if len(nodes) >= 2 else f"{len(losses)} times on its last node"
+            raise InrError(f"shard {index} was lost {where} ({reason}); one of its images may crash "
+                           f"the workers: {listed}. The finished shards are kept") from None
+        advice = " (a smaller --pack needs less memory)" if reason == "out of memory" else ""
+        left_out = ""
+        others = {w.place.node for w in self.trusted()} - {node}
+        if node not in self.excluded and not others:
+            # The last node is kept: Ray restarts the worker there, which passes its check again
+            # before it gets shards.
+            left_out = f"; {worker.place.address} is the last node, kept"
+            self.ask(worker, [])
+        elif node not in self.excluded:
+            self.excluded.add(node)
+            left_out = f"; node {worker.place.address} is left out for the rest of the run"
+            for other in self.pool:
+                if other.place.node == node and other is not worker and other not in self.killed:
+                    self.killed.add(other)
+                    self.ray.kill(other.actor, no_restart=True)
+            # Not in `killed`: the shards it held died with it, and their errors, still to come,
+            # are losses (one of them may be the shard that killed it).
+            self.ray.kill(worker.actor, no_restart=True)
+        notice(f"shard {index} was lost on {worker.place.address} ({reason}){advice}; it is sent again to another "
+               f"node{left_out}")
+        self.suspect.add(index)
+        self.queue.insert(0, index)
 
-def _check(ray, worker, retryable, sample: tuple[str, int]) -> dict:
-    """The worker's check; one that dies starting up is restarted by Ray and asked again."""
-    for attempt in range(MAX_ATTEMPTS):
+    def ask(self, worker: Worker, holding: list[int]) -> None:
+        """`worker` gets no shard until it answers its check; then `holding` is counted or resent."""
+        worker.trusted = False
+        asked = next((ref for ref, (other, _) in self.pings.items() if other is worker), None)
+        if asked is not None:  # its other calls come back the same way: one check is enough
+            self.pings[asked][1].extend(holding)
+        else:
+            self.pings[worker.actor.check.remote(self.sample)] = (worker, list(holding))
+
+    def answered(self, ref) -> None:
+        """A worker asked for its check (out of reach, or restarted by Ray) answered: the same check
+        as a new worker's before it gets shards again."""
+        worker, holding = self.pings.pop(ref)
         try:
-            return ray.get(worker.check.remote(sample))
-        except retryable as exc:
-            if attempt == MAX_ATTEMPTS - 1:
-                raise InrError(f"a Ray worker died {MAX_ATTEMPTS} times while starting "
-                               f"({type(exc).__name__})") from None
-            notice(f"a Ray worker died while starting ({type(exc).__name__}); Ray restarts it")
+            check = ray_call(self.ray.get, ref, timeout=POLL)
+        except self.ray.exceptions.ActorUnavailableError:
+            self.pings[worker.actor.check.remote(self.sample)] = (worker, holding)
+            return
+        except self.lost as exc:
+            for index in holding:
+                self.lose(index, worker, loss_reason(self.ray, exc))
+            self.ray.kill(worker.actor, no_restart=True)
+            return
+        restarted = check["where"] != worker.where  # its process died: what it held is lost
+        for index in holding:
+            if index in self.todo and self.out.exists(shard_name(index)):
+                self.finished(index, read_shard(self.out, index))
+            elif index in self.todo and restarted:
+                self.lose(index, worker, "its worker died")
+            elif index in self.todo:
+                self.queue.insert(0, index)
+        if worker.place.node in self.excluded or worker in self.killed:  # its node was just left out
+            return
+        if check["problem"]:
+            notice(f"{check['problem']}; that worker is left out")
+            self.killed.add(worker)
+            self.ray.kill(worker.actor, no_restart=True)
+            return
+        worker.trusted, worker.blind, worker.where = True, not check["reaches"], check["where"]
+
+    def limit(self) -> float:
+        """Seconds a shard may fit before it counts as a straggler."""
+        if not self.durations:
+            return float("inf")
+        typical = self.durations[len(self.durations) // 2]
+        return max(STRAGGLER_FLOOR, STRAGGLER_FACTOR * typical)
+
+    def stragglers(self) -> None:
+        """Each shard fitting (or queued behind one) past the limit is sent to a free worker on
+        another node too, once."""
+        limit, now = self.limit(), time.monotonic()
+        for worker in self.trusted():
+            if not worker.calls or now - worker.since <= limit:
+                continue
+            for call in list(worker.calls):
+                index, _ = self.calls[call]
+                if index in self.resent or index not in self.todo:
+                    continue
+                helper = next((other for other in self.trusted() if other.place.node != worker.place.node
+                               and not other.calls and not other.isolated), None)
+                if helper is None:
+                    break
+                self.resent.add(index)
+                notice(f"shard {index} has been fitting on {worker.place.address} for {now - worker.since:.0f} s, "
+                       f"{STRAGGLER_FACTOR}x the shards before it: it is sent to {helper.place.address} too, and the "
+                       f"first result is kept")
+                self.submit(helper, index)

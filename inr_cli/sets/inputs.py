@@ -110,12 +110,16 @@ def _list_url_folder(url: str) -> list[Listed]:
     except Exception as exc:  # noqa: BLE001 - each storage package has its own errors; each is one line here
         raise InrError(f"{url}: {input_files.network_failure(exc).replace('cannot read', 'cannot list')}") from None
     root = root.rstrip("/") + "/"
-    protocol = fs.protocol[0] if isinstance(fs.protocol, (tuple, list)) else fs.protocol
+    protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+    local = "file" in protocols or "local" in protocols
     rows = []
     for path, info in found.items():
         name = path[len(root):] if path.startswith(root) else path.rsplit("/", 1)[-1]
         if info.get("type") == "file" and not any(part.startswith(".") for part in name.split("/")):
-            rows.append((name, f"{protocol}://{path}" if protocol != "file" else path, int(info.get("size") or 0)))
+            # Some file systems (http, https) list whole URLs, the others paths without their
+            # protocol: unstrip_protocol adds it only where it is missing.
+            size = info.get("size")
+            rows.append((name, path if local else fs.unstrip_protocol(path), -1 if size is None else int(size)))
     return _labelled(rows)
 
 
@@ -141,6 +145,8 @@ def _list_file(list_path: Path) -> list[Listed]:
         location = line if is_url(line) or os.path.isabs(line) else str(list_path.parent / line)
         size = os.path.getsize(location) if not is_url(location) and os.path.isfile(location) else -1
         rows.append(Listed(line, location, size, label))
+    if rows and all(is_url(row.location) for row in rows):
+        return _named_from_common_prefix(rows)
     return rows
 
 
@@ -154,6 +160,18 @@ def _label_column(line: str, base: Path) -> tuple[str, str]:
         path, _, label = line.rpartition(",")
         return path.strip(), label.strip()
     return line, ""
+
+
+def _named_from_common_prefix(rows: list[Listed]) -> list[Listed]:
+    """URLs named by their path below the folder all of them are in, labelled by its first level,
+    as the images of that folder would be: the same names, and so the same seeds and networks. A
+    label the list gives (its second column) stays the image's label."""
+    prefix = os.path.commonprefix([row.location for row in rows])
+    prefix = prefix[:prefix.rfind("/") + 1]
+    if prefix.endswith("://") or not prefix:  # no folder in common: the URLs stay the names
+        return rows
+    named = _labelled([(row.location[len(prefix):], row.location, row.size) for row in rows])
+    return [item._replace(label=row.label or item.label) for item, row in zip(named, rows)]
 
 
 def read_bytes(location: str) -> bytes:

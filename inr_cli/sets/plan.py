@@ -109,6 +109,8 @@ def entries_from_probe(listed: list[inputs.Listed], found: list[tuple], config: 
     """The plan's images from what the probe learned; an input that does not decode is refused,
     naming it, or skipped and listed."""
     entries, skipped = [], []
+    if found and all(result[0] == "error" for result in found):  # --skip-unreadable would skip them all
+        raise InrError(f"none of the {len(found)} images can be read; the first: {found[0][1]}")
     for item, result in zip(listed, found):
         if result[0] == "error":
             if not skip_unreadable:
