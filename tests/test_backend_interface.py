@@ -6,7 +6,6 @@ from __future__ import annotations
 import inspect
 from abc import ABCMeta
 
-import numpy as np
 import pytest
 
 from inr_cli.core.backend import Backend
@@ -19,7 +18,7 @@ from inr_cli.backends.numpy_backend import NumpyBackend
 from inr_cli.config import from_values, with_values
 from inr_cli.core.encodings import ENCODING_CLASSES, create_encoding
 from inr_cli.core.models import ACTIVATIONS, MODEL_CLASSES, create_model
-from inr_cli.core.network import NetworkSpec, init_parameters, layer_views
+from inr_cli.core.network import NetworkSpec
 from inr_cli.core.optimizers import OPTIMIZER_CLASSES, create_optimizer
 from inr_cli.settings import DEFAULTS, ENCODINGS, MODELS, OPTIMIZERS
 from tests.emulation.emulated_backend import EmulatedBackend
@@ -129,17 +128,3 @@ def test_the_optimizers_call_their_operation_with_their_settings():
         create_optimizer(settings).update(Recording(), params, grads, moment1, moment2, hyper)
     assert calls == [("adam_update", (params, grads, moment1, moment2, hyper, 0.8, 0.99, 1e-6)),
                      ("sgd_update", (params, grads, moment1, hyper, 0.5))]
-
-
-def test_weight_scale_multiplies_every_siren_weight_but_the_last_layers():
-    spec = spec_of(encoding="fourier")
-    plain, scaled = init_parameters(spec, 7), init_parameters(spec, 7, weight_scale=2.0)
-    plain_layers, scaled_layers = layer_views(spec, plain[None]), layer_views(spec, scaled[None])
-    encoding = spec.encoding_size()
-    assert np.array_equal(plain[:encoding], scaled[:encoding])  # the frequencies are the encoding's
-    for index, ((weight, bias), (scaled_weight, scaled_bias)) in enumerate(zip(plain_layers, scaled_layers)):
-        factor = 1.0 if index == len(plain_layers) - 1 else 2.0  # a power of two: exactly the same draws
-        assert np.array_equal(scaled_weight, factor * weight), index
-        assert np.array_equal(scaled_bias, bias), index
-    with pytest.raises(ValueError, match="SIREN"):
-        init_parameters(spec_of(model="relu"), 7, weight_scale=2.0)

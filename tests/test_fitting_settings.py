@@ -33,6 +33,7 @@ CHANGED = {
     "network.layers": (3, {}),
     "network.omega0": (30.0, {}),  # the base's 0 is chosen from the image's size
     "network.init_output_at_mean": (True, {}),
+    "network.weight_scale": (2.0, {}),
     "encoding.name": ("fourier", {}),
     "encoding.features": (4, {"encoding.name": "fourier"}),
     "encoding.sigma": (3.0, {"encoding.name": "fourier"}),
@@ -80,7 +81,8 @@ def fit(backend, config: Config) -> np.ndarray:
     """The parameters after STEPS steps, the network set up as `inr train` sets it up."""
     image, config, spec = sized(config)
     seed = config.training.seed
-    state = initial_state(config.training.init, spec, seed, [seed], output_means(config, [image]))
+    state = initial_state(config.training.init, spec, seed, [seed], output_means(config, [image]),
+                          weight_scale=config.network.weight_scale)
     trainer = Trainer(backend, spec, config, [image], state, [seed])
 
     def stop_at_steps(step):

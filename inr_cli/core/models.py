@@ -27,12 +27,15 @@ class Model(ABC):
     hidden_activation: ClassVar[str]  # one of ACTIVATIONS
     output_activation: ClassVar[str]
 
+    def __init__(self, weight_scale: float = 1.0):
+        # network.weight_scale: every weight bound but the output layer's multiplied by it (weight
+        # scaling, Yeom et al. 2024); 1 draws exactly the unscaled initialisation.
+        self.weight_scale = weight_scale
+
     @classmethod
     def from_spec(cls, spec: NetworkSpec, weight_scale: float = 1.0) -> Model:
-        """The model set up to initialise the spec's network; weight_scale is SIREN's (see Siren)."""
-        if weight_scale != 1.0:
-            raise ValueError(f"weight_scale scales a SIREN's initialisation; model {spec.model} has none")
-        return cls()
+        """The model set up to initialise the spec's network."""
+        return cls(weight_scale)
 
     @abstractmethod
     def init_layer(self, index: int, last: bool, weight, bias, rng) -> None:
@@ -52,7 +55,8 @@ class Siren(Model):
     name, hidden_activation, output_activation = "siren", "sine", "linear"
 
     def __init__(self, omega0: float, weight_scale: float = 1.0):
-        self.omega0, self.weight_scale = omega0, weight_scale
+        super().__init__(weight_scale)
+        self.omega0 = omega0
 
     @classmethod
     def from_spec(cls, spec: NetworkSpec, weight_scale: float = 1.0) -> Model:
@@ -72,13 +76,16 @@ class Siren(Model):
 
 
 class GlorotSigmoidOutput(Model):
-    """A sigmoid output, and Glorot uniform weights U(±sqrt(6/(in+out))) with zero biases."""
+    """A sigmoid output, and Glorot uniform weights U(±sqrt(6/(in+out))) with zero biases (the
+    bounds of all but the output layer's times weight_scale)."""
 
     output_activation = "sigmoid"
 
     def init_layer(self, index: int, last: bool, weight, bias, rng) -> None:
         out_f, in_f = weight.shape
         bound = math.sqrt(6.0 / (in_f + out_f))
+        if not last:
+            bound *= self.weight_scale
         weight[...] = rng.uniform(-bound, bound, weight.shape)
         bias[...] = 0.0
 
@@ -109,5 +116,5 @@ def model_class(name: str) -> type[Model]:
 
 
 def create_model(spec: NetworkSpec, weight_scale: float = 1.0) -> Model:
-    """The model the spec names, set up to initialise it; weight_scale is SIREN's (see Siren)."""
+    """The model the spec names, set up to initialise it (its hidden weights scaled by weight_scale)."""
     return model_class(spec.model).from_spec(spec, weight_scale)

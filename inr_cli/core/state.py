@@ -24,10 +24,11 @@ class TrainingState:
     loss: np.ndarray  # [N] float64: each network's loss when last read (NaN before the first read)
 
     @classmethod
-    def fresh(cls, spec: NetworkSpec, seeds, output_means=None) -> "TrainingState":
+    def fresh(cls, spec: NetworkSpec, seeds, output_means=None, weight_scale: float = 1.0) -> "TrainingState":
         """Step 0: network i initialised from seeds[i] (its outputs at output_means[i] if given, see
-        network.output_means); the moments start at zero."""
-        return cls(init_networks(spec, seeds, output_means), None, None, 0, 0.0, np.full(len(seeds), np.nan))
+        network.output_means; its hidden weights scaled by weight_scale); the moments start at zero."""
+        return cls(init_networks(spec, seeds, output_means, weight_scale), None, None, 0, 0.0,
+                   np.full(len(seeds), np.nan))
 
     @property
     def networks(self) -> int:

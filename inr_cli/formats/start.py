@@ -93,23 +93,23 @@ def start_params(init: str, spec: NetworkSpec) -> np.ndarray:
 
 
 def initial_params(init: str, spec: NetworkSpec, run_seed: int, seeds, output_means=None,
-                   start: np.ndarray | None = None) -> np.ndarray:
+                   start: np.ndarray | None = None, weight_scale: float = 1.0) -> np.ndarray:
     """[N, P] step-0 parameters of the networks with seeds `seeds` (their own draws for random, the
     run seed's draw for shared, the file's weights for a PATH, `start` when already read). The
-    output biases start at output_means (network.init_output_at_mean) for the draws; a file start
-    keeps its own."""
+    output biases start at output_means (network.init_output_at_mean) and the hidden weights are
+    scaled by weight_scale (network.weight_scale) for the draws; a file start keeps its own."""
     seeds = list(seeds)
     if init == RANDOM:
-        return init_networks(spec, seeds, output_means)
+        return init_networks(spec, seeds, output_means, weight_scale)
     if init == SHARED:
-        return init_networks(spec, [run_seed] * len(seeds), output_means)
+        return init_networks(spec, [run_seed] * len(seeds), output_means, weight_scale)
     params = start_params(init, spec) if start is None else start
     return np.ascontiguousarray(np.broadcast_to(params, (len(seeds), spec.parameter_count())), dtype=np.float32)
 
 
 def initial_state(init: str, spec: NetworkSpec, run_seed: int, seeds, output_means=None,
-                  start: np.ndarray | None = None) -> TrainingState:
+                  start: np.ndarray | None = None, weight_scale: float = 1.0) -> TrainingState:
     """TrainingState.fresh with the start of training.init (initial_params)."""
     seeds = list(seeds)
-    return TrainingState(initial_params(init, spec, run_seed, seeds, output_means, start), None, None, 0, 0.0,
-                         np.full(len(seeds), np.nan))
+    return TrainingState(initial_params(init, spec, run_seed, seeds, output_means, start, weight_scale), None, None,
+                         0, 0.0, np.full(len(seeds), np.nan))

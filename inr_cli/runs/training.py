@@ -73,7 +73,8 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
         for reason in reasons if not quiet else ():
             info(reason)
         spec = NetworkSpec.from_config(config, image.n_channels)
-        state = initial_state(config.training.init, spec, seed, [seed], output_means(config, [image]))
+        state = initial_state(config.training.init, spec, seed, [seed], output_means(config, [image]),
+                              weight_scale=config.network.weight_scale)
     data_id = fingerprint(image)
     total = config.training.steps
     train = config.training

@@ -119,7 +119,7 @@ def learn_start(backend, source: str, out: Path, config: Config, options: MetaOp
     saved = state.load(settings)
     if saved is None:
         start = initial_params(config.training.init if config.training.init != "random" else "shared", spec, seed,
-                               [seed])[0].astype(np.float64)
+                               [seed], weight_scale=config.network.weight_scale)[0].astype(np.float64)
         step, log = 0, []
     else:
         start, step, log = saved

@@ -80,7 +80,8 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
     active = result.active_rows()
     if state is None:
         state = initial_state(training.init, plan.spec, training.seed, [seeds[i] for i in active],
-                              output_means(plan.config, [images[i] for i in active]), plan_start(plan))
+                              output_means(plan.config, [images[i] for i in active]), plan_start(plan),
+                              plan.config.network.weight_scale)
     trainer = Trainer(backend, plan.spec, plan.config, [images[i] for i in active], state,
                       [seeds[i] for i in active])
     guard = DivergenceGuard(trainer)

@@ -39,8 +39,7 @@ def _fourier(config: Config) -> bool:
     return config.encoding.name == "fourier"
 
 
-# The default ranges. A key that the settings table lacks (a setting added on another branch, say)
-# is left out, so that adding one is adding its row here.
+# The default ranges (a key the settings table lacks is left out).
 _TABLE = {
     "network.omega0": Range(10.0, 90.0),
     "encoding.sigma": Range(1.0, 20.0, log=True),
