@@ -17,7 +17,7 @@ from inr_cli.backends import make_backend
 from inr_cli.config import from_json
 from inr_cli.console import info, notice
 from inr_cli.errors import InrError
-from inr_cli.sets.cluster import connect, worker_options
+from inr_cli.sets.cluster import connect, place_workers
 from inr_cli.tune import require_optuna
 from inr_cli.tune.sample import Sample
 from inr_cli.tune.search import make_pruner, quiet_optuna
@@ -48,12 +48,25 @@ def trial_task(job: dict, sample: Sample) -> Outcome:
     return run_trial(backend, config, sample, job["objective"], job["number"], trial, job["out"])
 
 
+def trial_options(nodes: list[dict], device: str, workers: int | None, gpus_per_trial: float | None
+                  ) -> tuple[int, dict]:
+    """How many trials run at once and what each task asks for, from the places fit-many's workers
+    would take on these nodes (sets/cluster.place_workers): the GPU places where there are any, else
+    the CPU places, each task asking for the least of them so that it fits on every such node."""
+    places = place_workers(nodes, device, workers, gpus_per_trial)
+    kind = "gpu" if any(place.kind == "gpu" for place in places) else "cpu"
+    chosen = [place for place in places if place.kind == kind]
+    if kind == "gpu":
+        return len(chosen), chosen[0].options
+    return len(chosen), {"num_cpus": min(place.options["num_cpus"] for place in chosen)}
+
+
 class OnRay:
     """Trials run as Ray tasks (the driver's runner for --ray)."""
 
     def __init__(self, address: str, device: str, workers: int | None, gpus_per_trial: float | None):
         self.ray = connect(address)
-        self.parallel, self.options = worker_options(self.ray, device, workers, gpus_per_trial)
+        self.parallel, self.options = trial_options(self.ray.nodes(), device, workers, gpus_per_trial)
         self.where = (f"Ray ({address}): {self.parallel} trials at once, {self.options.get('num_gpus', 0):g} GPU and "
                       f"{self.options.get('num_cpus', 0)} CPU each")
 
