@@ -28,24 +28,33 @@ def latest_run(root: Path = RUNS_ROOT) -> Path:
     return max(runs, key=lambda p: (p / FILENAME).stat().st_mtime)
 
 
-class RunLock:
-    """An exclusive lock on a run directory, so two trainers never write the same checkpoint.
+class FolderLock:
+    """An exclusive lock on a folder that one process writes (`who` names the command, `what` the
+    folder, in the message to a second one).
 
     filelock: flock on Unix, LockFileEx on Windows (where CuPy runs too), released by the operating
-    system when a process dies, so a killed run never leaves its directory locked."""
+    system when a process dies, so a killed process never leaves its folder locked."""
 
-    def __init__(self, run_dir: Path):
-        self.path = Path(run_dir) / ".lock"
+    def __init__(self, folder: Path, who: str, what: str):
+        self.path = Path(folder) / ".lock"
         self.lock = FileLock(self.path, timeout=0)
+        self.who, self.what = who, what
 
     def __enter__(self):
         try:
             self.lock.acquire()
         except Timeout:
-            raise InrError(f"{self.path.parent}: another inr train is using this run directory") from None
+            raise InrError(f"{self.path.parent}: another {self.who} is using this {self.what}") from None
         except OSError as exc:
-            raise InrError(f"{self.path.parent}: cannot write to the run directory ({exc.strerror})") from None
+            raise InrError(f"{self.path.parent}: cannot write to the {self.what} ({exc.strerror})") from None
         return self
 
     def __exit__(self, *exc):
         self.lock.release()
+
+
+class RunLock(FolderLock):
+    """A run directory's lock, so two trainers never write the same checkpoint."""
+
+    def __init__(self, run_dir: Path):
+        super().__init__(run_dir, "inr train", "run directory")

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from filelock import FileLock, Timeout
+from filelock import FileLock
 
-from inr_cli.errors import InrError
+from inr_cli.runs.directory import FolderLock
 
 JOURNAL = "study.journal"
 STUDY_NAME = "inr-tune"
@@ -36,24 +36,9 @@ class JournalLock:
         self.lock.release()
 
 
-class FolderLock:
+def study_lock(out: Path) -> FolderLock:
     """The study folder held by one driver: a second `inr tune` on it is refused, not interleaved."""
-
-    def __init__(self, out: Path):
-        self.path = Path(out) / ".lock"
-        self.lock = FileLock(self.path, timeout=0)
-
-    def __enter__(self):
-        try:
-            self.lock.acquire()
-        except Timeout:
-            raise InrError(f"{self.path.parent}: another inr tune is using this study") from None
-        except OSError as exc:
-            raise InrError(f"{self.path.parent}: cannot write to the study folder ({exc.strerror})") from None
-        return self
-
-    def __exit__(self, *exc):
-        self.lock.release()
+    return FolderLock(out, "inr tune", "study folder")
 
 
 def has_study(out: Path) -> bool:

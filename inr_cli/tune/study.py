@@ -28,7 +28,7 @@ from inr_cli.tune.sample import Sample, load_sample
 from inr_cli.tune.search import PRUNERS, make_pruner, make_sampler, pruner_settings, quiet_optuna
 from inr_cli.tune.session import START, Session, TuneResult, queue_again
 from inr_cli.tune.space import Space, build_space, start_parameters
-from inr_cli.tune.storage import DEFINITION, STUDY_NAME, FolderLock, has_study, open_storage, repair
+from inr_cli.tune.storage import DEFINITION, STUDY_NAME, has_study, open_storage, repair, study_lock
 from inr_cli.tune.trial import DIRECTIONS, OBJECTIVES
 
 
@@ -114,7 +114,7 @@ def tune(source: str, out: str | Path, flags: dict, config_file: Path | None = N
         from inr_cli.tune.on_ray import OnRay
 
         runner = OnRay(options.ray, config.training.device, options.workers, options.gpus_per_trial)
-    with FolderLock(out):
+    with study_lock(out):
         study, storage, done = open_study(optuna, out, config, space, sample, options,
                                           runner.parallel if runner else 1)
         if not options.quiet:
