@@ -180,3 +180,30 @@ def test_until_psnr_stops_at_a_reading_and_a_higher_target_resumes_as_one_run(ph
     resumed, uninterrupted = ckpt.load(run), ckpt.load(whole)
     assert first.step < resumed.step == uninterrupted.step < 400
     assert np.array_equal(resumed.params, uninterrupted.params)
+
+
+def test_a_signal_in_the_step_that_reaches_the_target_resumes_to_where_the_run_would_stop(photo, tmp_path,
+                                                                                          monkeypatch):
+    """Ctrl-C landing inside the step at which --until-psnr is reached: the checkpoint holds that step's
+    loss (read before the signal is acted on), so the resumed run stops where an uninterrupted one stops."""
+    import os
+    import signal
+
+    budget = ["--until-psnr", "15", "--steps", "400", "--log-every", "10", "--preview-every", "0", *NET]
+    whole, run = tmp_path / "whole", tmp_path / "run"
+    assert train(photo, "--run-dir", whole, *budget).exit_code == 0
+    stop = ckpt.load(whole).step
+    step = Trainer.step
+
+    def interrupted_at_stop(self):
+        step(self)
+        if self.step_done == stop:
+            os.kill(os.getpid(), signal.SIGINT)  # lands while the step is in flight: acted on once it is whole
+
+    monkeypatch.setattr(Trainer, "step", interrupted_at_stop)
+    result = train(photo, "--run-dir", run, *budget)
+    monkeypatch.setattr(Trainer, "step", step)
+    assert ckpt.load(run).step == stop, result.output
+    train("--resume", run, "-q")
+    resumed, uninterrupted = ckpt.load(run), ckpt.load(whole)
+    assert resumed.step == uninterrupted.step and np.array_equal(resumed.params, uninterrupted.params)

@@ -83,7 +83,7 @@ class DivergenceGuard:
 
 class Signals:
     """Interrupting signals, raised as Interrupted at once, or, inside a step, once the step is whole
-    (an update half done would leave the moments ahead of the parameters, and the checkpoint would
+    and its loss read if due (an update half done would leave the moments ahead of the parameters, and the checkpoint would
     not resume exactly). A context: the previous handlers come back on exit."""
 
     def __init__(self):
@@ -162,14 +162,17 @@ def run_steps(trainer: Trainer, signals: Signals, log_every: int, on_reading=Non
             signals.in_step = True
             trainer.step()
             signals.in_step = False
-            if signals.pending is not None:
-                raise Interrupted(signals.pending)
             step = trainer.step_done
             read_now = step == first + 1 or step % log_every == 0 or step == total
+            # A signal in the step is acted on after its reading: a checkpoint then holds this step's
+            # loss, and a target reached at it ends the loop as it would uninterrupted (a resumed run
+            # never checks the step it starts from).
             if read_now:
                 losses = read(step, ended=step == total and total >= JUDGED_STEPS)
                 if step % log_every == 0 and step < total and reached_target(losses, target_psnr).any():
                     return losses
+            if signals.pending is not None:
+                raise Interrupted(signals.pending)
             if on_step is not None:
                 on_step(step)
             if checkpoint is not None and step < total:
