@@ -91,8 +91,8 @@ class GlorotSigmoidOutput(Model):
 
     def output_bias(self, mean: np.ndarray) -> np.ndarray:
         # The logit of the mean. A mostly white drawing otherwise starts at 0.5 and drives every
-        # output, and with it the hidden layers, into saturation before any stroke is learnt (issue
-        # 16: a blank page).
+        # output, and with it the hidden layers, into saturation before any stroke is learnt (a
+        # blank page).
         mean = np.clip(mean, 0.01, 0.99)
         return np.log(mean / (1.0 - mean))
 
