@@ -96,6 +96,7 @@ class ImageProgress:
         self.started = time.perf_counter()
         self.session_work = 0  # network-steps done by this process
         self.pack_networks = self.pack_step = 0  # the pack in flight (0 networks: none)
+        self.settled = 0  # network-steps of networks that left the pack in flight at their target PSNR
         self.pack_psnr = float("nan")
         self.stepwise = False  # whether steps are reported (in-process), or only shards (Ray)
         self.psnr_sum, self.psnr_count = 0.0, 0  # a running mean: the mean of a growing list cost O(images) per shard
@@ -122,9 +123,15 @@ class ImageProgress:
             self.bar.stop()
 
     def pack_started(self, networks: int, step: int) -> None:
-        """A pack of `networks` begins at `step` (above 0: taken up where an interrupted run saved it)."""
+        """A pack of `networks` goes on from `step` (above 0: taken up where an interrupted run saved
+        it, or the rest of a pack that some networks left at their target PSNR)."""
         self.stepwise = True
         self.pack_networks, self.pack_step, self.pack_psnr = networks, step, float("nan")
+
+    def networks_finished(self, count: int) -> None:
+        """`count` networks left the pack at their target PSNR: they need no more steps."""
+        self.settled += count * self.steps
+        self.pack_networks -= count
 
     def step(self, step: int) -> None:
         self.session_work += self.pack_networks * (step - self.pack_step)
@@ -143,7 +150,7 @@ class ImageProgress:
         if not self.stepwise:
             self.session_work += count * self.steps
         self.done += count
-        self.pack_networks = self.pack_step = 0
+        self.pack_networks = self.pack_step = self.settled = 0
         psnrs = np.asarray(psnrs, dtype=np.float64)
         self.psnr_sum += float(psnrs.sum())
         self.psnr_count += psnrs.size
@@ -151,7 +158,7 @@ class ImageProgress:
 
     @property
     def work_done(self) -> int:
-        return self.done * self.steps + self.pack_networks * self.pack_step
+        return self.done * self.steps + self.settled + self.pack_networks * self.pack_step
 
     def fields(self) -> list[str]:
         """What the line says, most wanted first (a narrow terminal drops from the end)."""

@@ -572,3 +572,23 @@ def test_until_psnr_stops_each_network_as_it_would_alone(tmp_path):
         alone = ckpt.load(tmp_path / name)
         assert alone.step == steps[name]
         assert np.array_equal(alone.params, networks.weights[row])
+
+
+def test_progress_never_goes_back_when_networks_leave_their_pack():
+    """With --until-psnr, networks that reach their target leave the pack: their work counts as done,
+    not as lost until the shard is written."""
+    from inr_cli.progress import ImageProgress
+
+    with ImageProgress(4, 0, 100, quiet=True) as progress:
+        seen = []
+        progress.pack_started(4, 0)
+        progress.step(50)
+        seen.append(progress.work_done)
+        progress.networks_finished(3)
+        progress.pack_started(1, 50)
+        seen.append(progress.work_done)
+        progress.step(100)
+        seen.append(progress.work_done)
+        progress.add(4, [30.0] * 4)
+        seen.append(progress.work_done)
+    assert seen == [200, 350, 400, 400]

@@ -154,6 +154,11 @@ def test_labels_come_from_a_csv_or_a_list_files_second_column(tmp_path):
     nets = inr_cli.load(tmp_path / "a")
     assert [row["label"] for row in nets.index] == ["odd one", "b", "b", "a"]
     assert nets.label_names == ["a", "b", "odd one"] and nets.labels.tolist() == [2, 1, 1, 0]
+    (tmp_path / "relabelled.csv").write_text("name,label\n0.png,a\n1.png,b\n2.png,b\n3.png,a\n")
+    result = runner.invoke(app, ["fit-many", str(folder), "-o", str(tmp_path / "a"), "--labels",
+                                 str(tmp_path / "relabelled.csv"), *NET])  # a rerun may not relabel the set
+    assert result.exit_code == 1 and "0.png is labelled 'a' now, 'odd one' in this set" in result.output
+    assert [row["label"] for row in inr_cli.load(tmp_path / "a").index] == ["odd one", "b", "b", "a"]
     (tmp_path / "list.txt").write_text("flat/0.png\tcat\nflat/1.png,dog\n")
     result = runner.invoke(app, ["fit-many", str(tmp_path / "list.txt"), "-o", str(tmp_path / "b"), *NET])
     assert result.exit_code == 0, result.output

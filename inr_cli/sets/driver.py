@@ -327,6 +327,12 @@ def _resumed_config(folder: SetFolder, saved: Plan, listed: list[inputs.Listed],
     # A setting left to the size is the one this data set already got (an older inr may have
     # chosen it differently); one given by hand is checked against it below.
     config = with_values(config, {key: saved.config.get(key) for key in SIZED_KEYS if config.get(key) == AUTO})
+    given = {item.name: item.label for item in listed}
+    relabelled_entry = next((e for e in saved.images if given.get(e.name, e.label) != e.label), None)
+    if relabelled_entry is not None:  # index.csv would say otherwise than the set's plan
+        raise InrError(f"{folder}: {relabelled_entry.name} is labelled {given[relabelled_entry.name]!r} now, "
+                       f"{relabelled_entry.label!r} in this set; rerun with the same labels, or use another -o "
+                       f"(--force starts it again)")
     wanted = Plan(saved.folder, config, saved.spec, [], [], pack or saved.pack,
                   start_sha256=start_sha256(config.training.init))
     _refuse_changed_settings(folder, saved, wanted)

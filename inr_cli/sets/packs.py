@@ -43,6 +43,8 @@ class PackProgress(Protocol):
 
     def pack_started(self, networks: int, step: int) -> None: ...
 
+    def networks_finished(self, count: int) -> None: ...
+
     def step(self, step: int) -> None: ...
 
     def reading(self, step: int, losses: np.ndarray) -> None: ...
@@ -116,9 +118,15 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
             now = trainer.state()
             done = (reached_target(loss, training.target_psnr) if trainer.step_done < trainer.total_steps
                     else np.ones(len(active), dtype=bool))
-            result.finish(active[done], now.params[done], now.loss[done], trainer.step_done)
             if done.all():
+                result.finish(active, now.params, now.loss, trainer.step_done)
                 break
+            # The networks that are done leave the pack. A signal meanwhile waits, as inside a step,
+            # until the trainer and what is saved describe the same networks.
+            signals.in_step = True
+            result.finish(active[done], now.params[done], now.loss[done], trainer.step_done)
+            if progress is not None:
+                progress.networks_finished(int(done.sum()))
             keep = ~done
             active = active[keep]
             guard.keep(keep)
@@ -129,6 +137,9 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
             if saved is not None:  # the finished networks first: a state of the rest alone means them
                 saved.save_finished(plan, result)
                 save(trainer.step_done)
+            signals.in_step = False
+            if signals.pending is not None:
+                raise Interrupted(signals.pending)
     except Interrupted as exc:
         if saved is None:
             raise
