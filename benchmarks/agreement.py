@@ -26,7 +26,6 @@ from benchmarks.common import PHOTOS, ROOT, configure, environment, save_json, w
 from benchmarks.tune_presets import parse_grid  # noqa: E402
 from inr_cli.formats.images import load_image  # noqa: E402
 
-
 KINDS = ("kernel", "cublas", "torch", "torch-tf32")
 
 

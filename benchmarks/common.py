@@ -16,11 +16,11 @@ import numpy as np
 from PIL import Image
 
 from inr_cli.backends import get_backend
-from inr_cli.core.state import TrainingState
 from inr_cli.config import Config, build_config, flags_to_values
-from inr_cli.core.pixels import PixelImage
 from inr_cli.core.network import NetworkSpec, output_means
+from inr_cli.core.pixels import PixelImage
 from inr_cli.core.sizing import fit_to_image
+from inr_cli.core.state import TrainingState
 from inr_cli.core.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import inr_cli  # noqa: E402,F401  (first: it sets OpenBLAS's thread timeout before NumPy loads OpenBLAS)
 import numpy as np  # noqa: E402
 
+import inr_cli  # noqa: E402,F401  (first: it sets OpenBLAS's thread timeout before NumPy loads OpenBLAS)
 from benchmarks.common import ROOT, configure, environment, make_trainer, photo, save_json  # noqa: E402
 from inr_cli.backends.cpu_backend import CpuBackend  # noqa: E402
 from inr_cli.core.coords import pixel_grid  # noqa: E402

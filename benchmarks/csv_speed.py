@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import inr_cli  # noqa: E402,F401
 import numpy as np  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
+import inr_cli  # noqa: E402,F401
 from benchmarks.common import ROOT, environment, save_json  # noqa: E402
 from inr_cli.cli import app  # noqa: E402
 from inr_cli.core.pixels import PixelImage  # noqa: E402

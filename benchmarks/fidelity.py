@@ -28,18 +28,26 @@ import argparse  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import (PHOTOS, ROOT, configure, default_workers, environment, job_backend,  # noqa: E402
-                               make_trainer, save_json, worker_pool)
+from benchmarks.common import (  # noqa: E402
+    PHOTOS,
+    ROOT,
+    configure,
+    default_workers,
+    environment,
+    job_backend,
+    make_trainer,
+    save_json,
+    worker_pool,
+)
 from benchmarks.upscaling import upscale_scores  # noqa: E402
 from inr_cli.backends import get_backend  # noqa: E402
 from inr_cli.core.coords import pixel_grid  # noqa: E402
-from inr_cli.formats.images import load_image  # noqa: E402
 from inr_cli.core.metrics import psnr_from_mse  # noqa: E402
 from inr_cli.core.network import NetworkSpec, init_networks, output_means  # noqa: E402
 from inr_cli.core.render import render_float  # noqa: E402
+from inr_cli.formats.images import load_image  # noqa: E402
 
 PRESETS = ("siren", "sigmoid", "fourier")
 

@@ -22,16 +22,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import inr_cli  # noqa: E402,F401  (first: it sets OpenBLAS's thread timeout before NumPy loads OpenBLAS)
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
+import inr_cli  # noqa: E402,F401  (first: it sets OpenBLAS's thread timeout before NumPy loads OpenBLAS)
 from benchmarks.common import PHOTOS, ROOT, configure, environment, make_trainer, save_json  # noqa: E402
 from inr_cli.backends import get_backend  # noqa: E402
 from inr_cli.core.coords import pixel_grid  # noqa: E402
-from inr_cli.core.pixels import PixelImage  # noqa: E402
 from inr_cli.core.metrics import psnr_from_mse  # noqa: E402
 from inr_cli.core.network import NetworkSpec, init_networks  # noqa: E402
+from inr_cli.core.pixels import PixelImage  # noqa: E402
 
 
 def crops(count: int, size: int) -> list[PixelImage]:

@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import inr_cli  # noqa: E402  (first: it sets OpenBLAS's thread timeout before NumPy loads OpenBLAS)
 import numpy as np  # noqa: E402
 
+import inr_cli  # noqa: E402  (first: it sets OpenBLAS's thread timeout before NumPy loads OpenBLAS)
 from benchmarks.common import environment, save_json  # noqa: E402
 from benchmarks.weights_classification import draw_shapes  # noqa: E402
 from inr_cli.sets import meta as meta_module  # noqa: E402
@@ -104,7 +104,8 @@ def rate_rounds(scratch: Path, train: Path, net: dict, options: dict, rounds: in
         rows.append({"meta_inner_network_steps_per_s": meta["inner_network_steps_per_s"],
                      "meta_network_steps_per_s": meta["inner_network_steps"] / meta["seconds"],
                      "fit_many_network_steps_per_s": fit["network_steps_per_s"],
-                     "inner_time_per_step_over_fit_many": fit["network_steps_per_s"] / meta["inner_network_steps_per_s"],
+                     "inner_time_per_step_over_fit_many":
+                         fit["network_steps_per_s"] / meta["inner_network_steps_per_s"],
                      "meta_time_per_step_over_fit_many": fit["network_steps_per_s"] * meta["seconds"]
                      / meta["inner_network_steps"]})
     return {"rounds": rows, "pack": pack, "outer_steps": outer_steps, "fit_many_steps": steps,

@@ -22,15 +22,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import inr_cli  # noqa: E402,F401
 import numpy as np  # noqa: E402
 from PIL import Image  # noqa: E402
 
+import inr_cli  # noqa: E402,F401
 from benchmarks.common import PHOTOS, ROOT, configure, environment, save_json  # noqa: E402
 from inr_cli.backends.cpu_backend import CpuBackend  # noqa: E402
-from inr_cli.formats.images import save_uint8  # noqa: E402
 from inr_cli.core.network import NetworkSpec, init_parameters  # noqa: E402
 from inr_cli.core.render import render_uint8  # noqa: E402
+from inr_cli.formats.images import save_uint8  # noqa: E402
 
 
 def main() -> None:

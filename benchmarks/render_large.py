@@ -14,12 +14,11 @@ import tempfile
 import time
 from pathlib import Path
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import ROOT, configure, environment, make_trainer, photo, save_json  # noqa: E402
-from inr_cli.formats.images import save_uint8  # noqa: E402
 from inr_cli.core.render import render_uint8  # noqa: E402
+from inr_cli.formats.images import save_uint8  # noqa: E402
 
 
 def main() -> None:

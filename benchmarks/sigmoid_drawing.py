@@ -32,10 +32,10 @@ from PIL import Image  # noqa: E402
 
 from benchmarks.common import ROOT, configure, make_trainer, timed  # noqa: E402
 from inr_cli.backends import get_backend  # noqa: E402
-from inr_cli.formats.images import load_image  # noqa: E402
 from inr_cli.core.metrics import psnr, psnr_from_mse  # noqa: E402
 from inr_cli.core.network import layer_views  # noqa: E402
 from inr_cli.core.render import render_float  # noqa: E402
+from inr_cli.formats.images import load_image  # noqa: E402
 
 DRAWING = ROOT / "tests" / "fixtures" / "drawing-cub.png"
 REPORT_AT = (100, 300, 1000, 3000, 10_000, 30_000, 100_000, 300_000, 1_000_000)

@@ -28,12 +28,12 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import PHOTOS, ROOT, configure, environment, save_json, worker_pool  # noqa: E402
-from inr_cli.backends import get_backend  # noqa: E402
 from inr_cli.api import number_or_text  # noqa: E402
-from inr_cli.settings import BY_NAME  # noqa: E402
-from inr_cli.formats.images import load_image  # noqa: E402
+from inr_cli.backends import get_backend  # noqa: E402
 from inr_cli.core.metrics import psnr  # noqa: E402
 from inr_cli.core.render import render_float  # noqa: E402
+from inr_cli.formats.images import load_image  # noqa: E402
+from inr_cli.settings import BY_NAME  # noqa: E402
 
 FIELDS = set(BY_NAME)  # the command line's names (lr, omega0, fourier_sigma, ...)
 

@@ -29,12 +29,20 @@ from PIL import Image  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import (ROOT, configure, default_workers, environment, job_backend, make_trainer,  # noqa: E402
-                               save_json, worker_pool)
+from benchmarks.common import (  # noqa: E402
+    ROOT,
+    configure,
+    default_workers,
+    environment,
+    job_backend,
+    make_trainer,
+    save_json,
+    worker_pool,
+)
 from inr_cli.backends import get_backend  # noqa: E402
-from inr_cli.formats.images import load_image, resample  # noqa: E402
 from inr_cli.core.metrics import psnr, ssim  # noqa: E402
 from inr_cli.core.render import render_float  # noqa: E402
+from inr_cli.formats.images import load_image, resample  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures"
 IMAGES = {  # name: (file, grey)

@@ -21,9 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import inr_cli  # noqa: E402  (first: it sets OpenBLAS's thread timeout before NumPy loads OpenBLAS)
 import numpy as np  # noqa: E402
 from PIL import Image, ImageDraw  # noqa: E402
+
+import inr_cli  # noqa: E402  (first: it sets OpenBLAS's thread timeout before NumPy loads OpenBLAS)
 
 CLASSES = ("circle", "square", "triangle", "cross")
 RESULTS = Path(__file__).resolve().parent / "results"

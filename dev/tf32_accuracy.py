@@ -44,9 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import ROOT, configure, environment, make_trainer, save_json, worker_pool  # noqa: E402
 from benchmarks.upscaling import IMAGES, parse_settings, upscale_scores  # noqa: E402
 from inr_cli.backends.cpu_backend import PARALLEL_MIN_ELEMENTS, CpuBackend  # noqa: E402
-from inr_cli.formats.images import load_image  # noqa: E402
 from inr_cli.core.metrics import psnr, psnr_from_mse  # noqa: E402
 from inr_cli.core.render import render_float  # noqa: E402
+from inr_cli.formats.images import load_image  # noqa: E402
 
 MODES = ("fp32", "tf32-rna", "tf32-rz", "tf32-rna-coords-fp32", "fp32-f64")
 LOW_BITS = np.uint32(0xFFFFE000)  # FP32 keeps sign, exponent and the top 10 mantissa bits in TF32

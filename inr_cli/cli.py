@@ -133,11 +133,25 @@ SUMMARIES = {
 
 
 def _register() -> None:
-    from inr_cli.commands import (decode, doctor, encode, evaluate, export, fit_many, info, join, meta_init, presets,
-                                  render, train, tune, view)
+    from inr_cli.commands import (
+        decode,
+        doctor,
+        encode,
+        evaluate,
+        export,
+        fit_many,
+        info,
+        join,
+        meta_init,
+        presets,
+        render,
+        train,
+        tune,
+        view,
+    )
 
-    for module in (encode, decode, train, fit_many, join, meta_init, tune, render, view, export, evaluate, info, presets,
-                   doctor):
+    for module in (encode, decode, train, fit_many, join, meta_init, tune, render, view, export, evaluate, info,
+                   presets, doctor):
         app.command(name=module.NAME, help=module.HELP, short_help=SUMMARIES[module.NAME],
                     no_args_is_help=module.NEEDS_ARGS)(handles_errors(module.command))
 

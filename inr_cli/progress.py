@@ -11,10 +11,9 @@ from __future__ import annotations
 import time
 
 import numpy as np
-
 from rich.progress import BarColumn, Progress, ProgressColumn, TextColumn
-from rich.text import Text
 from rich.table import Column
+from rich.text import Text
 
 from inr_cli.console import err
 

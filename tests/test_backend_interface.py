@@ -8,7 +8,6 @@ from abc import ABCMeta
 
 import pytest
 
-from inr_cli.core.backend import Backend
 from inr_cli.backends.cpu_backend import CpuBackend
 from inr_cli.backends.cuda_backend import CudaBackend
 from inr_cli.backends.host_memory import HostMemory
@@ -16,6 +15,7 @@ from inr_cli.backends.kernel_backend import KernelBackend
 from inr_cli.backends.launch import ACTIVATION_CODES
 from inr_cli.backends.numpy_backend import NumpyBackend
 from inr_cli.config import from_values, with_values
+from inr_cli.core.backend import Backend
 from inr_cli.core.encodings import ENCODING_CLASSES, create_encoding
 from inr_cli.core.models import ACTIVATIONS, MODEL_CLASSES, create_model
 from inr_cli.core.network import NetworkSpec

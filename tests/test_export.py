@@ -8,10 +8,10 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from inr_cli.formats import checkpoint as ckpt
 from inr_cli.cli import app
 from inr_cli.core.coords import pixel_grid
 from inr_cli.core.network import layer_views
+from inr_cli.formats import checkpoint as ckpt
 
 runner = CliRunner()
 

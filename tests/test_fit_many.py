@@ -17,12 +17,12 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
+from inr_cli.cli import app
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.network_set import INDEX, INDEX_COLUMNS, SHARDS, WEIGHTS, WEIGHTS_PART, load_network_set
 from inr_cli.sets.plan import image_seed
 from inr_cli.sets.storage import shard_name
 from tests import failpoints
-from inr_cli.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()
@@ -93,9 +93,9 @@ def test_output_is_a_data_set_of_networks(reference):
     assert weights.dtype == np.float32 and weights.shape == (5, networks.spec.parameter_count())
     assert all(float(r["psnr"]) > 10 and int(r["steps"]) == 40 for r in rows)
     from inr_cli.backends.cpu_backend import CpuBackend
-    from inr_cli.formats.images import load_image
     from inr_cli.core.metrics import psnr
     from inr_cli.core.render import render_float
+    from inr_cli.formats.images import load_image
 
     for i, row in enumerate(rows):  # each row's PSNR is its own network's render against its own image
         image = load_image(folder / row["name"])

@@ -11,8 +11,17 @@ import pytest
 from inr_cli.core.network import NetworkSpec, init_parameters
 from inr_cli.core.render import render_float
 from tests.kernel_checks import (
-    check_activations, check_column_reduce, check_fill, check_fourier_features, check_fused_layer, check_matmul,
-    check_matmul_into_parameter_views, check_mse_loss, check_sample_batch, check_schedule_and_optimizers, cpu,
+    check_activations,
+    check_column_reduce,
+    check_fill,
+    check_fourier_features,
+    check_fused_layer,
+    check_matmul,
+    check_matmul_into_parameter_views,
+    check_mse_loss,
+    check_sample_batch,
+    check_schedule_and_optimizers,
+    cpu,
 )
 from tests.test_networks import config_for, images, train_together
 
@@ -162,8 +171,8 @@ def test_checkpoints_move_between_gpu_and_cpu(tmp_path, rgb_png):
     """Train on the GPU, resume on the CPU, and the reverse: both land near a CPU-only run."""
     from typer.testing import CliRunner
 
-    from inr_cli.formats import checkpoint as ckpt
     from inr_cli.cli import app
+    from inr_cli.formats import checkpoint as ckpt
 
     runner = CliRunner()
     net = ["--hidden", "32", "--layers", "2", "-q", "--preview-every", "0"]

@@ -448,7 +448,8 @@ def test_export_and_view_of_a_set_whose_plan_is_not_one(reference, tmp_path, pla
 def test_a_shards_steps_are_checked_with_the_rest(tmp_path):
     """Shards of a set fitted to a target PSNR keep each network's steps: a rerun finds them whole
     (nothing fitted again), and steps beyond the budget mark the shard damaged."""
-    from tests.test_fit_many import NET as FITTING, make_folder
+    from tests.test_fit_many import NET as FITTING
+    from tests.test_fit_many import make_folder
 
     images = make_folder(tmp_path / "images", count=3)
     args = [images, "-o", tmp_path / "set", "--pack", "1", "--until-psnr", "22",

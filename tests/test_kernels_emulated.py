@@ -13,11 +13,18 @@ import pytest
 from inr_cli.backends.kernel_backend import LaunchError
 from inr_cli.backends.launch import plan_column_reduce, plan_matmul
 from tests.kernel_checks import (
-    check_activations, check_column_reduce, check_fill, check_fourier_features, check_fused_layer, check_matmul,
-    check_matmul_into_parameter_views, check_mse_loss, check_sample_batch, check_schedule_and_optimizers,
+    check_activations,
+    check_column_reduce,
+    check_fill,
+    check_fourier_features,
+    check_fused_layer,
+    check_matmul,
+    check_matmul_into_parameter_views,
+    check_mse_loss,
+    check_sample_batch,
+    check_schedule_and_optimizers,
 )
 from tests.test_networks import config_for, images, train_together
-
 
 MATMUL_CASES = [  # (m, n, k): one row, width one, ragged edges, every tile choice, split-K
     (1, 1, 1), (1, 5, 3), (3, 1, 9), (37, 65, 70), (130, 129, 17), (200, 3, 33), (3, 140, 40),

@@ -11,7 +11,6 @@ import pytest
 from typer.testing import CliRunner
 
 from inr_cli import settings
-
 from tests.conftest import make_image
 from tests.test_cli import SMALL, run
 

@@ -10,17 +10,17 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from inr_cli.formats import checkpoint as ckpt
 from inr_cli.backends.cpu_backend import CpuBackend
-from inr_cli.core.batch_pass import WholeBatchPass
-from inr_cli.core.state import TrainingState
 from inr_cli.cli import app
 from inr_cli.config import build_config, flags_to_values
-from inr_cli.core.pixels import PixelImage
+from inr_cli.core.batch_pass import WholeBatchPass
 from inr_cli.core.network import NetworkSpec
+from inr_cli.core.pixels import PixelImage
 from inr_cli.core.render import render_float
 from inr_cli.core.sizing import fit_to_image
+from inr_cli.core.state import TrainingState
 from inr_cli.core.trainer import Trainer
+from inr_cli.formats import checkpoint as ckpt
 
 V1 = Path(__file__).parent / "fixtures" / "v1"
 # As in fixtures/v1/README.md: the commands that wrote the format-1 checkpoints at commit 33d50db.

@@ -249,9 +249,9 @@ def test_16_bit_colour_is_kept_from_file_to_csv_to_file_and_rendered(tmp_path):
     assert result.exit_code == 2 and "16-bit renders are written as PNG or TIFF" in result.output
     import tifffile
 
-    from inr_cli.formats import checkpoint as ckpt
     from inr_cli.backends.cpu_backend import CpuBackend
     from inr_cli.core.render import render_float
+    from inr_cli.formats import checkpoint as ckpt
 
     saved = ckpt.load(tmp_path / "run")
     for depth, dtype in (("16", np.uint16), ("32", np.float32)):

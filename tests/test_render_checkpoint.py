@@ -7,14 +7,14 @@ import zipfile
 import numpy as np
 import pytest
 
-from inr_cli.formats import checkpoint as ckpt
 from inr_cli.backends.cpu_backend import CpuBackend
-from inr_cli.core.state import TrainingState
 from inr_cli.core.coords import axis_centres, pixel_grid
-from inr_cli.errors import InrError
 from inr_cli.core.metrics import psnr, ssim
 from inr_cli.core.network import NetworkSpec, init_parameters
 from inr_cli.core.render import render_float, render_rows
+from inr_cli.core.state import TrainingState
+from inr_cli.errors import InrError
+from inr_cli.formats import checkpoint as ckpt
 from tests.test_networks import config_for
 
 cpu = CpuBackend()

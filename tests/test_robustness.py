@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from inr_cli.formats import checkpoint as ckpt
 from inr_cli.cli import app
+from inr_cli.formats import checkpoint as ckpt
 from inr_cli.runs.directory import RunLock
 from tests.conftest import make_image
 

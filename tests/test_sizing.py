@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from inr_cli.formats import checkpoint as ckpt
 from inr_cli.cli import app
 from inr_cli.config import build_config, flags_to_values
 from inr_cli.core.sizing import OMEGA0_PER_PIXEL, OMEGA0_RANGE, SIGMA_PER_PIXEL, SIGMA_RANGE, fit_to_image
+from inr_cli.formats import checkpoint as ckpt
 from tests.conftest import make_image
 
 

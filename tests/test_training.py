@@ -7,11 +7,11 @@ import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
-from inr_cli.formats import checkpoint as ckpt
 from inr_cli.cli import app
 from inr_cli.core.metrics import psnr
 from inr_cli.core.trainer import Trainer
 from inr_cli.core.training_loop import Interrupted
+from inr_cli.formats import checkpoint as ckpt
 
 runner = CliRunner()
 SMALL = ["--hidden", "16", "--layers", "2", "--device", "cpu", "-q", "--log-every", "3"]
@@ -149,8 +149,8 @@ def test_sigmoid_preset_learns_a_line_drawing(tmp_path):
     drawing at 100 px, 500 steps of the preset: most of the page is white, so the strokes must be
     there to pass, where the render is dark (IoU of the dark pixels; a blank page scores 0)."""
     from inr_cli.backends.cpu_backend import CpuBackend
-    from inr_cli.formats.images import load_image
     from inr_cli.core.render import render_float
+    from inr_cli.formats.images import load_image
 
     drawing = "tests/fixtures/drawing-cub.png"
     run = tmp_path / "cub"
@@ -172,8 +172,8 @@ def test_siren_learns_the_coffee_photo(tmp_path):
     """The issue's learning test: SIREN 3x128 (omega0 30), 300 full-batch steps at lr 1e-4 on coffee at 128 px.
     An independent PyTorch implementation reaches 27.1 dB here."""
     from inr_cli.backends.cpu_backend import CpuBackend
-    from inr_cli.formats.images import load_image
     from inr_cli.core.render import render_float
+    from inr_cli.formats.images import load_image
 
     run = tmp_path / "coffee"
     result = train(["tests/fixtures/coffee.png", "--size", "128", "--model", "siren", "--hidden", "128",

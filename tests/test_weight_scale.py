@@ -65,7 +65,8 @@ def drawn_here(spec: NetworkSpec, seed: int, weight_scale: float) -> np.ndarray:
 @pytest.mark.parametrize("weight_scale", [1.0, 1.5, 2.0])
 def test_initialisation_is_the_one_described(preset, weight_scale):
     spec = spec_for(preset)
-    np.testing.assert_array_equal(init_parameters(spec, 7, weight_scale=weight_scale), drawn_here(spec, 7, weight_scale))
+    np.testing.assert_array_equal(init_parameters(spec, 7, weight_scale=weight_scale),
+                                  drawn_here(spec, 7, weight_scale))
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))

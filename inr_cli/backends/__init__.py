@@ -6,9 +6,9 @@ runs the same operations as our own kernels. `make_backend` picks one from the u
 
 from __future__ import annotations
 
-from inr_cli.core.backend import Backend
 from inr_cli.backends.cpu_backend import CpuBackend
 from inr_cli.config import DEVICES
+from inr_cli.core.backend import Backend
 from inr_cli.errors import InrError
 
 __all__ = ["Backend", "get_backend", "make_backend"]

@@ -20,7 +20,6 @@ from abc import abstractmethod
 
 import numpy as np
 
-from inr_cli.core.backend import Backend
 from inr_cli.backends.launch import (
     ACTIVATION_CODES,
     LOSS_MAX_BLOCKS,
@@ -30,6 +29,7 @@ from inr_cli.backends.launch import (
     plan_column_reduce,
     plan_matmul,
 )
+from inr_cli.core.backend import Backend
 from inr_cli.core.batch_pass import WholeBatchPass
 
 i32, i64, f32, f64 = np.int32, np.int64, np.float32, np.float64

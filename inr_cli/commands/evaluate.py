@@ -7,16 +7,16 @@ from typing import Optional
 import typer
 from PIL import Image
 
-from inr_cli.formats import checkpoint as ckpt
 from inr_cli.backends import make_backend
 from inr_cli.commands.paths import shown_path
 from inr_cli.config import Device, build_config, flags_to_values
 from inr_cli.console import info, notice, warning
-from inr_cli.formats.data import load_training_data
-from inr_cli.errors import InrError, UsageError
-from inr_cli.formats.images import fit_longer_side, resample, resize
 from inr_cli.core.metrics import psnr, ssim
 from inr_cli.core.render import render_float
+from inr_cli.errors import InrError, UsageError
+from inr_cli.formats import checkpoint as ckpt
+from inr_cli.formats.data import load_training_data
+from inr_cli.formats.images import fit_longer_side, resample, resize
 from inr_cli.runs.training import run_training
 
 NAME = "eval"

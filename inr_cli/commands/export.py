@@ -5,11 +5,11 @@ from typing import Optional
 
 import typer
 
+from inr_cli.commands.paths import output_target, run_sources
+from inr_cli.errors import UsageError
 from inr_cli.formats import export as exporter
 from inr_cli.formats.network_set import is_network_set, load_network_set
 from inr_cli.loading import one_network
-from inr_cli.commands.paths import output_target, run_sources
-from inr_cli.errors import UsageError
 
 NAME = "export"
 HELP = ("Write a trained network for other tools: -o model.safetensors (weights, named per layer) or "

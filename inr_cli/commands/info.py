@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import typer
 
+from inr_cli.core.metrics import psnr_from_mse
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.network_set import is_network_set, load_network_set
-from inr_cli.core.metrics import psnr_from_mse
 
 NAME = "info"
 HELP = "What a run holds: network, parameters, step reached, last loss and PSNR, sizes."

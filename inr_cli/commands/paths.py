@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from inr_cli.console import notice
-from inr_cli.formats.network_set import PLAN, is_network_set
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.atomic import is_special
+from inr_cli.formats.network_set import PLAN, is_network_set
 
 
 def default_output(source: Path, suffix: str, fallback: str | None = None) -> Path:

@@ -9,15 +9,15 @@ from typing import Optional
 import numpy as np
 import typer
 
-from inr_cli.loading import one_network
-from inr_cli.config import Device
 from inr_cli.backends import make_backend
-from inr_cli.core.canvas import canvas_size
 from inr_cli.commands.paths import output_target, run_sources
+from inr_cli.config import Device
 from inr_cli.console import err, info
-from inr_cli.errors import InrError, UsageError
-from inr_cli.formats.images import image_format, save_tiff, save_uint16, save_uint8
+from inr_cli.core.canvas import canvas_size
 from inr_cli.core.render import render_at_depth
+from inr_cli.errors import InrError, UsageError
+from inr_cli.formats.images import image_format, save_tiff, save_uint8, save_uint16
+from inr_cli.loading import one_network
 
 NAME = "render"
 HELP = "Draw a trained network on a canvas of any size."

@@ -83,8 +83,8 @@ class DivergenceGuard:
 
 class Signals:
     """Interrupting signals, raised as Interrupted at once, or, inside a step, once the step is whole
-    and its loss read if due (an update half done would leave the moments ahead of the parameters, and the checkpoint would
-    not resume exactly). A context: the previous handlers come back on exit."""
+    and its loss read if due (an update half done would leave the moments ahead of the parameters,
+    and the checkpoint would not resume exactly). A context: the previous handlers come back on exit."""
 
     def __init__(self):
         self.in_step = False

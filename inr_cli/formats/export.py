@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
-from inr_cli.formats.atomic import atomic_path
-from inr_cli.errors import InrError
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
+from inr_cli.errors import InrError
+from inr_cli.formats.atomic import atomic_path
 
 FORMATS = {".safetensors": "safetensors", ".onnx": "onnx"}
 CONVENTION = "input (u, v) = ((x + 0.5) / W * 2 - 1, (y + 0.5) / H * 2 - 1); output channels in [0, 1]"

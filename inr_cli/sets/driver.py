@@ -87,7 +87,8 @@ def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, pre
 
         grow(source, Path(out), fit_new)
         return Plan.from_json((Path(out) / PLAN).read_text(), Path(out) / PLAN)
-    return fit_set(source, out, config, pack, ray, workers, gpus_per_worker, skip_unreadable, quiet, force, labels=labels)
+    return fit_set(source, out, config, pack, ray, workers, gpus_per_worker, skip_unreadable, quiet, force,
+                   labels=labels)
 
 
 class Runner(Protocol):

@@ -24,10 +24,11 @@ from typing import NamedTuple
 from PIL import Image
 
 from inr_cli.config import Config
-from inr_cli.errors import InrError
-from inr_cli.formats.data import load_training_data
 from inr_cli.core.pixels import PixelImage, fit_longer_side
-from inr_cli.formats import images as image_files, input_files
+from inr_cli.errors import InrError
+from inr_cli.formats import images as image_files
+from inr_cli.formats import input_files
+from inr_cli.formats.data import load_training_data
 from inr_cli.formats.images import pixels_from_pil
 
 LIST_SUFFIXES = (".txt", ".lst", ".list")

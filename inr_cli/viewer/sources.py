@@ -14,16 +14,16 @@ from pathlib import Path
 import numpy as np
 
 from inr_cli.core.network import NetworkSpec
-from inr_cli.runs.metrics_csv import read_metrics
 from inr_cli.errors import InrError
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.data import fingerprint, load_training_data
 from inr_cli.formats.images import fit_longer_side
 from inr_cli.formats.network_set import PLAN, is_network_set, load_network_set
 from inr_cli.formats.png import png_bytes
+from inr_cli.runs.metrics_csv import read_metrics
 from inr_cli.sets import inputs
-from inr_cli.sets.plan import Plan
 from inr_cli.sets.inputs import is_url
+from inr_cli.sets.plan import Plan
 from inr_cli.viewer.tiles import PngCache, Pyramid, source_tile
 
 CURVE_POINTS = 400  # the loss curve is drawn from at most this many rows of metrics.csv
