@@ -46,7 +46,8 @@ def make_trainer(backend, config: Config, images: list[PixelImage], seeds=None) 
     """A trainer at step 0 for one network per image (seeds: the config's seed for each by default)."""
     seeds = list(seeds) if seeds is not None else [config.training.seed] * len(images)
     spec = NetworkSpec.from_config(config, images[0].n_channels)
-    return Trainer(backend, spec, config, images, TrainingState.fresh(spec, seeds, output_means(config, images)), seeds)
+    state = TrainingState.fresh(spec, seeds, output_means(config, images), config.network.weight_scale)
+    return Trainer(backend, spec, config, images, state, seeds)
 
 
 def timed(run_step, steps: int, synchronize) -> float:

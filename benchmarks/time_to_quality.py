@@ -1,98 +1,431 @@
-"""Seconds on the GPU for SIREN to reach 30 dB and 40 dB on a 512x512 sample photo, beside PyTorch.
+"""Time to quality: steps and seconds for each training recipe to reach 30, 35 and 40 dB, side by
+side on a suite of photos and line drawings, with what each draws between the pixels.
 
-    PYTHONPATH=. python benchmarks/time_to_quality.py [--out bench-results/quality.json]
+    PYTHONPATH=. python benchmarks/time_to_quality.py                       # the CPU suite
+    PYTHONPATH=. python benchmarks/time_to_quality.py --device gpu --sizes 64 128 256 512 --torch
+    PYTHONPATH=. python benchmarks/time_to_quality.py --recipes default ws2-paper \\
+        --define 'ws2-o45=siren:weight_scale=2,omega0=45,lr=1e-4,lr_min=1e-4'
 
-Both sides: SIREN 3x256, full batch, Adam cosine-annealed from --lr to --lr-min over --steps, the
-same initial parameters; by default omega0 30, lr 1e-4 to 1e-6 (the paper's settings; the siren
-preset's are --omega0 60 --lr 3e-4 --lr-min 1e-5). The loss is read every --check steps (that read
-is counted in the time).
+For each recipe (benchmarks/recipes.py: SIREN as published, inr's default, weight scaling at
+several factors on the paper's constant learning rate and on inr's cosine, Fourier features, the
+sigmoid preset, learning-rate schedules, random batches of a quarter of the pixels), each image of
+the suite (--images; photos in colour and grey, the drawing fixtures in grey) and each size (the
+longer side, --sizes):
+
+- time to quality: train on the image at that size through inr's own training loop (run_steps)
+  with the step budget as the schedule's total; read the training PSNR at every reading (every
+  --check steps, as `inr train --log-every`); record the step and the training seconds at which
+  it first reaches each target, and the best PSNR seen. A run stops once it has reached the last
+  target (--full: it goes on to the budget). With random batches the PSNR is the whole image's,
+  rendered at each reading (outside the timed seconds), not the batch's loss.
+- what it draws between the pixels: train the recipe as `inr train --size N/2` would (the
+  preset's own step count unless the recipe sets one), render at N and score PSNR / SSIM against
+  the image at N, beside Lanczos and bicubic upscales of the very image it trained on
+  (benchmarks/upscaling.py's scores).
+
+Steps are the main figure: they do not depend on the machine. Seconds do, and on a shared machine
+they also depend on what else runs. Results: a JSON (--out; written after every run, so that
+--resume can go on after an interruption) and tables on stdout. --torch also races PyTorch
+(benchmarks/torch_reference.py) from the same initial parameters with the same recipe.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
-import time
-from pathlib import Path
+import os
 
-import numpy as np
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from dataclasses import asdict  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import ROOT, configure, environment, make_trainer, photo, save_json  # noqa: E402
-from inr_cli.core.coords import pixel_grid  # noqa: E402
-from inr_cli.core.metrics import psnr_from_mse  # noqa: E402
-from inr_cli.core.network import NetworkSpec, init_parameters  # noqa: E402
+from benchmarks.common import (  # noqa: E402
+    ROOT,
+    configure,
+    default_workers,
+    environment,
+    job_backend,
+    make_trainer,
+    save_json,
+    worker_pool,
+)
+from benchmarks.recipes import GROUPS, Recipe, parse_definition, select  # noqa: E402
+from benchmarks.upscaling import upscale_scores  # noqa: E402
+from inr_cli.backends import get_backend  # noqa: E402
+from inr_cli.core.metrics import psnr, psnr_from_mse  # noqa: E402
+from inr_cli.core.network import init_parameters, output_means  # noqa: E402
+from inr_cli.core.render import render_float  # noqa: E402
+from inr_cli.core.training_loop import Diverged, Signals, run_steps  # noqa: E402
+from inr_cli.formats.images import load_image  # noqa: E402
 
-TARGETS = (30.0, 40.0)
+FIXTURES = ROOT / "tests" / "fixtures"
+SUITE = {  # name: (file, grey)
+    "coffee": (FIXTURES / "coffee.png", False),
+    "rocket": (FIXTURES / "rocket.jpg", False),
+    "coffee-grey": (FIXTURES / "coffee.png", True),
+    "rocket-grey": (FIXTURES / "rocket.jpg", True),
+    "cub": (FIXTURES / "drawing-cub.png", True),
+    "house": (FIXTURES / "drawing-house.png", True),
+}
+DRAWINGS = ("cub", "house")
+DEFAULT_IMAGES = ["coffee", "rocket-grey", "cub", "house"]
+TARGETS = (30.0, 35.0, 40.0)
+# The CPU suite: 64 px with the goals' 2,000-step budget, every recipe: about half an hour on two
+# busy cores. A 128-px run costs four times as much per step; --sizes 128 --budget 1000 --recipes
+# core adds that size (where today's default reaches 35 dB in a few hundred steps).
+CPU_SIZES, CPU_BUDGETS = [64], ["2000", "128=1000"]
+GPU_SIZES, GPU_BUDGETS = [64, 128, 256, 512], ["2000"]
 
 
-def race(trainer, synchronize, steps: int, check: int, budget_s: float):
-    reached = {t: None for t in TARGETS}
+class _Done(Exception):
+    """Every target reached: the run need not go on."""
+
+
+def target_key(target: float) -> str:
+    return f"{target:g}dB"
+
+
+def suite_image(name: str, size: int):
+    path, grey = SUITE[name]
+    return load_image(path, size=size, gray=grey)
+
+
+def recipe_config(recipe: Recipe, image, **overrides):
+    """The recipe's configuration for this image, as `inr train` decides it (size-following
+    settings from the image's longer side)."""
+    flags = dict(recipe.flags)
+    omega0 = recipe.omega0_for(max(image.width, image.height))
+    if omega0 is not None:
+        flags["omega0"] = omega0
+    if recipe.batch_fraction:
+        flags["batch_size"] = max(1, int(image.width * image.height * recipe.batch_fraction))
+    return configure(recipe.preset, max(image.width, image.height), preview_every=0, **{**flags, **overrides})
+
+
+def race(trainer, backend, image, check: int, stop_when_done: bool) -> dict:
+    """Train through run_steps; the step and training seconds at which each target is first
+    reached, the best PSNR seen and the curve of readings."""
+    reached = {target_key(t): None for t in TARGETS}
+    curve, best = [], float("-inf")
+
+    def on_reading(step: int, losses, _rate: float) -> None:
+        nonlocal best
+        if trainer.full_batch:
+            quality = psnr_from_mse(float(losses[0]))
+        else:  # the batch's loss is a noisy sample: score the whole image, off the clock
+            quality = psnr(render_float(backend, trainer.spec, trainer.params[:1], image.width, image.height),
+                           image.values)
+            trainer.pause_clock()
+        best = max(best, quality)
+        curve.append([step, round(quality, 2)])
+        for target in TARGETS:
+            if reached[target_key(target)] is None and quality >= target:
+                reached[target_key(target)] = {"step": step, "seconds": round(trainer.seconds, 3)}
+        if stop_when_done and all(reached.values()):
+            raise _Done
+
+    stopped = "budget"
+    with Signals() as signals:
+        try:
+            run_steps(trainer, signals, check, on_reading=on_reading)
+        except _Done:
+            stopped = "targets"
+        except Diverged as exc:
+            stopped = f"diverged at step {exc.step}"
+    return {"reached": reached, "best_psnr": round(best, 3), "steps_run": trainer.step_done,
+            "seconds_run": round(trainer.seconds, 3), "stopped": stopped, "curve": curve}
+
+
+def upscale(backend, recipe: Recipe, name: str, size: int, scale: int, steps: int | None = None) -> dict:
+    """Trained at size / scale as `inr train --size` would (for the recipe's own step count, or
+    `steps`), rendered at size, scored against the image at size beside Lanczos and bicubic."""
+    small, original = suite_image(name, size // scale), suite_image(name, size)
+    config = recipe_config(recipe, small, **({"steps": steps} if steps else {}))
+    trainer = make_trainer(backend, config, [small])
+    outcome = "trained"
+    with Signals() as signals:
+        try:
+            run_steps(trainer, signals, config.training.steps)
+        except Diverged as exc:
+            outcome = f"diverged at step {exc.step}"
+    params = trainer.params[:1]
+    fit = psnr(render_float(backend, trainer.spec, params, small.width, small.height), small.values)
+    rendered = render_float(backend, trainer.spec, params, original.width, original.height)
+    return {"trained": [small.width, small.height], "steps": config.training.steps, "outcome": outcome,
+            "fit_psnr": round(fit, 3), **upscale_scores(rendered, small, original)}
+
+
+def torch_race(config, image, spec, check: int, stop_when_done: bool, device: str) -> dict:
+    """PyTorch from the same initial parameters with the same recipe (full batch or the same batch
+    size; its own random batches)."""
+    import torch
+
+    from benchmarks.torch_reference import TorchTrainer
+    from inr_cli.core.coords import pixel_grid
+
+    start = init_parameters(spec, config.training.seed, (output_means(config, [image]) or [None])[0],
+                            config.network.weight_scale)
+    opt, train = config.optimizer, config.training
+    trainer = TorchTrainer(torch, spec, start, pixel_grid(image.width, image.height), image.targets(), opt.lr,
+                           opt.lr_min, train.steps, train.batch_size, train.seed, device)
+    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    reached = {target_key(t): None for t in TARGETS}
+    best, step = float("-inf"), 0
     synchronize()
-    start = time.perf_counter()
-    best, step = 0.0, 0
-    while step < steps:
+    begin = time.perf_counter()
+    while step < train.steps:
         trainer.step()
         step += 1
-        if step % check == 0:
-            quality = psnr_from_mse(float(np.ravel(trainer.read_loss())[0]))  # ours: one per network
+        if step == 1 or step % check == 0 or step == train.steps:
+            quality = psnr_from_mse(trainer.read_loss())
             best = max(best, quality)
-            elapsed = time.perf_counter() - start
             for target in TARGETS:
-                if reached[target] is None and quality >= target:
-                    reached[target] = {"seconds": round(elapsed, 3), "step": step}
-            if all(reached.values()) or elapsed > budget_s:
+                if reached[target_key(target)] is None and quality >= target:
+                    reached[target_key(target)] = {"step": step, "seconds": round(time.perf_counter() - begin, 3)}
+            if stop_when_done and all(reached.values()):
                 break
-    return {"reached": {f"{t:g}dB": r for t, r in reached.items()}, "best_psnr": round(best, 3), "steps": step,
-            "seconds": round(time.perf_counter() - start, 3)}
+    return {"reached": reached, "best_psnr": round(best, 3), "steps_run": step,
+            "seconds_run": round(time.perf_counter() - begin, 3)}
+
+
+def job(device: str, workers: int, recipe_name: str, recipe: Recipe, name: str, size: int, budget: int, check: int,
+        full: bool, scale: int, upscale_steps: tuple, with_race: bool, with_torch: bool) -> dict:
+    backend = job_backend(device, workers)
+    image = suite_image(name, size)
+    config = recipe_config(recipe, image, steps=budget, log_every=check)
+    result = {}
+    if with_race:
+        if backend.name == "gpu":  # kernels compiled and the graph captured before the clock starts
+            warm = make_trainer(backend, config, [image])
+            for _ in range(3):
+                warm.step()
+            warm.read_loss()
+        trainer = make_trainer(backend, config, [image])
+        result = race(trainer, backend, image, check, not full)
+    net, enc, opt = config.network, config.encoding, config.optimizer
+    settings = {"preset": recipe.preset, "model": net.model, "hidden": net.hidden, "layers": net.layers,
+                "omega0": net.omega0, "weight_scale": net.weight_scale, "encoding": enc.name,
+                "sigma": enc.sigma if enc.name == "fourier" else None, "lr": opt.lr, "lr_min": opt.lr_min,
+                "batch_size": config.training.batch_size}
+    report = {"recipe": recipe_name, "image": name, "size": size, "width": image.width, "height": image.height,
+              "channels": image.n_channels, "budget": budget, "full": full, "backend": backend.name,
+              "settings": settings, **result}
+    if scale:
+        report["upscale"] = upscale(backend, recipe, name, size, scale)
+        # Shorter (or longer) runs: a recipe that reaches the targets sooner may draw better
+        # between the pixels when it stops sooner, before it memorises them.
+        report["upscale_at"] = {str(steps): upscale(backend, recipe, name, size, scale, steps)
+                                for steps in upscale_steps}
+    if with_torch and with_race:
+        torch_device = "cuda" if backend.name == "gpu" else "cpu"
+        report["torch"] = torch_race(config, image, trainer.spec, check, not full, torch_device)
+    return report
+
+
+# ---- tables ----------------------------------------------------------------------------------------
+
+def steps_to(result: dict, target: float) -> int:
+    """The step at which a run reached the target; its budget when it never did (as the goals count)."""
+    hit = result["reached"][target_key(target)]
+    return hit["step"] if hit else result["budget"]
+
+
+def seconds_to(result: dict, target: float) -> float | None:
+    hit = result["reached"][target_key(target)]
+    return hit["seconds"] if hit else None
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _cell(value, width: int, digits: int = 0) -> str:
+    if value is None:
+        return "-".rjust(width)
+    return f"{value:{width}.{digits}f}"
+
+
+def summary_rows(results: list[dict]) -> dict:
+    """Per size and recipe: medians over the images (a target not reached counts as the budget)."""
+    table: dict = {}
+    for size in sorted({r["size"] for r in results}):
+        at_size = [r for r in results if r["size"] == size and "reached" in r]
+        for recipe in dict.fromkeys(r["recipe"] for r in at_size):
+            runs = [r for r in at_size if r["recipe"] == recipe]
+            row = {"images": len(runs)}
+            for target in TARGETS:
+                key = target_key(target)
+                row[f"steps_{key}"] = _median([steps_to(r, target) for r in runs])
+                row[f"unreached_{key}"] = sum(1 for r in runs if not r["reached"][key])
+                row[f"seconds_{key}"] = _median([seconds_to(r, target) for r in runs])
+            row["best_psnr"] = _median([r["best_psnr"] for r in runs])
+            ups = [r["upscale"] for r in runs if "upscale" in r]
+            if ups:
+                gaps = [u["inr"]["psnr"] - u["lanczos"]["psnr"] for u in ups]
+                row["upscale_psnr"] = statistics.mean(u["inr"]["psnr"] for u in ups)
+                row["upscale_gap_mean"] = statistics.mean(gaps)
+                row["upscale_gap_worst"] = min(gaps)
+                row["upscale_ssim_gap_mean"] = statistics.mean(u["inr"]["ssim"] - u["lanczos"]["ssim"] for u in ups)
+            table.setdefault(size, {})[recipe] = row
+    return table
+
+
+def upscale_rows(results: list[dict]) -> dict:
+    """Per size and recipe: the mean and worst 2x PSNR gap to Lanczos for each training length."""
+    table: dict = {}
+    for r in results:
+        for u in {"own": r.get("upscale"), **r.get("upscale_at", {})}.values():
+            if u:
+                key = f"{u['steps']}"
+                cell = table.setdefault(r["size"], {}).setdefault(r["recipe"], {}).setdefault(key, [])
+                cell.append(u["inr"]["psnr"] - u["lanczos"]["psnr"])
+    return {size: {recipe: {steps: {"mean": statistics.mean(gaps), "worst": min(gaps), "images": len(gaps)}
+                            for steps, gaps in sorted(by_steps.items(), key=lambda item: int(item[0]))}
+                   for recipe, by_steps in rows.items()}
+            for size, rows in table.items()}
+
+
+def print_tables(results: list[dict]) -> None:
+    summary = summary_rows(results)
+    for size, rows in summary.items():
+        budgets = sorted({r["budget"] for r in results if r["size"] == size})
+        print(f"\n== {size} px: medians over the images (a target not reached counts as the budget, "
+              f"{'/'.join(map(str, budgets))} steps; [n] = images that did not reach it)")
+        print(f"{'recipe':20s} {'steps to 30':>13s} {'35':>10s} {'40':>10s}  {'s to 35':>8s} {'40':>7s}  "
+              f"{'best dB':>7s}  {'2x dB':>6s} {'vs Lanczos':>10s} {'worst':>6s} {'SSIM vs L':>9s}")
+        for recipe, row in rows.items():
+            missed = [row[f"unreached_{target_key(t)}"] for t in TARGETS]
+            steps = "".join(f"{_cell(row[f'steps_{target_key(t)}'], 7)}{f'[{m}]' if m else '':<4s}"
+                            for t, m in zip(TARGETS, missed))
+            upscale_cells = (f"{_cell(row.get('upscale_psnr'), 6, 2)} {_cell(row.get('upscale_gap_mean'), 10, 2)} "
+                             f"{_cell(row.get('upscale_gap_worst'), 6, 2)} "
+                             f"{_cell(row.get('upscale_ssim_gap_mean'), 9, 4)}")
+            print(f"{recipe:20s} {steps}  {_cell(row['seconds_35dB'], 8, 1)} {_cell(row['seconds_40dB'], 7, 1)}  "
+                  f"{_cell(row['best_psnr'], 7, 1)}  {upscale_cells}")
+    for size, rows in upscale_rows(results).items():
+        print(f"\n== {size} px: 2x render (trained at {size // 2} px) against Lanczos, mean / worst gap in dB over the "
+              f"images, by training steps")
+        for recipe, by_steps in rows.items():
+            cells = "  ".join(f"{steps:>5s}: {g['mean']:+6.2f} / {g['worst']:+6.2f}" for steps, g in by_steps.items())
+            print(f"{recipe:24s} {cells}")
+    print("\n== each run: steps to 30 / 35 / 40 dB (- = not within the budget), best PSNR, 2x gap to Lanczos")
+    for r in results:
+        if "reached" not in r:
+            continue
+        steps = " / ".join(str(hit["step"]) if hit else "-" for hit in r["reached"].values())
+        gap = ""
+        if "upscale" in r:
+            u = r["upscale"]
+            gap = f"  2x {u['inr']['psnr']:6.2f} dB ({u['inr']['psnr'] - u['lanczos']['psnr']:+.2f})"
+        torch_part = ""
+        if "torch" in r:
+            hits = r["torch"]["reached"].values()
+            torch_part = "  torch " + " / ".join(str(hit["step"]) if hit else "-" for hit in hits)
+        print(f"{r['size']:4d} {r['image']:12s} {r['recipe']:20s} {steps:>18s}  best {r['best_psnr']:6.2f}  "
+              f"({r['stopped']}, {r['seconds_run']:.0f} s){gap}{torch_part}")
+
+
+# ---- the command -----------------------------------------------------------------------------------
+
+def budgets_by_size(items: list[str], sizes: list[int]) -> dict[int, int]:
+    """`2000` (every size) and `128=1000` (one size) as {size: steps}."""
+    default, per_size = None, {}
+    for item in items:
+        if "=" in item:
+            size, _, steps = item.partition("=")
+            per_size[int(size)] = int(steps)
+        else:
+            default = int(item)
+    if default is None and any(size not in per_size for size in sizes):
+        raise SystemExit("--budget: give a step count for every size (e.g. --budget 2000 128=1000)")
+    return {size: per_size.get(size, default) for size in sizes}
+
+
+def job_key(args_tuple) -> str:
+    _, _, recipe_name, recipe, name, size, budget, check, full, scale, upscale_steps, with_race, with_torch = args_tuple
+    return json.dumps([recipe_name, asdict(recipe), name, size, budget, check, full, scale, list(upscale_steps),
+                       with_race, with_torch], sort_keys=True, default=str)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "quality.json")
-    parser.add_argument("--photo", default="coffee")
-    parser.add_argument("--steps", type=int, default=10000)
-    parser.add_argument("--check", type=int, default=10)
-    parser.add_argument("--budget", type=float, default=90.0, help="seconds per contestant at most")
-    parser.add_argument("--omega0", type=float, default=30.0)
-    parser.add_argument("--lr", type=float, default=1e-4)
-    parser.add_argument("--lr-min", type=float, default=1e-6)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "gpu", "auto"))
+    parser.add_argument("--sizes", type=int, nargs="*", help=f"longer sides (CPU {CPU_SIZES}, GPU {GPU_SIZES})")
+    parser.add_argument("--budget", nargs="*", help=f"steps: N for every size, SIZE=N for one (CPU {CPU_BUDGETS}, "
+                                                    f"GPU {GPU_BUDGETS})")
+    parser.add_argument("--images", nargs="*", default=DEFAULT_IMAGES, choices=list(SUITE))
+    parser.add_argument("--recipes", nargs="*", default=["all"],
+                        help=f"recipe names or groups ({', '.join(GROUPS)}); see benchmarks/recipes.py")
+    parser.add_argument("--define", nargs="*", default=[], metavar="NAME=PRESET:key=value,...",
+                        help="more recipes, e.g. 'ws2-o45=siren:weight_scale=2,omega0=45,lr=1e-4,lr_min=1e-4'")
+    parser.add_argument("--check", type=int, default=10, help="steps between PSNR readings")
+    parser.add_argument("--full", action="store_true", help="train to the budget even once every target is reached")
+    parser.add_argument("--scale", type=int, default=2, help="upscale factor of the between-the-pixels score; 0: none")
+    parser.add_argument("--upscale-steps", type=int, nargs="*", default=[],
+                        help="also score 2x renders of runs this long (besides the recipe's own step count)")
+    parser.add_argument("--no-race", dest="race", action="store_false",
+                        help="only the 2x renders, not the steps to the targets")
+    parser.add_argument("--torch", action="store_true", help="also race PyTorch with the same recipe")
+    parser.add_argument("--workers", type=int, default=0, help="parallel runs (default: 1 on a GPU, else cores)")
+    parser.add_argument("--resume", action="store_true", help="keep the runs already in --out, run the rest")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "time-to-quality.json")
     args = parser.parse_args()
 
-    from inr_cli.backends.cuda_backend import CudaBackend
-
-    image = photo(args.photo, 512, 512)
-    config = configure("siren", hidden=256, layers=3, omega0=args.omega0, lr=args.lr, lr_min=args.lr_min,
-                       steps=args.steps)
-    spec = NetworkSpec.from_config(config, image.n_channels)
-    params = init_parameters(spec, 0)
-    backend = CudaBackend()
-    # Compile the kernels and capture the graph outside the timed region.
-    warm = make_trainer(backend, config, [image])
-    warm.step(), warm.step(), warm.read_loss()
-    ours = make_trainer(backend, config, [image])
-    report = {"environment": environment(), "photo": args.photo, "size": 512, "network": "siren 3x256",
-              "omega0": args.omega0, "lr": args.lr, "lr_min": args.lr_min, "steps_budget": args.steps}
-    report["inr"] = race(ours, backend.synchronize, args.steps, args.check, args.budget)
-    print(f"inr:   {report['inr']}", flush=True)
+    backend_name = get_backend(args.device).name
+    on_gpu = backend_name == "gpu"
+    sizes = args.sizes or (GPU_SIZES if on_gpu else CPU_SIZES)
+    budgets = budgets_by_size(args.budget or (GPU_BUDGETS if on_gpu else CPU_BUDGETS), sizes)
     try:
-        import torch
-    except ImportError:
-        torch = None
-    if torch is not None and torch.cuda.is_available():
-        from benchmarks.torch_reference import TorchTrainer
-
-        def make():
-            return TorchTrainer(torch, spec, params, pixel_grid(512, 512), image.targets(), args.lr, args.lr_min,
-                                args.steps, 0, 0, "cuda")
-
-        warm_t = make()
-        warm_t.step(), warm_t.step(), warm_t.read_loss()
-        report["torch"] = race(make(), torch.cuda.synchronize, args.steps, args.check, args.budget)
-        print(f"torch: {report['torch']}", flush=True)
-    save_json(report, args.out)
-    print(f"saved {args.out}")
+        recipes = select(args.recipes, dict(parse_definition(text) for text in args.define))
+    except ValueError as exc:
+        raise SystemExit(f"time_to_quality: {exc}") from None
+    workers = args.workers or default_workers(backend_name)
+    jobs = [(args.device, workers, recipe_name, recipe, name, size, budgets[size], args.check, args.full, args.scale,
+             tuple(args.upscale_steps), args.race, args.torch)
+            for size in sizes for name in args.images for recipe_name, recipe in recipes.items()]
+    done: dict[str, dict] = {}
+    if args.resume and args.out.is_file():
+        for result in json.loads(args.out.read_text()).get("results", []):
+            done[result.get("key", "")] = result
+    todo = [j for j in jobs if job_key(j) not in done]
+    header = {"environment": environment(), "backend": backend_name, "workers": workers, "sizes": sizes,
+              "budgets": budgets, "images": args.images, "targets": list(TARGETS), "check": args.check,
+              "full": args.full, "scale": args.scale, "upscale_steps": args.upscale_steps, "race": args.race,
+              "recipes": {name: asdict(recipe) for name, recipe in recipes.items()},
+              "note": "steps are the main figure; seconds are training time on this machine as it was then"}
+    print(f"{len(jobs)} runs ({len(jobs) - len(todo)} already in {args.out}), {workers} at a time on {backend_name}",
+          flush=True)
+    results = [done[job_key(j)] for j in jobs if job_key(j) in done]
+    started = time.perf_counter()
+    with worker_pool(workers) as pool:
+        futures = [(j, pool.submit(job, *j)) for j in todo]
+        for j, future in futures:
+            result = {"key": job_key(j), **future.result()}
+            results.append(result)
+            if "reached" in result:
+                steps = " / ".join(str(hit["step"]) if hit else "-" for hit in result["reached"].values())
+                said = f"steps to 30/35/40 dB {steps:>16s}, best {result['best_psnr']:.2f} ({result['stopped']})"
+            else:
+                said = "2x " + ", ".join(f"{u['steps']} steps {u['inr']['psnr'] - u['lanczos']['psnr']:+.2f} dB"
+                                         for u in [result["upscale"], *result["upscale_at"].values()])
+            print(f"[{len(results)}/{len(jobs)} {time.perf_counter() - started:5.0f} s] {result['size']} px "
+                  f"{result['image']:12s} {result['recipe']:20s} {said}", flush=True)
+            save_json({**header, "results": results}, args.out)
+    order = {job_key(j): i for i, j in enumerate(jobs)}
+    results.sort(key=lambda r: order.get(r["key"], len(order)))
+    summary = {str(size): rows for size, rows in summary_rows(results).items()}
+    upscales = {str(size): rows for size, rows in upscale_rows(results).items()}
+    save_json({**header, "summary": summary, "upscale_by_steps": upscales, "results": results}, args.out)
+    print_tables(results)
+    print(f"\nsaved {args.out}")
 
 
 if __name__ == "__main__":
