@@ -12,13 +12,13 @@ import pytest
 from inr_cli import settings
 from inr_cli.backends.numpy_backend import NumpyBackend
 from inr_cli.config import Config, build_config, with_values
-from inr_cli.core.network import NetworkSpec, init_networks, output_means
+from inr_cli.core.network import NetworkSpec, init_networks
 from inr_cli.core.sizing import fit_to_image
 from inr_cli.core.trainer import Trainer
 from inr_cli.core.training_loop import Signals, run_steps
 from inr_cli.formats.data import load_training_data
 from inr_cli.formats.export import write_safetensors
-from inr_cli.formats.start import initial_state
+from inr_cli.runs.training import fresh_state
 from tests.conftest import make_image
 from tests.kernel_checks import OPTIMIZER_SETTINGS, check_schedule_and_optimizers
 
@@ -81,8 +81,7 @@ def fit(backend, config: Config) -> np.ndarray:
     """The parameters after STEPS steps, the network set up as `inr train` sets it up."""
     image, config, spec = sized(config)
     seed = config.training.seed
-    state = initial_state(config.training.init, spec, seed, [seed], output_means(config, [image]),
-                          weight_scale=config.network.weight_scale)
+    state = fresh_state(config, spec, image)  # as run_training starts a new run
     trainer = Trainer(backend, spec, config, [image], state, [seed])
 
     def stop_at_steps(step):

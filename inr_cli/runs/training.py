@@ -18,6 +18,7 @@ from inr_cli.core.pixels import PixelImage
 from inr_cli.core.render import render_float
 from inr_cli.core.schedule import cosine_lr
 from inr_cli.core.sizing import fit_to_image
+from inr_cli.core.state import TrainingState
 from inr_cli.core.trainer import Trainer
 from inr_cli.core.training_loop import Diverged, Interrupted, Signals, run_steps
 from inr_cli.errors import InrError
@@ -73,8 +74,7 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
         for reason in reasons if not quiet else ():
             info(reason)
         spec = NetworkSpec.from_config(config, image.n_channels)
-        state = initial_state(config.training.init, spec, seed, [seed], output_means(config, [image]),
-                              weight_scale=config.network.weight_scale)
+        state = fresh_state(config, spec, image)
     data_id = fingerprint(image)
     total = config.training.steps
     train = config.training
@@ -166,6 +166,14 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
     if trainer.step_done < total and not quiet:
         info(f"reached {train.target_psnr:g} dB (--until-psnr) at step {trainer.step_done} of {total}")
     return TrainingResult(run_dir, trainer.step_done, loss, psnr_from_mse(loss), trainer.seconds)
+
+
+def fresh_state(config: Config, spec: NetworkSpec, image: PixelImage) -> TrainingState:
+    """Step 0 of a new run: the start training.init names, drawn from training.seed, its output at the
+    image's mean colour where asked, its weights scaled by network.weight_scale."""
+    seed = config.training.seed
+    return initial_state(config.training.init, spec, seed, [seed], output_means(config, [image]),
+                         weight_scale=config.network.weight_scale)
 
 
 def _write_preview(trainer: Trainer, path: Path) -> np.ndarray:
