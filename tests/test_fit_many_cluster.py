@@ -310,6 +310,23 @@ def test_sigterm_while_the_workers_start_ends_the_run(cluster, reference, tmp_pa
     assert "SIGTERM" in stderr and "run the same command again" in stderr and "Traceback" not in stderr
 
 
+def test_workers_that_never_start_end_the_run_at_the_start_deadline(cluster, reference, tmp_path, monkeypatch):
+    """Every worker hangs as it starts and nobody signals the command: at the start deadline
+    (INR_RAY_START_TIMEOUT) it ends in one line naming what it asked and what the nodes have, the
+    hung workers are killed, and the same command run again fits the set, bit for bit."""
+    folder, out = reference
+    monkeypatch.setenv("INR_RAY_START_TIMEOUT", "2")
+    code, stderr = run(cluster, folder, "-o", tmp_path / "set", "--pack", "1", *NET, failpoint="hang-at-start")
+    assert code == 1, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("error: no Ray worker started within 2 s (asked: 2 workers on "), stderr
+    assert "the nodes have: " in lines[-1] and "Traceback" not in stderr
+    monkeypatch.delenv("INR_RAY_START_TIMEOUT")
+    code, stderr = run(cluster, folder, "-o", tmp_path / "set", "--pack", "1", *NET)
+    assert code == 0, stderr
+    assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
+
+
 def test_a_mixed_cluster_uses_every_node(cluster, reference, tmp_path):
     """--device auto on the fixture: the head declares a GPU (which, with no CuPy here, its worker
     cannot use: it fits on the CPU, said once) and the other node a CPU worker. Both fit, and the
