@@ -29,11 +29,11 @@ from inr_cli.formats.checkpoint import FILENAME as CHECKPOINT
 from inr_cli.formats.input_files import is_url
 from inr_cli.formats.network_set import LABEL, NetworkSet, is_network_set, load_network_set
 from inr_cli.loading import one_network
+from inr_cli.runs.directory import IMAGE_IN_RUN
 from inr_cli.settings import FIT_MANY
 from inr_cli.weights_data import WeightsView, label_codes
 
 PathLike = str | Path
-ARRAY_FILE = "image.npy"  # where a run keeps an image given as an array, for --resume
 EVALUATION_DEVICE = "cpu"  # net(coords) takes and gives NumPy arrays: a GPU would only add copies
 
 
@@ -290,9 +290,9 @@ def fit(image: PathLike | np.ndarray | None = None, *, preset: str | None = None
     array, name = _image_array(image)
     run_dir, made = _array_run_dir(run_dir, name)
     try:
-        np.save(run_dir / ARRAY_FILE, array, allow_pickle=False)
+        np.save(run_dir / IMAGE_IN_RUN, array, allow_pickle=False)
         with _interrupt_as_keyboard_interrupt():
-            result = start_run(str(run_dir / ARRAY_FILE), flags, config, run_dir, quiet, preset)
+            result = start_run(str(run_dir / IMAGE_IN_RUN), flags, config, run_dir, quiet, preset)
     except BaseException:
         if not (run_dir / CHECKPOINT).exists():  # no run began: the folder is left as it was found
             for leftover in [run_dir] if made else list(run_dir.iterdir()):
@@ -329,7 +329,7 @@ def _array_run_dir(run_dir: Path | None, name: str) -> tuple[Path, bool]:
     if run_dir is not None:
         if run_dir.exists() and any(run_dir.iterdir()):
             raise UsageError(f"{run_dir} is not empty; an image given as an array starts its run in a new or empty "
-                             f"run_dir (it is saved there as {ARRAY_FILE})")
+                             f"run_dir (it is saved there as {IMAGE_IN_RUN})")
         made = not run_dir.exists()
         run_dir.mkdir(parents=True, exist_ok=True)
         return run_dir, made

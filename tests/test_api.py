@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -215,6 +216,21 @@ def test_fit_of_an_array_or_pil_image_is_fit_of_the_file(tmp_path, monkeypatch):
 
     assert checkpoint.load(tmp_path / "floats").step == 9
     assert not np.array_equal(inr_cli.load(tmp_path / "floats").params, before)
+
+
+def test_a_run_of_an_array_resumes_after_it_was_moved(tmp_path):
+    """The run keeps its image (image.npy) and records where it was; moved elsewhere and the old
+    place gone, it resumes from the image it holds, to the network the run left in place trains."""
+    values = np.random.default_rng(3).random((7, 10, 3))
+    inr_cli.fit(values, run_dir=tmp_path / "kept", hidden=8, layers=2, steps=6, device="cpu", quiet=True)
+    shutil.copytree(tmp_path / "kept", tmp_path / "moved")
+    invoke("train", "--resume", tmp_path / "kept", "--steps", "9", "-q")
+    (tmp_path / "kept" / "image.npy").unlink()
+    invoke("train", "--resume", tmp_path / "moved", "--steps", "9", "-q")
+    assert np.array_equal(inr_cli.load(tmp_path / "moved").params, inr_cli.load(tmp_path / "kept").params)
+    (tmp_path / "moved" / "image.npy").unlink()  # gone from both places: said, not guessed
+    result = runner.invoke(app, ["train", "--resume", str(tmp_path / "moved"), "--steps", "12", "-q"])
+    assert result.exit_code == 1 and "image.npy" in result.output and "Traceback" not in result.output
 
 
 def pil_file(path: Path, kind: str) -> Path:

@@ -10,6 +10,7 @@ from inr_cli.errors import InrError
 from inr_cli.formats.checkpoint import FILENAME
 
 RUNS_ROOT = Path("runs")
+IMAGE_IN_RUN = "image.npy"  # an image given as pixels (the API's fit) is kept in its run, for --resume
 
 
 def new_run_dir(stem: str, root: Path = RUNS_ROOT) -> Path:

@@ -14,7 +14,7 @@ from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.data import SAMPLE, fingerprint, load_training_data
 from inr_cli.formats.start import resolved_init
-from inr_cli.runs.directory import RunLock, latest_run, new_run_dir
+from inr_cli.runs.directory import IMAGE_IN_RUN, RunLock, latest_run, new_run_dir
 from inr_cli.runs.training import TrainingResult, run_training
 
 # Settings that may change when a run is resumed; the rest define the run and stay as they were.
@@ -66,6 +66,7 @@ def resume_run(data, flags, allow_data_change, quiet) -> TrainingResult | None:
     saved = ckpt.load(run)
     run_dir = run if run.is_dir() else run.parent
     config = with_values(saved.config, flags_to_values(flags))
+    config = with_values(config, {"data.source": _image_of(run_dir, config.data.source)})
     steps = config.training.steps
     if "steps" in flags and steps <= saved.step:
         raise UsageError(f"--steps is the run's new total and {run_dir} is at step {saved.step} already; "
@@ -100,6 +101,15 @@ def resume_run(data, flags, allow_data_change, quiet) -> TrainingResult | None:
                    f"{saved.step + 1} ({was:.3g} on the curve of {saved.total_steps}), down to "
                    f"{config.optimizer.lr_min:.3g} by step {steps}")
     return run_training(config, image, run_dir, saved, quiet)
+
+
+def _image_of(run_dir: Path, source: str) -> str:
+    """The run's training image: where the run recorded it, or, for an image the run keeps itself,
+    in the run directory as it is now (a run that was moved or copied elsewhere)."""
+    kept = run_dir / IMAGE_IN_RUN
+    if source and Path(source).name == IMAGE_IN_RUN and not Path(source).exists() and kept.is_file():
+        return str(kept.resolve())
+    return source
 
 
 def _rates(config, saved: ckpt.Checkpoint, steps: int) -> tuple[float, float]:
