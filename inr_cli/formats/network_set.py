@@ -22,6 +22,7 @@ import csv
 import json
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -53,10 +54,13 @@ class NetworkSet:
     index: list[dict]
     weights: np.ndarray  # [N, P] float32, memory-mapped
 
+    @cached_property
+    def _rows(self) -> dict[str, int]:  # a set of a million is looked up by name, one network at a time
+        return {row["name"]: i for i, row in enumerate(self.index)}
+
     def row(self, name: str) -> int:
-        for i, row in enumerate(self.index):
-            if row["name"] == name:
-                return i
+        if name in self._rows:
+            return self._rows[name]
         close = [r["name"] for r in self.index if r["name"].split(".")[0] == name.split(".")[0]]
         hint = f"; did you mean {close[0]}?" if close else f" ({len(self.index)} images, e.g. {self.index[0]['name']})"
         raise InrError(f"no image named '{name}' in this set{hint}")
