@@ -79,6 +79,15 @@ class OnRay:
     def pack_for(self, spec: NetworkSpec, config: Config, width: int, height: int) -> int:
         return RAY_SHARD
 
+    def machines(self, config: Config) -> int:
+        """The nodes that would get workers (run_on_ray may use fewer, for a run of few shards)."""
+        nodes = self.ray.nodes()
+        try:
+            places = place_workers(nodes, config.training.device, self.workers, self.gpus_per_worker)
+        except InrError:  # no node can take a worker: the run stops before fitting, saying so
+            return sum(1 for node in nodes if node.get("Alive", True))
+        return len({place.node for place in places})
+
     def fit(self, plan: Plan, folder: SetFolder, pending: list[int], on_shard, signals: Signals, progress) -> None:
         # The workers' steps are not followed here: the progress moves shard by shard (on_shard).
         if pending:  # a finished set run again starts no worker
@@ -125,7 +134,7 @@ class ShardWorker:
 
         self.config = configuration.from_json(settings["config"])
         self.spec = NetworkSpec.from_json(settings["spec"])
-        self.out = SetFolder(settings["out"])
+        self.out = SetFolder(settings["out"], settings["rows_in_place"])
         self.folder = settings["folder"]
         self.shard_size = settings["pack"]
         device = self.config.training.device
@@ -156,8 +165,11 @@ class ShardWorker:
             problem = f"{self.where}: {self.problem}"
         else:
             cannot = self.out.cannot_write(SHARDS)
-            if not cannot and self.out.local and not os.access(self.out.local / WEIGHTS_PART, os.W_OK):
-                cannot = f"cannot write to {self.out.local / WEIGHTS_PART}"
+            if not cannot and self.out.rows_in_place:
+                try:  # opened for writing, not written: the permission bits alone do not tell
+                    os.close(os.open(self.out.local / WEIGHTS_PART, os.O_RDWR))
+                except OSError as exc:
+                    cannot = f"cannot write to {self.out.local / WEIGHTS_PART} ({exc.strerror or exc})"
             if cannot:
                 problem = f"{self.where}: {cannot} (the workers write the networks: the output must be on storage " \
                           f"they share, or a URL they can write)"
@@ -466,7 +478,8 @@ def run_on_ray(ray, plan: Plan, out: SetFolder, pending: list[int], on_shard, wo
     # passed by value: an actor whose constructor arguments live in the object store cannot be
     # restarted once they are lost.
     settings = {"config": configuration.to_json(plan.config), "spec": plan.spec.to_json(), "out": str(out),
-                "folder": plan.folder, "pack": plan.pack, "gpu_asked": device == "gpu" or bool(gpus_per_worker)}
+                "rows_in_place": out.rows_in_place, "folder": plan.folder, "pack": plan.pack,
+                "gpu_asked": device == "gpu" or bool(gpus_per_worker)}
     # Ray restarts a worker that dies (on its node); its shards come back to us as errors and are
     # resent elsewhere, so that a loss is said, not hidden, and counted.
     remote = ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=IN_FLIGHT)(ShardWorker)
