@@ -44,9 +44,9 @@ def mounts(mountinfo: str) -> list[tuple[str, str]]:
 
 
 def filesystem_of(path: Path, mountinfo: str | None = None) -> tuple[str, str]:
-    """The filesystem type and mount point of `path` (the nearest folder that exists, links
-    followed): the longest mount point above it, the last mounted where several share one. ("", "")
-    where the mounts cannot be read (not Linux)."""
+    """The filesystem type and mount point of `path` (links followed; it need not exist yet): the
+    longest mount point above it, the last mounted where several share one. ("", "") where the
+    mounts cannot be read (not Linux)."""
     if mountinfo is None:
         try:
             with open(MOUNTINFO, encoding="utf-8", errors="surrogateescape") as handle:
@@ -54,8 +54,6 @@ def filesystem_of(path: Path, mountinfo: str | None = None) -> tuple[str, str]:
         except OSError:
             return "", ""
     path = Path(os.path.realpath(path))
-    while not path.exists() and path != path.parent:
-        path = path.parent
     best = ("", "")
     for point, fstype in mounts(mountinfo):
         inside = path == Path(point) or Path(point) in path.parents
