@@ -18,7 +18,7 @@ from inr_cli.errors import InrError
 from inr_cli.formats.network_set import INDEX, SHARDS, WEIGHTS, WEIGHTS_PART
 from inr_cli.sets import cluster as on_ray
 from inr_cli.sets import output_kind
-from inr_cli.sets.output_kind import OVERRIDE, filesystem_of, mounts, whole_shards_reason
+from inr_cli.sets.output_kind import OVERRIDE, filesystem_of, mounts, output_storage
 from inr_cli.sets.read_ahead import ReadAhead
 from inr_cli.sets.set_folder import SetFolder
 from inr_cli.sets.storage import shard_name
@@ -63,8 +63,8 @@ def test_a_machine_without_a_mount_table_is_unknown_storage(monkeypatch, tmp_pat
     monkeypatch.setattr(output_kind, "MOUNTINFO", str(tmp_path / "no-such-file"))
     monkeypatch.delenv(OVERRIDE, raising=False)
     assert filesystem_of(tmp_path) == ("", "")
-    assert whole_shards_reason(tmp_path, 1) is None
-    assert "inr cannot tell what storage" in whole_shards_reason(tmp_path, 2)
+    assert output_storage(tmp_path, 1) == (None, False)
+    assert "inr cannot tell what storage" in output_storage(tmp_path, 2).whole_shards
 
 
 @pytest.mark.parametrize("fstype, one_machine, machines", [
@@ -76,11 +76,12 @@ def test_a_machine_without_a_mount_table_is_unknown_storage(monkeypatch, tmp_pat
 ])
 def test_which_storage_gets_whole_shards(monkeypatch, tmp_path, fstype, one_machine, machines):
     """Rows in place where one kernel sees every write or the filesystem locks byte ranges across
-    machines; whole shards on FUSE mounts always, and on NFS or storage not known here when the
-    workers run on several machines."""
+    machines; whole shards on FUSE mounts always (where weights.npy is written front to back), and
+    on NFS or storage not known here when the workers run on several machines."""
     monkeypatch.setenv(OVERRIDE, fstype)
     for nodes, expected in ((1, one_machine), (3, machines)):
-        reason = whole_shards_reason(tmp_path / "set", nodes)
+        reason, front_to_back = output_storage(tmp_path / "set", nodes)
+        assert front_to_back == (expected == "FUSE mount")
         if expected is None:
             assert reason is None, (fstype, nodes, reason)
         else:

@@ -26,7 +26,7 @@ from inr_cli.sets import inputs
 from inr_cli.sets.cluster import OnRay
 from inr_cli.sets.grow import grow
 from inr_cli.sets.labels import read_labels, relabelled
-from inr_cli.sets.output_kind import whole_shards_reason
+from inr_cli.sets.output_kind import output_storage
 from inr_cli.sets.packs import PackInterrupted, default_pack, fit_shard, shard_images
 from inr_cli.sets.partial import remove_partials
 from inr_cli.sets.plan import BadPlan, Plan, entries_from_probe, make_plan
@@ -154,8 +154,10 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
     notices: list[str] = []
     folder = SetFolder(out)
     runner: Runner = OnRay(ray, workers, gpus_per_worker) if ray else InProcess(config, quiet)
-    whole_shards = whole_shards_reason(folder.local, runner.machines(config)) if folder.local else None
-    folder.rows_in_place = folder.rows_in_place and not whole_shards
+    whole_shards = None
+    if folder.local:
+        whole_shards, folder.front_to_back = output_storage(folder.local, runner.machines(config))
+        folder.rows_in_place = not whole_shards
     plan, pending = prepare(source, folder, config, pack, skip_unreadable, notices, runner, force, only, labels)
     if whole_shards and pending:
         notices.append(f"{whole_shards}: each shard's file holds its networks, and the driver streams them into "

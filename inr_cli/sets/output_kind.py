@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import NamedTuple
 
 # The filesystem type to take the output's as, instead of the one found (a test's knob, and a way
 # out where the detection is wrong: `lustre` for rows in place, `fuse` for whole shards).
@@ -62,19 +63,28 @@ def filesystem_of(path: Path, mountinfo: str | None = None) -> tuple[str, str]:
     return best
 
 
-def whole_shards_reason(path: Path, nodes: int) -> str | None:
-    """Why the networks of a set in the local folder `path`, fitted by workers on `nodes` machines,
-    go whole into their shards' files; None where each is written into its row in place."""
+class OutputStorage(NamedTuple):
+    """How a set is written in its local output folder."""
+    whole_shards: str | None  # why the networks go whole into the shards' files (None: rows in place)
+    front_to_back: bool  # weights.npy can only be written front to back there (a FUSE mount), not at its rows
+
+
+def output_storage(path: Path, nodes: int) -> OutputStorage:
+    """How the networks of a set in the local folder `path`, fitted by workers on `nodes` machines,
+    are written."""
     fstype, point = os.environ.get(OVERRIDE, "").strip(), f"{OVERRIDE} says so"
     if not fstype:
         fstype, point = filesystem_of(path)
         point = f"mounted at {point}"
-    if fstype in LOCAL or fstype in SHARED_COHERENT:
-        return None
     if fstype == "fuse" or fstype.startswith("fuse."):
-        return f"{path} is on a FUSE mount ({fstype}, {point}), which cannot take rows written into one shared file"
-    if nodes <= 1:
-        return None  # one machine: its kernel sees every write, whatever the storage
+        return OutputStorage(f"{path} is on a FUSE mount ({fstype}, {point}), which cannot take rows written into "
+                             f"one shared file", True)
+    return OutputStorage(_many_writers_problem(path, nodes, fstype, point), False)
+
+
+def _many_writers_problem(path: Path, nodes: int, fstype: str, point: str) -> str | None:
+    if fstype in LOCAL or fstype in SHARED_COHERENT or nodes <= 1:
+        return None  # one kernel sees every write, or the filesystem locks what each machine writes
     machines = f"the workers run on {nodes} machines"
     if fstype.startswith("nfs"):
         return f"{path} is on NFS ({fstype}, {point}), where writes into one file from several machines are not " \

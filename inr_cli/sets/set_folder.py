@@ -24,6 +24,9 @@ class SetFolder:
         # Whether each network is written straight into its row of weights.npy.part (a local folder
         # where that is safe, output_kind.py), rather than whole in its shard's file.
         self.rows_in_place = self.local is not None if rows_in_place is None else rows_in_place and bool(self.local)
+        # Whether weights.npy can only be written front to back here (a FUSE mount of an object
+        # store), so that the driver builds it elsewhere and copies it, rather than writing its rows.
+        self.front_to_back = False
         self._fs = None
 
     def __str__(self) -> str:

@@ -298,8 +298,16 @@ def _rows_file(folder: SetFolder, shape: tuple[int, int]):
         if rows == part:
             os.replace(part, finished)
         return
-    # A bucket, or whole shards in a folder: built here, then copied there in one sequential write
-    # (what a FUSE mount of an object store takes).
+    if folder.local and not folder.front_to_back:  # whole shards: the driver alone writes the rows
+        with atomic_path(finished, suffix=".npy") as tmp:
+            _new_rows_file(tmp, shape)
+            fd = os.open(tmp, os.O_RDWR)
+            try:
+                yield fd
+            finally:
+                os.close(fd)
+        return
+    # A bucket, or a FUSE mount of one: built here, then copied there front to back.
     with tempfile.TemporaryDirectory(prefix="inr-set-") as scratch:
         local = Path(scratch) / WEIGHTS
         _new_rows_file(local, shape)
