@@ -2,15 +2,16 @@
 and records.
 
 Workers read the images where they lie (storage every node mounts at the same path, or a URL
-through fsspec), decode, fit and write: each network into its row of weights.npy.part, then the
-shard's file atomically, in an output folder they must reach too (shared storage, or a URL); a pack
-in flight is saved there at the clock interval, so a shard sent again continues it. The driver
-sends each worker the names of a shard (never pixels) and keeps two shards in flight per worker,
-so that the next shard is read and decoded while this one fits. What the plan must know
-of each image is probed by Ray tasks in parallel. A task or worker that cannot reach the images (a
+through fsspec), decode, fit and write: each network into its row of weights.npy.part (or, where
+that is not safe, output_kind.py, into the shard's file), then the shard's file atomically, in an
+output folder they must reach too (shared storage, or a URL); a pack in flight is saved there at
+the clock interval, so a shard sent again continues it. The driver sends each worker the names of
+a shard (never pixels) and keeps two shards in flight per worker, so that the next shard is read
+and decoded while this one fits. What the plan must know of each image is probed by Ray tasks in
+parallel. A task or worker that cannot reach the images (a
 folder on the driver's machine, a URL only it can open) says so, and is sent the files' bytes,
-read by the driver and never decoded there; each decides for itself, so a cluster where only some
-nodes reach the images works too.
+read by the driver (ahead, on a thread of its own: read_ahead.py) and never decoded there; each
+decides for itself, so a cluster where only some nodes reach the images works too.
 
 Workers are sized from each node's own resources (place_workers) and bound to their node; what no
 node can give ends the run before any work is sent. Ray does the placement on GPUs and the
