@@ -26,7 +26,8 @@ MOUNTINFO = "/proc/self/mountinfo"
 # One kernel sees every write (fuseblk: a disk through FUSE, such as ntfs-3g, not an object store).
 LOCAL = frozenset({"ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "tmpfs", "ramfs", "overlay", "f2fs", "jfs",
                    "reiserfs", "bcachefs", "vfat", "exfat", "ntfs", "ntfs3", "hfsplus", "apfs", "fuseblk"})
-# Coherent across machines for writes to byte ranges of one file (their clients lock the ranges).
+# Coherent across machines for writes to byte ranges of one file: their clients lock the ranges, or
+# write through (BeeGFS in its default buffered cache mode; its native mode caches pages as NFS does).
 SHARED_COHERENT = frozenset({"lustre", "gpfs", "beegfs", "ceph"})
 _ESCAPE = re.compile(r"\\([0-7]{3})")  # the kernel writes space, tab, newline and backslash as \ooo
 
@@ -36,7 +37,7 @@ def mounts(mountinfo: str) -> list[tuple[str, str]]:
     found = []
     for line in mountinfo.splitlines():
         fields = line.split(" ")
-        if "-" not in fields[6:] or len(fields) < 5:
+        if len(fields) < 9 or "-" not in fields[6:]:
             continue
         after = fields.index("-", 6)  # optional fields (shared:N ...) sit between the options and "-"
         if after + 1 < len(fields):
