@@ -31,6 +31,7 @@ LAYERS = {
     "inr_cli.backends": 3,
     "inr_cli.formats": 4, "inr_cli.frameworks": 4, "inr_cli.weights_data": 4,
     "inr_cli.runs": 5, "inr_cli.sets": 5, "inr_cli.loading": 5, "inr_cli.tune": 5,
+    "inr_cli.sets.output_kind": 5, "inr_cli.sets.read_ahead": 5,
     "inr_cli.api": 6,
     "inr_cli.commands": 7, "inr_cli.cli": 7, "inr_cli.__main__": 7, "inr_cli.viewer": 7,
 }

@@ -2,15 +2,16 @@
 and records.
 
 Workers read the images where they lie (storage every node mounts at the same path, or a URL
-through fsspec), decode, fit and write: each network into its row of weights.npy.part, then the
-shard's file atomically, in an output folder they must reach too (shared storage, or a URL); a pack
-in flight is saved there at the clock interval, so a shard sent again continues it. The driver
-sends each worker the names of a shard (never pixels) and keeps two shards in flight per worker,
-so that the next shard is read and decoded while this one fits. What the plan must know
-of each image is probed by Ray tasks in parallel. A task or worker that cannot reach the images (a
+through fsspec), decode, fit and write: each network into its row of weights.npy.part (or, where
+that is not safe, output_kind.py, into the shard's file), then the shard's file atomically, in an
+output folder they must reach too (shared storage, or a URL); a pack in flight is saved there at
+the clock interval, so a shard sent again continues it. The driver sends each worker the names of
+a shard (never pixels) and keeps two shards in flight per worker, so that the next shard is read
+and decoded while this one fits. What the plan must know of each image is probed by Ray tasks in
+parallel. A task or worker that cannot reach the images (a
 folder on the driver's machine, a URL only it can open) says so, and is sent the files' bytes,
-read by the driver and never decoded there; each decides for itself, so a cluster where only some
-nodes reach the images works too.
+read by the driver (ahead, on a thread of its own: read_ahead.py) and never decoded there; each
+decides for itself, so a cluster where only some nodes reach the images works too.
 
 Workers are sized from each node's own resources (place_workers) and bound to their node; what no
 node can give ends the run before any work is sent. Ray does the placement on GPUs and the
@@ -44,6 +45,7 @@ from inr_cli.sets import inputs
 from inr_cli.sets.packs import default_pack, fit_shard, load_entry
 from inr_cli.sets.partial import remove_partials
 from inr_cli.sets.plan import ImageEntry, Plan, entry_values
+from inr_cli.sets.read_ahead import ReadAhead
 from inr_cli.sets.set_folder import SetFolder
 from inr_cli.sets.storage import read_shard, shard_name, write_shard
 
@@ -55,6 +57,7 @@ IN_FLIGHT = 2  # shards queued on each worker: one fitting, the next being read 
 PROBE_CHUNK = 1000  # images per probe task
 SENT_PIECE = 32 << 20  # file bytes per probe task when the driver sends the files
 SENT_IN_FLIGHT = 4  # probe tasks carrying the driver's bytes at once: its memory stays bounded
+SENT_AHEAD = 256 << 20  # file bytes read ahead for the workers that are sent them (and one shard's more)
 UNREACHABLE = "unreachable"  # a probe task's answer when it cannot reach the files of its chunk
 POLL = 0.2  # seconds of each wait on Ray: the driver looks at the signals and the clock in between
 START_DEADLINE = float(os.environ.get("INR_RAY_START_TIMEOUT", 300))  # seconds for the workers to start
@@ -78,6 +81,15 @@ class OnRay:
 
     def pack_for(self, spec: NetworkSpec, config: Config, width: int, height: int) -> int:
         return RAY_SHARD
+
+    def machines(self, config: Config) -> int:
+        """The nodes that would get workers (run_on_ray may use fewer, for a run of few shards)."""
+        nodes = self.ray.nodes()
+        try:
+            places = place_workers(nodes, config.training.device, self.workers, self.gpus_per_worker)
+        except InrError:  # no node can take a worker: the run stops before fitting, saying so
+            return sum(1 for node in nodes if node.get("Alive", True))
+        return len({place.node for place in places})
 
     def fit(self, plan: Plan, folder: SetFolder, pending: list[int], on_shard, signals: Signals, progress) -> None:
         # The workers' steps are not followed here: the progress moves shard by shard (on_shard).
@@ -125,7 +137,7 @@ class ShardWorker:
 
         self.config = configuration.from_json(settings["config"])
         self.spec = NetworkSpec.from_json(settings["spec"])
-        self.out = SetFolder(settings["out"])
+        self.out = SetFolder(settings["out"], settings["rows_in_place"])
         self.folder = settings["folder"]
         self.shard_size = settings["pack"]
         device = self.config.training.device
@@ -156,8 +168,11 @@ class ShardWorker:
             problem = f"{self.where}: {self.problem}"
         else:
             cannot = self.out.cannot_write(SHARDS)
-            if not cannot and self.out.local and not os.access(self.out.local / WEIGHTS_PART, os.W_OK):
-                cannot = f"cannot write to {self.out.local / WEIGHTS_PART}"
+            if not cannot and self.out.rows_in_place:
+                try:  # opened for writing, not written: the permission bits alone do not tell
+                    os.close(os.open(self.out.local / WEIGHTS_PART, os.O_RDWR))
+                except OSError as exc:
+                    cannot = f"cannot write to {self.out.local / WEIGHTS_PART} ({exc.strerror or exc})"
             if cannot:
                 problem = f"{self.where}: {cannot} (the workers write the networks: the output must be on storage " \
                           f"they share, or a URL they can write)"
@@ -466,7 +481,8 @@ def run_on_ray(ray, plan: Plan, out: SetFolder, pending: list[int], on_shard, wo
     # passed by value: an actor whose constructor arguments live in the object store cannot be
     # restarted once they are lost.
     settings = {"config": configuration.to_json(plan.config), "spec": plan.spec.to_json(), "out": str(out),
-                "folder": plan.folder, "pack": plan.pack, "gpu_asked": device == "gpu" or bool(gpus_per_worker)}
+                "rows_in_place": out.rows_in_place, "folder": plan.folder, "pack": plan.pack,
+                "gpu_asked": device == "gpu" or bool(gpus_per_worker)}
     # Ray restarts a worker that dies (on its node); its shards come back to us as errors and are
     # resent elsewhere, so that a loss is said, not hidden, and counted.
     remote = ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=IN_FLIGHT)(ShardWorker)
@@ -509,20 +525,35 @@ class Scheduler:
         self.durations: list[float] = []  # seconds from fitting start to result of the shards finished, sorted
         self.resent: set[int] = set()  # shards sent to a second node as stragglers
         self.lost = _lost_errors(ray)
+        # The files of the shards next in line, read on a thread for the blind workers (made when
+        # the first one is met), and the stragglers waiting for theirs to go to a blind helper.
+        self.ahead: ReadAhead | None = None
+        self.again: list[int] = []
 
     def run(self) -> None:
-        self.fill()
-        while self.todo:
-            if not self.calls and not self.pings:
-                raise InrError(self.nobody_left())
-            ready = wait_ready(self.ray, list(self.calls) + list(self.pings), POLL)
-            for ref in ready:
-                if ref in self.pings:
-                    self.answered(ref)
-                else:
-                    self.returned(ref)
-            self.stragglers()
+        try:
             self.fill()
+            while self.todo:
+                if not self.calls and not self.pings:
+                    if not self.waiting_for_files():
+                        raise InrError(self.nobody_left())
+                    self.ahead.wait(POLL)
+                ready = wait_ready(self.ray, list(self.calls) + list(self.pings), POLL)
+                for ref in ready:
+                    if ref in self.pings:
+                        self.answered(ref)
+                    else:
+                        self.returned(ref)
+                self.stragglers()
+                self.fill()
+        finally:
+            if self.ahead:
+                self.ahead.close()
+
+    def waiting_for_files(self) -> bool:
+        """Whether a blind worker waits for the files of the next shards, being read ahead."""
+        return bool(self.queue) and self.ahead is not None and \
+            any(worker.blind and len(worker.calls) < IN_FLIGHT for worker in self.trusted())
 
     def nobody_left(self) -> str:
         causes = sorted({reason for losses in self.failures.values() for _, reason in losses})
@@ -535,27 +566,60 @@ class Scheduler:
         return [w for w in self.pool if w.trusted and w.place.node not in self.excluded and w not in self.killed]
 
     def fill(self) -> None:
+        self.read_ahead()
         for worker in self.trusted():
             while self.queue and len(worker.calls) < IN_FLIGHT and not worker.isolated:
                 if self.stalled(worker):
                     break
-                index = self.queue[0]
+                position = self.next_for(worker)
+                if position is None:
+                    break  # a blind worker: the files of the shards next in line are being read
+                index = self.queue[position]
                 if index in self.suspect:
                     if worker.calls:
                         break
                     worker.isolated = True
-                self.queue.pop(0)
+                self.queue.pop(position)
                 if index in self.todo:
                     self.submit(worker, index)
+
+    def read_ahead(self) -> None:
+        """The files of the shards next in line read ahead, while a worker needs them sent."""
+        blind = sum(1 for worker in self.trusted() if worker.blind)
+        if blind and self.ahead is None:
+            self.ahead = ReadAhead(self.files_of, inputs.read_bytes, SENT_AHEAD)
+        if self.ahead:
+            self.again = [index for index in self.again if index in self.todo]
+            self.ahead.follow(self.again + self.queue[:self.window(blind)] if blind else [])
+
+    @staticmethod
+    def window(blind: int) -> int:
+        """Shards at the head of the queue that are read ahead (the bytes held are bounded apart)."""
+        return 2 * IN_FLIGHT * max(blind, 1)
+
+    def files_of(self, index: int) -> list[str]:
+        return [self.plan.entry(name).location for name in self.plan.shards[index]]
+
+    def next_for(self, worker: Worker) -> int | None:
+        """Where in the queue the next shard for `worker` is: the first whose files are read, for a
+        blind worker (None: none yet); the first, for the others, passing those read or being read
+        ahead for the blind."""
+        window = self.queue[:self.window(sum(1 for other in self.trusted() if other.blind))]
+        if worker.blind:
+            return next((at for at, index in enumerate(window) if self.ahead.ready(index)), None)
+        if self.ahead is None:
+            return 0
+        return next((at for at, index in enumerate(window) if not self.ahead.has(index)), 0)
 
     def stalled(self, worker: Worker) -> bool:
         """A worker whose shard runs past the straggler's limit gets nothing more until it ends."""
         return bool(worker.calls) and time.monotonic() - worker.since > self.limit()
 
     def submit(self, worker: Worker, index: int) -> None:
+        """Shard `index` sent to `worker`; a blind worker's files are read ahead already."""
         names = self.plan.shards[index]
         entries = [self.plan.entry(name) for name in names]
-        contents = [inputs.read_bytes(entry.location) for entry in entries] if worker.blind else None
+        contents = self.ahead.take(index) if worker.blind else None
         # The entries as a tuple of tuples of their fields: Ray pickles that whole, where a list of
         # ImageEntry cost its serializer a Python call per item and a dataclass's pickling (three
         # times the driver's CPU per call).
@@ -714,6 +778,12 @@ class Scheduler:
                                and not other.calls and not other.isolated), None)
                 if helper is None:
                     break
+                if helper.blind and (self.ahead is None or not self.ahead.ready(index)):
+                    if index not in self.again:  # its files read first (read_ahead), then sent
+                        self.again.append(index)
+                    break
+                if index in self.again:
+                    self.again.remove(index)
                 self.resent.add(index)
                 notice(f"shard {index} has been fitting on {worker.place.address} for {now - worker.since:.0f} s, "
                        f"{STRAGGLER_FACTOR}x the shards before it: it is sent to {helper.place.address} too, and the "

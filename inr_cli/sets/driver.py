@@ -26,6 +26,7 @@ from inr_cli.sets import inputs
 from inr_cli.sets.cluster import OnRay
 from inr_cli.sets.grow import grow
 from inr_cli.sets.labels import read_labels, relabelled
+from inr_cli.sets.output_kind import output_storage
 from inr_cli.sets.packs import PackInterrupted, default_pack, fit_shard, shard_images
 from inr_cli.sets.partial import remove_partials
 from inr_cli.sets.plan import BadPlan, Plan, entries_from_probe, make_plan
@@ -102,6 +103,9 @@ class Runner(Protocol):
     def pack_for(self, spec: NetworkSpec, config: Config, width: int, height: int) -> int:
         """The images per shard when --pack is not given."""
 
+    def machines(self, config: Config) -> int:
+        """How many machines the shards may be fitted on (output_kind: rows in place or whole shards)."""
+
     def fit(self, plan: Plan, folder: SetFolder, pending: list[int], on_shard, signals: Signals, progress) -> None:
         """Fit and write the shards `pending`, calling on_shard(index, result) after each and
         telling `progress` (progress.ImageProgress) what it can of the steps; a signal (signals)
@@ -123,6 +127,9 @@ class InProcess:
 
     def pack_for(self, spec: NetworkSpec, config: Config, width: int, height: int) -> int:
         return default_pack(self.backend, spec, config, width, height)
+
+    def machines(self, config: Config) -> int:
+        return 1
 
     def fit(self, plan: Plan, folder: SetFolder, pending: list[int], on_shard, signals: Signals, progress) -> None:
         for index in pending:
@@ -147,7 +154,14 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
     notices: list[str] = []
     folder = SetFolder(out)
     runner: Runner = OnRay(ray, workers, gpus_per_worker) if ray else InProcess(config, quiet)
+    whole_shards = None
+    if folder.local:
+        whole_shards, folder.front_to_back = output_storage(folder.local, runner.machines(config))
+        folder.rows_in_place = not whole_shards
     plan, pending = prepare(source, folder, config, pack, skip_unreadable, notices, runner, force, only, labels)
+    if whole_shards and pending:
+        notices.append(f"{whole_shards}: each shard's file holds its networks, and the driver streams them into "
+                       f"{WEIGHTS} at the end")
     for message in notices:
         if not (quiet and isinstance(message, SizeNote)):
             notice(message)
@@ -244,7 +258,7 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
     for name, why in plan.skipped:
         notices.append(f"skipped {name}: {why}")
     if folder.local:
-        pending = rows_file_ready(folder.local, plan, pending, with_networks, notices)
+        pending = rows_file_ready(folder.local, plan, pending, with_networks, notices, folder.rows_in_place)
     return plan, pending
 
 

@@ -18,9 +18,15 @@ from inr_cli.sets.inputs import fsspec_module, is_url
 
 
 class SetFolder:
-    def __init__(self, where: str | Path):
+    def __init__(self, where: str | Path, rows_in_place: bool | None = None):
         self.where = str(where)
         self.local: Path | None = None if is_url(self.where) else Path(self.where)
+        # Whether each network is written straight into its row of weights.npy.part (a local folder
+        # where that is safe, output_kind.py), rather than whole in its shard's file.
+        self.rows_in_place = self.local is not None if rows_in_place is None else rows_in_place and bool(self.local)
+        # Whether weights.npy can only be written front to back here (a FUSE mount of an object
+        # store), so that the driver builds it elsewhere and copies it, rather than writing its rows.
+        self.front_to_back = False
         self._fs = None
 
     def __str__(self) -> str:
@@ -159,9 +165,8 @@ class SetFolder:
 
     def cannot_write(self, folder: str) -> str | None:
         """Why this process cannot write into `folder` (None when it can): a worker asks it of the
-        output before it is sent work."""
-        if self.local:
-            return None if os.access(self.local / folder, os.W_OK) else f"cannot write to {self.local / folder}"
+        output before it is sent work. A file is written and removed there, as the permission bits
+        do not tell (a read-only mount, a root squashed by NFS, a FUSE mount that refuses writes)."""
         name = f"{folder}/{_temporary('write-check')}"
         try:
             self.write_bytes(name, b"")

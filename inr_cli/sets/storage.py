@@ -5,7 +5,8 @@ shard's file (names and scores) atomically into shards/, so a killed run loses a
 in flight. When every shard is done, weights.npy.part becomes weights.npy, and index.csv and
 network.json are written (inr_cli/formats/network_set.py says what the files hold). An output in a
 bucket, which cannot be written in place, gets the networks in the shards' files, and the driver
-streams them into weights.npy, shard after shard.
+streams them into weights.npy, shard after shard; so does a local folder on storage where rows
+written in place by several writers are not safe (output_kind.py: SetFolder.rows_in_place).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import io
 import json
 import os
 import re
+import shutil
 import tempfile
 import zipfile
 from contextlib import contextmanager
@@ -59,9 +61,10 @@ def shard_name(index: int) -> str:
 def write_shard(folder: SetFolder, index: int, result: dict, rows: list[int]) -> None:
     """A finished shard. In a local folder its networks go straight to their rows of
     weights.npy.part (synced before the shard file says they are there), and the shard file keeps
-    their names and scores; a bucket cannot be written in place, so there the shard file keeps the
-    networks too and the driver assembles them."""
-    if folder.local:
+    their names and scores; a bucket cannot be written in place, nor can storage where several
+    writers' rows are not safe, so there the shard file keeps the networks too and the driver
+    assembles them."""
+    if folder.rows_in_place:
         write_rows(folder.local / WEIGHTS_PART, rows, result["params"])
         result = {key: value for key, value in result.items() if key != "params"}
     with folder.writing(shard_name(index)) as handle:
@@ -184,13 +187,18 @@ def rows_file_problem(path: Path, shape: tuple[int, int]) -> str | None:
     return None
 
 
-def rows_file_ready(out: Path, plan: Plan, pending: list[int], with_networks: set[int], notices: list) -> list[int]:
+def rows_file_ready(out: Path, plan: Plan, pending: list[int], with_networks: set[int], notices: list,
+                    in_place: bool = True) -> list[int]:
     """weights.npy.part, where the workers write each network at its row, made ready for them; the
     shards to fit. A finished shard whose networks were in a rows file now gone or damaged is fitted
-    again, unless its own file holds them (with_networks). Called once every check has passed: it
+    again, unless its own file holds them (with_networks). Not `in_place` (whole shards), no rows
+    file is made: one is kept only where finished shards' networks are in it alone, and the driver
+    writes the new shards' networks into it at the end. Called once every check has passed: it
     renames and removes the set's files."""
     part, finished = out / WEIGHTS_PART, out / WEIGHTS
     shape = (len(plan.images), plan.spec.parameter_count())
+    waiting = set(pending)
+    lost = [i for i in range(len(plan.shards)) if i not in waiting and i not in with_networks]  # rows only in a file
     damaged = None
     if part.is_file():
         if rows_file_problem(part, shape) is None:
@@ -198,16 +206,24 @@ def rows_file_ready(out: Path, plan: Plan, pending: list[int], with_networks: se
     elif finished.is_file():
         damaged = rows_file_problem(finished, shape)
         if damaged is None:
-            if pending:  # a finished set missing shards (removed to fit them again): its rows stay
+            # A finished set missing shards (removed to fit them again): its rows stay, unless the
+            # shards' files hold them all (whole shards: the assembly makes weights.npy anew).
+            if in_place and pending or not in_place and lost:
                 os.replace(finished, part)
+            elif pending:
+                finished.unlink()
             return pending
-    with atomic_path(part, suffix=".npy") as tmp:
-        _new_rows_file(tmp, shape)
-    waiting = set(pending)
-    lost = [i for i in range(len(plan.shards)) if i not in waiting and i not in with_networks]
+    if in_place:
+        with atomic_path(part, suffix=".npy") as tmp:
+            _new_rows_file(tmp, shape)
+    else:
+        part.unlink(missing_ok=True)  # damaged
     for index in lost:
         (out / shard_name(index)).unlink()
-    if damaged is not None:
+    if damaged is not None and not lost:
+        finished.unlink()
+        notices.append(f"{finished} is damaged ({damaged}); it is made again from the shards' files")
+    elif damaged is not None:
         finished.unlink()
         notices.append(f"{finished} is damaged ({damaged}): {len(lost)} finished shards had their networks in it; "
                        f"they are fitted again")
@@ -267,9 +283,12 @@ def assemble(folder: SetFolder, plan: Plan) -> int:
 @contextmanager
 def _rows_file(folder: SetFolder, shape: tuple[int, int]):
     """An open descriptor on the set's rows; weights.npy appears, whole, when the block ends."""
-    if folder.local:
-        part, finished = folder.local / WEIGHTS_PART, folder.local / WEIGHTS
-        rows = part if part.is_file() else finished  # a finished set run again: its rows are in place
+    part = folder.local / WEIGHTS_PART if folder.local else None
+    finished = folder.local / WEIGHTS if folder.local else None
+    if folder.local and (part.is_file() or folder.rows_in_place and finished.is_file()):
+        # Rows in place (a finished set run again: in weights.npy), or, with whole shards, finished
+        # shards' rows that only a rows file holds (rows_file_ready): the driver alone writes now.
+        rows = part if part.is_file() else finished
         fd = os.open(rows, os.O_RDWR)
         try:
             yield fd
@@ -279,7 +298,17 @@ def _rows_file(folder: SetFolder, shape: tuple[int, int]):
         if rows == part:
             os.replace(part, finished)
         return
-    with tempfile.TemporaryDirectory(prefix="inr-set-") as scratch:  # a bucket: built here, then uploaded
+    if folder.local and not folder.front_to_back:  # whole shards: the driver alone writes the rows
+        with atomic_path(finished, suffix=".npy") as tmp:
+            _new_rows_file(tmp, shape)
+            fd = os.open(tmp, os.O_RDWR)
+            try:
+                yield fd
+            finally:
+                os.close(fd)
+        return
+    # A bucket, or a FUSE mount of one: built here, then copied there front to back.
+    with tempfile.TemporaryDirectory(prefix="inr-set-") as scratch:
         local = Path(scratch) / WEIGHTS
         _new_rows_file(local, shape)
         fd = os.open(local, os.O_RDWR)
@@ -287,7 +316,14 @@ def _rows_file(folder: SetFolder, shape: tuple[int, int]):
             yield fd
         finally:
             os.close(fd)
-        folder.upload(local, WEIGHTS)
+        if folder.local:
+            try:
+                with atomic_path(finished, suffix=".npy") as tmp:
+                    shutil.copyfile(local, tmp)
+            except OSError as exc:
+                raise InrError(f"cannot write {finished} ({exc.strerror or exc})") from None
+        else:
+            folder.upload(local, WEIGHTS)
 
 
 def _new_rows_file(path: Path, shape: tuple[int, int]) -> None:
