@@ -1,9 +1,13 @@
 """inr meta-init: a start learned with Reptile fits held-out images of its kind better in k inner
-steps than a random start does (losses compared, not timings); it is resumable and records its network."""
+steps than a random start does (losses compared, not timings); it records its network, and a run
+stopped by a signal resumes to the very start an uninterrupted one learns."""
 
 from __future__ import annotations
 
+import signal
+
 import numpy as np
+import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -11,8 +15,9 @@ from inr_cli.backends.numpy_backend import NumpyBackend
 from inr_cli.cli import app
 from inr_cli.config import build_config, flags_to_values, with_values
 from inr_cli.core.network import init_networks
+from inr_cli.core.training_loop import Interrupted
 from inr_cli.formats.start import read_start
-from inr_cli.sets.meta import heldout_loss, load_images
+from inr_cli.sets.meta import InProcess, MetaInterrupted, MetaOptions, heldout_loss, learn_start, load_images
 
 runner = CliRunner()
 NET = ["--hidden", "12", "--layers", "2", "--omega0", "20", "--lr", "1e-3", "--device", "cpu"]
@@ -60,3 +65,44 @@ def test_a_learned_start_fits_new_images_of_its_kind_better_in_k_steps(tmp_path)
     assert np.array_equal(read_start(str(start))[1], learned)
     result = runner.invoke(app, ["meta-init", str(folder), "-o", str(start), *NET, *META[:-2], "--eval-every", "5"])
     assert result.exit_code == 1 and "other settings" in result.output
+
+
+class InterruptedAt(InProcess):
+    """The in-process runner, with SIGINT landing in its `at`-th inner fit."""
+
+    def __init__(self, at: int):
+        super().__init__(NumpyBackend())
+        self.calls, self.at = 0, at
+
+    def fit(self, start, chosen):
+        self.calls += 1
+        if self.calls == self.at:
+            raise Interrupted(signal.SIGINT)
+        return super().fit(start, chosen)
+
+
+def test_a_signal_checkpoints_the_last_outer_step_and_the_same_command_goes_on_to_the_same_start(tmp_path):
+    folder = kind(tmp_path / "kind", 10, 0)
+    config = build_config(None, flags_to_values({"hidden": 8, "layers": 2, "omega0": 20.0, "lr": 1e-3,
+                                                 "device": "cpu", "source": str(folder)}))
+    options = MetaOptions(outer_steps=7, inner_steps=3, meta_batch=3, eval_every=3)
+    whole = learn_start(InProcess(NumpyBackend()), str(folder), tmp_path / "whole.safetensors", config, options)
+    # calls: the measure at step 0, then outer steps 1, 2, 3 (and its measure), 4, 5; the signal lands in
+    # outer step 5, after step 4 (no measure there): the checkpoint holds step 4, not the measure's step 3
+    with pytest.raises(MetaInterrupted) as stopped:
+        learn_start(InterruptedAt(7), str(folder), tmp_path / "cut.safetensors", config, options)
+    assert stopped.value.step == 4 and stopped.value.saved == tmp_path / "cut.safetensors.meta.npz"
+    assert not (tmp_path / "cut.safetensors").exists()
+    again = learn_start(InProcess(NumpyBackend()), str(folder), tmp_path / "cut.safetensors", config, options)
+    assert np.array_equal(read_start(str(tmp_path / "cut.safetensors"))[1],
+                          read_start(str(tmp_path / "whole.safetensors"))[1])
+    assert [row["loss"] for row in again["log"]] == [row["loss"] for row in whole["log"]]
+
+
+def test_a_signal_on_the_command_says_where_the_start_is_kept(tmp_path, monkeypatch):
+    folder = kind(tmp_path / "kind", 10, 0)
+    monkeypatch.setattr("inr_cli.sets.meta_command.InProcess", lambda backend: InterruptedAt(3))
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(tmp_path / "start.safetensors"), *NET, *META])
+    assert result.exit_code == 128 + signal.SIGINT, result.output
+    assert "SIGINT: the start is checkpointed at outer step 1 in" in result.output
+    assert "run the same command again to go on" in result.output and "Traceback" not in result.output

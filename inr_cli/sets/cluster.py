@@ -347,7 +347,7 @@ def place_workers(nodes: list[dict], device: str, workers: int | None, gpus_per_
     return [places[turn] for turn in range(rounds) for places in taken if turn < len(places)]
 
 
-def _lost_errors(ray) -> tuple:
+def lost_errors(ray) -> tuple:
     """What Ray raises when a shard's worker or node died under it, or its result was lost."""
     names = ("RayActorError", "ObjectLostError", "OwnerDiedError", "OutOfMemoryError", "WorkerCrashedError",
              "NodeDiedError", "ActorUnschedulableError")
@@ -415,7 +415,7 @@ def start_workers(ray, remote, places: list[Place], settings: dict, sample: tupl
         actor = remote.options(scheduling_strategy=strategy, **place.options).remote({**settings, "kind": place.kind})
         pool.append(Worker(actor, place))
     pings = {worker.actor.check.remote(sample): worker for worker in pool}
-    lost = _lost_errors(ray)
+    lost = lost_errors(ray)
     deadline = time.monotonic() + START_DEADLINE
     checks: dict = {}
     while pings and time.monotonic() < deadline:
@@ -508,7 +508,7 @@ class Scheduler:
         self.killed: set = set()  # live workers ended by the driver: their errors are no news
         self.durations: list[float] = []  # seconds from fitting start to result of the shards finished, sorted
         self.resent: set[int] = set()  # shards sent to a second node as stragglers
-        self.lost = _lost_errors(ray)
+        self.lost = lost_errors(ray)
 
     def run(self) -> None:
         self.fill()
