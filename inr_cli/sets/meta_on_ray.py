@@ -88,8 +88,8 @@ class MetaWorker:
 class Part:
     """Some of a call's images, sent to one worker (and to another when lost or late)."""
 
-    def __init__(self, first: int, chosen: list[int]):
-        self.first, self.chosen = first, chosen  # its place in the call, and the images' indices
+    def __init__(self, chosen: list[int]):
+        self.chosen = chosen  # the images' indices
         self.losses: list[str] = []
         self.resent = False  # sent to a second worker as a straggler
         self.result = None
@@ -103,7 +103,8 @@ class OnRay:
             self.ray = connect(address)
         self.where = f"Ray ({address})"
         self.workers, self.gpus_per_worker = workers, gpus_per_worker
-        self.pool: list = []
+        self.pool: list = []  # cluster.Worker: trusted once it answered its check
+        self.pings: dict = {}  # check call -> the worker asked (after a loss, until it answers)
         self.per_image: list[float] = []  # seconds per image of each part fitted: the straggler's limit
 
     def prepare(self, spec: NetworkSpec, inner: Config, images: list[PixelImage], names: list[str],
@@ -128,22 +129,27 @@ class OnRay:
         losses [n]) in the order of `chosen`."""
         chosen = [int(i) for i in chosen]
         bounds = np.linspace(0, len(chosen), min(len(self.pool), len(chosen)) + 1).round().astype(int)
-        parts = [Part(int(a), chosen[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+        parts = [Part(chosen[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
         start_ref = self.ray.put(np.ascontiguousarray(start, dtype=np.float32))
+        queue = list(parts)  # parts to send, each to the next idle worker
         calls: dict = {}  # call -> (part, worker, when sent)
-        for part, worker in zip(parts, self.pool):
-            self.send(calls, start_ref, part, worker)
         while any(part.result is None for part in parts):
-            if not calls:
-                raise InrError("no Ray worker is left to fit the inner steps; run the same command again to go on "
-                               "from the checkpoint")
-            for ref in wait_ready(self.ray, list(calls), POLL):
-                part, worker, sent = calls.pop(ref)
-                self.returned(ref, part, worker, sent, calls, start_ref)
+            for worker in self.pool:
+                busy = any(worker is other for _, other, _ in calls.values())
+                while queue and queue[0].result is not None:
+                    queue.pop(0)
+                if queue and worker.trusted and not busy:
+                    self.send(calls, start_ref, queue.pop(0), worker)
+            if not calls and not self.pings:
+                raise InrError("no Ray worker is left to fit the inner steps (each died while starting again); the "
+                               "checkpoint is kept")
+            for ref in wait_ready(self.ray, list(calls) + list(self.pings), POLL):
+                if ref in self.pings:
+                    self.answered(ref)
+                else:
+                    self.returned(ref, *calls.pop(ref), queue)
             self.stragglers(calls, start_ref)
-        params = np.concatenate([part.result[0] for part in parts])
-        losses = np.concatenate([part.result[1] for part in parts])
-        return params, losses
+        return np.concatenate([part.result[0] for part in parts]), np.concatenate([part.result[1] for part in parts])
 
     def send(self, calls: dict, start_ref, part: Part, worker) -> None:
         images = [self.images[i] for i in part.chosen]
@@ -151,11 +157,12 @@ class OnRay:
                                        [self.names[i] for i in part.chosen])
         calls[call] = (part, worker, time.monotonic())
 
-    def returned(self, ref, part: Part, worker, sent: float, calls: dict, start_ref) -> None:
+    def returned(self, ref, part: Part, worker, sent: float, queue: list) -> None:
         ray = self.ray
         try:
             result = ray_call(ray.get, ref, timeout=POLL)
         except self.lost + (ray.exceptions.ActorUnavailableError,) as exc:
+            self.ask(worker)
             if part.result is not None:
                 return  # a straggler's copy: the other one finished
             reason = loss_reason(ray, exc)
@@ -164,10 +171,8 @@ class OnRay:
             if len(part.losses) >= MAX_ATTEMPTS:
                 raise InrError(f"the inner fit of {listed} was lost {len(part.losses)} times ({reason}); one of these "
                                f"images may crash the workers. The checkpoint is kept") from None
-            others = [w for w in self.pool if w is not worker and not any(w is busy for _, busy, _ in calls.values())]
-            again = others[0] if others else worker  # Ray restarts a dead worker on its node
             notice(f"the inner fit of {listed} was lost on {worker.place.address} ({reason}); it is sent again")
-            self.send(calls, start_ref, part, again)
+            queue.insert(0, part)
             return
         except ray.exceptions.RayTaskError as exc:
             if isinstance(exc.cause, InrError):
@@ -178,9 +183,38 @@ class OnRay:
             part.result = result
             self.per_image.append((time.monotonic() - sent) / len(part.chosen))
 
+    def ask(self, worker) -> None:
+        """A worker whose call was lost gets no work until it answers its check (Ray restarts it)."""
+        worker.trusted = False
+        if not any(worker is other for other in self.pings.values()):
+            self.pings[worker.actor.check.remote()] = worker
+
+    def answered(self, ref) -> None:
+        worker = self.pings.pop(ref)
+        try:
+            check = ray_call(self.ray.get, ref, timeout=POLL)
+        except self.lost + (self.ray.exceptions.ActorUnavailableError,) as exc:
+            worker.starts += 1
+            if worker.starts < MAX_ATTEMPTS:
+                self.pings[worker.actor.check.remote()] = worker
+                return
+            notice(f"the Ray worker on {worker.place.address} died {worker.starts} times while starting again "
+                   f"({loss_reason(self.ray, exc)}); it is left out")
+            self.leave_out(worker)
+            return
+        if check["problem"]:
+            notice(f"{check['problem']}; that worker is left out")
+            self.leave_out(worker)
+            return
+        worker.trusted = True
+
+    def leave_out(self, worker) -> None:
+        self.ray.kill(worker.actor, no_restart=True)
+        self.pool.remove(worker)
+
     def stragglers(self, calls: dict, start_ref) -> None:
         """A part fitting past STRAGGLER_FACTOR times what the parts before it took (per image) is
-        sent to an idle worker too."""
+        sent to an idle worker too; the first result is kept."""
         if not self.per_image:
             return
         typical, now = float(np.median(self.per_image)), time.monotonic()
@@ -188,7 +222,7 @@ class OnRay:
             limit = max(STRAGGLER_FLOOR, STRAGGLER_FACTOR * typical * len(part.chosen))
             if part.resent or part.result is not None or now - sent <= limit:
                 continue
-            idle = [w for w in self.pool if not any(w is busy for _, busy, _ in calls.values())]
+            idle = [w for w in self.pool if w.trusted and not any(w is busy for _, busy, _ in calls.values())]
             if not idle:
                 return
             part.resent = True
