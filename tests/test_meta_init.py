@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 from inr_cli.backends.numpy_backend import NumpyBackend
 from inr_cli.cli import app
 from inr_cli.config import build_config, flags_to_values, with_values
-from inr_cli.core.network import init_networks
+from inr_cli.core.network import NetworkSpec, init_networks
 from inr_cli.core.training_loop import Interrupted
+from inr_cli.formats.export import write_safetensors
 from inr_cli.formats.start import read_start
 from inr_cli.sets.meta import InProcess, MetaInterrupted, MetaOptions, heldout_loss, learn_start, load_images
 
@@ -106,3 +107,28 @@ def test_a_signal_on_the_command_says_where_the_start_is_kept(tmp_path, monkeypa
     assert result.exit_code == 128 + signal.SIGINT, result.output
     assert "SIGINT: the start is checkpointed at outer step 1 in" in result.output
     assert "run the same command again to go on" in result.output and "Traceback" not in result.output
+
+
+def test_a_file_start_with_the_output_at_the_mean_is_refused_in_one_line(tmp_path):
+    """A file start keeps its own output biases (the same for every network); starting them at each
+    image's mean as well is refused before any work, by fit-many, train and meta-init alike, and
+    also when the sigmoid preset asks for it; --no-init-output-at-mean lifts it."""
+    folder = kind(tmp_path / "kind", 3, 0)
+    spec = NetworkSpec("siren", 3, 12, 2, 20.0, "none", 0, 0.0)
+    start = tmp_path / "start.safetensors"
+    write_safetensors(spec, init_networks(spec, [1])[0], ("r", "g", "b"), start)
+    net = [*NET, "--steps", "2", "-q"]
+    for command in (["fit-many", str(folder), "-o", str(tmp_path / "set")],
+                    ["train", str(folder / "00.png"), "--run-dir", str(tmp_path / "run")],
+                    ["meta-init", str(folder), "-o", str(tmp_path / "learned.safetensors")]):
+        result = runner.invoke(app, [*command, "--init", str(start), "--init-output-at-mean", *net])
+        assert result.exit_code == 1, result.output
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert len(lines) == 1 and "--no-init-output-at-mean" in lines[0], result.output
+    assert not (tmp_path / "set").exists() and not (tmp_path / "run").exists()
+    sigmoid = runner.invoke(app, ["fit-many", str(folder), "-o", str(tmp_path / "set"), "--init", str(start),
+                                  "--preset", "sigmoid", *net])
+    assert sigmoid.exit_code == 1 and "on in the sigmoid preset" in sigmoid.output
+    result = runner.invoke(app, ["fit-many", str(folder), "-o", str(tmp_path / "set"), "--init", str(start),
+                                 "--init-output-at-mean", "--no-init-output-at-mean", *net])
+    assert result.exit_code == 0, result.output

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inr_cli.config import build_config, flags_to_values, with_values
+from inr_cli.config import build_config, flags_to_values
 from inr_cli.console import info
 from inr_cli.errors import UsageError
-from inr_cli.formats.start import resolved_init
+from inr_cli.formats.start import resolved_start
 from inr_cli.sets.driver import check_options
 from inr_cli.sets.meta import InProcess, MetaInterrupted, MetaOptions, learn_start
 
@@ -30,7 +30,7 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
     if workers is not None and not ray:
         raise UsageError("--workers places Ray workers: it needs --ray")
     config = build_config(config_file, flags_to_values({**flags, "source": str(source), "preview_every": 0}), preset)
-    config = with_values(config, {"training.init": resolved_init(config.training.init)})
+    config = resolved_start(config)
     if ray:
         from inr_cli.sets.meta_on_ray import OnRay
 
