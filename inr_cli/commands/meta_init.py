@@ -25,8 +25,8 @@ def command(
     preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME", help="Start from a packaged preset."),
     overrides: list[str] = set_option(),
     outer_steps: int = typer.Option(500, "--outer-steps", metavar="N", help="Outer (Reptile) steps."),
-    inner_steps: int = typer.Option(16, "--inner-steps", metavar="K", help="Steps of each inner fit, and of the "
-                                    "held-out measure."),
+    inner_steps: int = typer.Option(32, "--inner-steps", metavar="K", help="Steps of each inner fit (at the peak "
+                                    "--lr, held), and of the held-out measure."),
     meta_batch: int = typer.Option(8, "--meta-batch", metavar="N", help="Images fitted together per outer step."),
     outer_lr: float = typer.Option(1.0, "--outer-lr", metavar="F", help="Reptile's step toward the adapted "
                                    "weights, decaying linearly to 0."),

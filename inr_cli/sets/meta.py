@@ -3,6 +3,9 @@
 (drawn from the outer step and the seed) for k inner steps from the current start, through the
 Trainer and step loop fit-many uses, then moves the start toward the mean of the adapted weights:
 start += outer_lr * (mean(adapted) - start), outer_lr decaying linearly to 0 over the outer steps.
+The inner fits run at the optimiser's peak rate, held (lr_min = lr): they stand for the first steps
+of a fit from the start, whose cosine runs over its whole budget and has barely begun to decay there
+(a cosine over the k steps instead learned a start that needed more steps, BENCHMARKS.md).
 
 Held-out images (a seeded share, never drawn for an outer step) are fitted for k inner steps from the
 start every `eval_every` outer steps; their mean PSNR after k steps is the CSV's and the chart's
@@ -45,7 +48,7 @@ from inr_cli.sets.plan import image_seed
 @dataclass(frozen=True)
 class MetaOptions:
     outer_steps: int = 500
-    inner_steps: int = 16  # k
+    inner_steps: int = 32  # k
     meta_batch: int = 8  # images per outer step: one pack
     outer_lr: float = 1.0
     holdout: float = 0.1  # share of the images kept out to measure the start
@@ -153,8 +156,9 @@ def learn_start(runner, source: str, out: Path, config: Config, options: MetaOpt
     order = np.random.default_rng([seed, 0x4D455441]).permutation(len(images))
     held = max(1, int(round(options.holdout * len(images))))
     heldout, training = sorted(order[:held].tolist()), order[held:]
-    inner = with_values(config, {"training.steps": options.inner_steps, "training.target_psnr": 0.0})
-    settings = json.dumps({"options": options.__dict__, "spec": spec.to_json(), "names": names,
+    inner = with_values(config, {"training.steps": options.inner_steps, "training.target_psnr": 0.0,
+                                 "optimizer.lr_min": config.optimizer.lr})
+    settings = json.dumps({"options": options.__dict__, "spec": spec.to_json(), "names": names, "inner_lr": "held",
                            "config": {k: str(v) for k, v in sorted(vars(config.optimizer).items())}}, sort_keys=True)
     state = MetaState(out)
     saved = state.load(settings)
