@@ -132,3 +132,11 @@ def test_a_file_start_with_the_output_at_the_mean_is_refused_in_one_line(tmp_pat
     result = runner.invoke(app, ["fit-many", str(folder), "-o", str(tmp_path / "set"), "--init", str(start),
                                  "--init-output-at-mean", "--no-init-output-at-mean", *net])
     assert result.exit_code == 0, result.output
+
+
+def test_ray_options_without_ray_are_refused(tmp_path):
+    folder = kind(tmp_path / "kind", 3, 0)
+    for option, value in (("--workers", "2"), ("--gpus-per-worker", "0.5")):
+        result = runner.invoke(app, ["meta-init", str(folder), "-o", str(tmp_path / "s.safetensors"), option, value,
+                                     *NET])
+        assert result.exit_code == 2 and "needs --ray" in result.output, result.output
