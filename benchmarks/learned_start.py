@@ -4,6 +4,8 @@ Makes its own images (the drawn shapes of weights_classification.py), learns a s
 meta-init` on a training split, then fits a held-out split of the same kind with `inr fit-many
 --init random|shared|start.safetensors --until-psnr T` (each network's `steps` in index.csv: the
 first loss reading, every training.log_every steps, that showed T; the step ceiling where none did).
+With --fit-lrs, the random and learned starts are fitted again at each of those learning rates: a
+learned start's gain is fair against a random start at its own best rate, not at one rate for both.
 Then times meta-init's inner steps against fit-many's packs at the same network, pack size and
 image size (network-steps per second, both in this process on the same backend): the machine may be
 shared, so the ratio of the two, measured back to back, is the figure, not the seconds.
@@ -44,8 +46,10 @@ def psnr_column(set_folder: Path) -> np.ndarray:
         return np.array([float(row["psnr"]) for row in csv.DictReader(handle)])
 
 
-def steps_to(images: Path, out: Path, init: str, target: float, ceiling: int, net: dict) -> dict:
+def steps_to(images: Path, out: Path, init: str, target: float, ceiling: int, net: dict, lr: float | None = None
+             ) -> dict:
     began = time.perf_counter()
+    net = {**net, "lr": lr} if lr is not None else net
     inr_cli.fit_many(images, out, init=init, steps=ceiling, until_psnr=target, quiet=True, **net)
     steps = steps_column(out)
     reached = steps < ceiling
@@ -128,6 +132,8 @@ def main() -> None:
     parser.add_argument("--inner-steps", type=int, default=MetaOptions.inner_steps)
     parser.add_argument("--meta-batch", type=int, default=MetaOptions.meta_batch)
     parser.add_argument("--outer-lr", type=float, default=MetaOptions.outer_lr)
+    parser.add_argument("--fit-lrs", type=float, nargs="*", default=[], help="learning rates at which the random "
+                        "and learned starts are fitted again (each start at its best rate)")
     parser.add_argument("--rate-rounds", type=int, default=3, help="rounds of meta-init against fit-many timing")
     parser.add_argument("--rate-outer-steps", type=int, default=50, help="outer steps of each timed meta-init")
     parser.add_argument("--seed", type=int, default=0)
@@ -153,10 +159,21 @@ def main() -> None:
                 name = "learned" if init == str(start) else init
                 row = steps_to(scratch / "test", scratch / f"set-{name}-{target:g}", init, target, args.ceiling, net)
                 results["starts"].setdefault(name, {})[f"{target:g}"] = row
+        for lr in args.fit_lrs:
+            for target in args.targets:
+                for init in ("random", str(start)):
+                    name = "learned" if init == str(start) else init
+                    row = steps_to(scratch / "test", scratch / f"set-{name}-{target:g}-lr{lr:g}", init, target,
+                                   args.ceiling, net, lr)
+                    results.setdefault("fit_lrs", {}).setdefault(f"{lr:g}", {}).setdefault(name, {})[
+                        f"{target:g}"] = row
         results["rate"] = rate_rounds(scratch, scratch / "train", net, options, args.rate_rounds,
                                       args.rate_outer_steps)
     meta = results["meta_init"]
     rate = results["rate"]
+    for lr, starts in results.get("fit_lrs", {}).items():
+        print(f"at lr {lr}: " + "; ".join(f"{name} {rows[f'{t:g}']['median_steps']:.0f} steps to {t:g} dB"
+                                         for name, rows in starts.items() for t in args.targets))
     for target in args.targets:
         key = f"{target:g}"
         random_steps = results["starts"]["random"][key]["median_steps"]

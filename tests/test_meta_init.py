@@ -1,18 +1,24 @@
 """inr meta-init: a start learned with Reptile fits held-out images of its kind better in k inner
-steps than a random start does (losses compared, not timings); it is resumable and records its network."""
+steps than a random start does (losses compared, not timings); it records its network, and a run
+stopped by a signal resumes to the very start an uninterrupted one learns."""
 
 from __future__ import annotations
 
+import signal
+
 import numpy as np
+import pytest
 from PIL import Image
 from typer.testing import CliRunner
 
 from inr_cli.backends.numpy_backend import NumpyBackend
 from inr_cli.cli import app
 from inr_cli.config import build_config, flags_to_values, with_values
-from inr_cli.core.network import init_networks
+from inr_cli.core.network import NetworkSpec, init_networks
+from inr_cli.core.training_loop import Interrupted
+from inr_cli.formats.export import write_safetensors
 from inr_cli.formats.start import read_start
-from inr_cli.sets.meta import heldout_loss, load_images
+from inr_cli.sets.meta import InProcess, MetaInterrupted, MetaOptions, heldout_loss, learn_start, load_images
 
 runner = CliRunner()
 NET = ["--hidden", "12", "--layers", "2", "--omega0", "20", "--lr", "1e-3", "--device", "cpu"]
@@ -60,3 +66,77 @@ def test_a_learned_start_fits_new_images_of_its_kind_better_in_k_steps(tmp_path)
     assert np.array_equal(read_start(str(start))[1], learned)
     result = runner.invoke(app, ["meta-init", str(folder), "-o", str(start), *NET, *META[:-2], "--eval-every", "5"])
     assert result.exit_code == 1 and "other settings" in result.output
+
+
+class InterruptedAt(InProcess):
+    """The in-process runner, with SIGINT landing in its `at`-th inner fit."""
+
+    def __init__(self, at: int):
+        super().__init__(NumpyBackend())
+        self.calls, self.at = 0, at
+
+    def fit(self, start, chosen):
+        self.calls += 1
+        if self.calls == self.at:
+            raise Interrupted(signal.SIGINT)
+        return super().fit(start, chosen)
+
+
+def test_a_signal_checkpoints_the_last_outer_step_and_the_same_command_goes_on_to_the_same_start(tmp_path):
+    folder = kind(tmp_path / "kind", 10, 0)
+    config = build_config(None, flags_to_values({"hidden": 8, "layers": 2, "omega0": 20.0, "lr": 1e-3,
+                                                 "device": "cpu", "source": str(folder)}))
+    options = MetaOptions(outer_steps=7, inner_steps=3, meta_batch=3, eval_every=3)
+    whole = learn_start(InProcess(NumpyBackend()), str(folder), tmp_path / "whole.safetensors", config, options)
+    # calls: the measure at step 0, then outer steps 1, 2, 3 (and its measure), 4, 5; the signal lands in
+    # outer step 5, after step 4 (no measure there): the checkpoint holds step 4, not the measure's step 3
+    with pytest.raises(MetaInterrupted) as stopped:
+        learn_start(InterruptedAt(7), str(folder), tmp_path / "cut.safetensors", config, options)
+    assert stopped.value.step == 4 and stopped.value.saved == tmp_path / "cut.safetensors.meta.npz"
+    assert not (tmp_path / "cut.safetensors").exists()
+    again = learn_start(InProcess(NumpyBackend()), str(folder), tmp_path / "cut.safetensors", config, options)
+    assert np.array_equal(read_start(str(tmp_path / "cut.safetensors"))[1],
+                          read_start(str(tmp_path / "whole.safetensors"))[1])
+    assert [row["loss"] for row in again["log"]] == [row["loss"] for row in whole["log"]]
+
+
+def test_a_signal_on_the_command_says_where_the_start_is_kept(tmp_path, monkeypatch):
+    folder = kind(tmp_path / "kind", 10, 0)
+    monkeypatch.setattr("inr_cli.sets.meta_command.InProcess", lambda backend: InterruptedAt(3))
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(tmp_path / "start.safetensors"), *NET, *META])
+    assert result.exit_code == 128 + signal.SIGINT, result.output
+    assert "SIGINT: the start is checkpointed at outer step 1 in" in result.output
+    assert "run the same command again to go on" in result.output and "Traceback" not in result.output
+
+
+def test_a_file_start_with_the_output_at_the_mean_is_refused_in_one_line(tmp_path):
+    """A file start keeps its own output biases (the same for every network); starting them at each
+    image's mean as well is refused before any work, by fit-many, train and meta-init alike, and
+    also when the sigmoid preset asks for it; --no-init-output-at-mean lifts it."""
+    folder = kind(tmp_path / "kind", 3, 0)
+    spec = NetworkSpec("siren", 3, 12, 2, 20.0, "none", 0, 0.0)
+    start = tmp_path / "start.safetensors"
+    write_safetensors(spec, init_networks(spec, [1])[0], ("r", "g", "b"), start)
+    net = [*NET, "--steps", "2", "-q"]
+    for command in (["fit-many", str(folder), "-o", str(tmp_path / "set")],
+                    ["train", str(folder / "00.png"), "--run-dir", str(tmp_path / "run")],
+                    ["meta-init", str(folder), "-o", str(tmp_path / "learned.safetensors")]):
+        result = runner.invoke(app, [*command, "--init", str(start), "--init-output-at-mean", *net])
+        assert result.exit_code == 1, result.output
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert len(lines) == 1 and "--no-init-output-at-mean" in lines[0], result.output
+    assert not (tmp_path / "set").exists() and not (tmp_path / "run").exists()
+    sigmoid = runner.invoke(app, ["fit-many", str(folder), "-o", str(tmp_path / "set"), "--init", str(start),
+                                  "--preset", "sigmoid", *net])
+    assert sigmoid.exit_code == 1 and "on in the sigmoid preset" in sigmoid.output
+    result = runner.invoke(app, ["fit-many", str(folder), "-o", str(tmp_path / "set"), "--init", str(start),
+                                 "--init-output-at-mean", "--no-init-output-at-mean", *net])
+    assert result.exit_code == 0, result.output
+
+
+def test_ray_options_without_ray_are_refused(tmp_path):
+    folder = kind(tmp_path / "kind", 3, 0)
+    for option, value in (("--workers", "2"), ("--gpus-per-worker", "0.5")):
+        result = runner.invoke(app, ["meta-init", str(folder), "-o", str(tmp_path / "s.safetensors"), option, value,
+                                     *NET])
+        assert result.exit_code == 2 and "needs --ray" in result.output, result.output

@@ -11,7 +11,8 @@ from inr_cli.settings import FIT_MANY
 NAME = "meta-init"
 HELP = ("Learn a start for fit-many (--init FILE) from a folder of images of one kind, with Reptile on the "
         "batched engine: fits of a few steps pull the start toward what fits the images; checkpointed (the "
-        "same command resumes), the held-out PSNR after the inner steps logged to OUT.csv and charted in OUT.svg.")
+        "same command resumes), in this process or on a Ray cluster (--ray), the held-out PSNR after the "
+        "inner steps logged to OUT.csv and charted in OUT.svg.")
 NEEDS_ARGS = True
 
 
@@ -24,13 +25,20 @@ def command(
     preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME", help="Start from a packaged preset."),
     overrides: list[str] = set_option(),
     outer_steps: int = typer.Option(500, "--outer-steps", metavar="N", help="Outer (Reptile) steps."),
-    inner_steps: int = typer.Option(16, "--inner-steps", metavar="K", help="Steps of each inner fit, and of the "
-                                    "held-out measure."),
+    inner_steps: int = typer.Option(32, "--inner-steps", metavar="K", help="Steps of each inner fit (at the peak "
+                                    "--lr, held), and of the held-out measure."),
     meta_batch: int = typer.Option(8, "--meta-batch", metavar="N", help="Images fitted together per outer step."),
     outer_lr: float = typer.Option(1.0, "--outer-lr", metavar="F", help="Reptile's step toward the adapted "
                                    "weights, decaying linearly to 0."),
     holdout: float = typer.Option(0.1, "--holdout", metavar="F", help="Share of the images kept out to measure."),
     eval_every: int = typer.Option(10, "--eval-every", metavar="N", help="Outer steps between held-out measures."),
+    ray_address: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="local | auto | "
+                                              "ray://host:port: the inner fits on a Ray cluster (needs Ray: the "
+                                              "'cluster' extra of inr); the same start as without."),
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", help="Ray workers (default: one per "
+                                          "GPU share, or one per machine's worth of CPUs)."),
+    gpus_per_worker: Optional[float] = typer.Option(None, "--gpus-per-worker", metavar="F", help="Share of a GPU "
+                                                    "each Ray worker takes (0.5: two workers per GPU; default 1)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
     **options,
 ) -> None:
@@ -38,5 +46,5 @@ def command(
 
     meta_init(source, out, given_settings(FIT_MANY, options, overrides), config_file, preset,
               dict(outer_steps=outer_steps, inner_steps=inner_steps, meta_batch=meta_batch, outer_lr=outer_lr,
-                   holdout=holdout, eval_every=eval_every), quiet)
+                   holdout=holdout, eval_every=eval_every), quiet, ray_address, workers, gpus_per_worker)
     typer.echo(str(out))

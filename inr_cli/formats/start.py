@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from inr_cli.config import Config, with_values
 from inr_cli.core.network import NetworkSpec, init_networks
 from inr_cli.core.state import TrainingState
 from inr_cli.errors import InrError
@@ -40,6 +41,19 @@ def resolved_init(init: str) -> str:
     elsewhere find the same file), checked to exist."""
     check_init(init)
     return str(Path(init).resolve()) if is_file_start(init) else init
+
+
+def resolved_start(config: Config) -> Config:
+    """The configuration with its start as recorded (resolved_init), refused in one line where it
+    asks for two starts of the output biases: a file start keeps its own (the ones it was learned or
+    trained with, the same for every network), which network.init_output_at_mean would replace by
+    each image's mean colour."""
+    init = resolved_init(config.training.init)
+    if is_file_start(init) and config.network.init_output_at_mean:
+        raise InrError(f"--init {config.training.init} starts every network from the file's weights, output biases "
+                       f"included; --init-output-at-mean (on in the sigmoid preset) would start them at each image's "
+                       f"mean instead: pass --no-init-output-at-mean, or --init shared")
+    return with_values(config, {"training.init": init})
 
 
 def start_file(init: str) -> Path:

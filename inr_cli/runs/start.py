@@ -13,7 +13,7 @@ from inr_cli.core.training_loop import reached_target
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.data import SAMPLE, fingerprint, load_training_data
-from inr_cli.formats.start import resolved_init
+from inr_cli.formats.start import resolved_start
 from inr_cli.runs.directory import IMAGE_IN_RUN, RunLock, latest_run, new_run_dir
 from inr_cli.runs.training import TrainingResult, run_training
 
@@ -27,7 +27,7 @@ def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> Training
     if data is not None:  # else the --config file's [data] source, or the preset's (the sample)
         values["data.source"] = "" if data == SAMPLE else str(Path(data).resolve())
     config = build_config(config_file, values, preset)
-    config = with_values(config, {"training.init": resolved_init(config.training.init)})
+    config = resolved_start(config)
     if (preset is None and flags.get("model") == "relu" and "encoding" not in flags
             and config.encoding.name == "fourier"):
         notice("--model relu starts from the fourier preset: Fourier features (sigma "

@@ -40,6 +40,7 @@ from inr_cli.core.network import NetworkSpec
 from inr_cli.core.training_loop import Interrupted, Signals
 from inr_cli.errors import InrError
 from inr_cli.formats.network_set import SHARDS, WEIGHTS_PART
+from inr_cli.formats.start import start_sha256
 from inr_cli.hooks import hook
 from inr_cli.sets import inputs
 from inr_cli.sets.packs import default_pack, fit_shard, load_entry
@@ -140,6 +141,7 @@ class ShardWorker:
         self.out = SetFolder(settings["out"], settings["rows_in_place"])
         self.folder = settings["folder"]
         self.shard_size = settings["pack"]
+        self.start_sha256 = settings.get("start_sha256", "")  # a file start's, as the driver read it
         device = self.config.training.device
         hook("worker-start", out=settings["out"])
         context = ray.get_runtime_context()
@@ -176,6 +178,8 @@ class ShardWorker:
             if cannot:
                 problem = f"{self.where}: {cannot} (the workers write the networks: the output must be on storage " \
                           f"they share, or a URL they can write)"
+            elif self.start_sha256:
+                problem = other_start(self.config.training.init, self.start_sha256, self.where)
         fallback = f"{self.where}: {self.fallback}" if self.fallback else None
         return {"problem": problem, "fallback": fallback, "where": self.where,
                 "backend": self.backend.name if self.backend else None,
@@ -189,7 +193,7 @@ class ShardWorker:
         entries = [ImageEntry(*values) for values in entry_fields]
         names = [entry.name for entry in entries]
         hook("shard-start", names=names, out=str(self.out))
-        plan = Plan(self.folder, self.config, self.spec, entries, [], self.shard_size)
+        plan = Plan(self.folder, self.config, self.spec, entries, [], self.shard_size, start_sha256=self.start_sha256)
         contents = contents or [None] * len(entries)
         images = [load_entry(entry, self.config, data) for entry, data in zip(entries, contents)]
         first = images[0]
@@ -203,6 +207,16 @@ class ShardWorker:
             write_shard(self.out, index, result, rows)
             remove_partials(self.out, [index])
         return {"names": result["names"], "psnr": result["psnr"]}
+
+
+def other_start(init: str, sha256: str, where: str) -> str | None:
+    """Why a worker cannot start its networks from the file start the driver read (None: the same file)."""
+    try:
+        same = start_sha256(init) == sha256
+    except InrError as exc:
+        return f"{where}: {exc}"
+    return None if same else f"{where}: its --init {init} is not the file the driver read (another sha256); the " \
+                             f"workers must read the same start (shared storage)"
 
 
 def probe_task(chunk: list[inputs.Listed], config_json: str,
@@ -362,7 +376,7 @@ def place_workers(nodes: list[dict], device: str, workers: int | None, gpus_per_
     return [places[turn] for turn in range(rounds) for places in taken if turn < len(places)]
 
 
-def _lost_errors(ray) -> tuple:
+def lost_errors(ray) -> tuple:
     """What Ray raises when a shard's worker or node died under it, or its result was lost."""
     names = ("RayActorError", "ObjectLostError", "OwnerDiedError", "OutOfMemoryError", "WorkerCrashedError",
              "NodeDiedError", "ActorUnschedulableError")
@@ -430,7 +444,7 @@ def start_workers(ray, remote, places: list[Place], settings: dict, sample: tupl
         actor = remote.options(scheduling_strategy=strategy, **place.options).remote({**settings, "kind": place.kind})
         pool.append(Worker(actor, place))
     pings = {worker.actor.check.remote(sample): worker for worker in pool}
-    lost = _lost_errors(ray)
+    lost = lost_errors(ray)
     deadline = time.monotonic() + START_DEADLINE
     checks: dict = {}
     while pings and time.monotonic() < deadline:
@@ -482,7 +496,7 @@ def run_on_ray(ray, plan: Plan, out: SetFolder, pending: list[int], on_shard, wo
     # restarted once they are lost.
     settings = {"config": configuration.to_json(plan.config), "spec": plan.spec.to_json(), "out": str(out),
                 "rows_in_place": out.rows_in_place, "folder": plan.folder, "pack": plan.pack,
-                "gpu_asked": device == "gpu" or bool(gpus_per_worker)}
+                "gpu_asked": device == "gpu" or bool(gpus_per_worker), "start_sha256": plan.start_sha256}
     # Ray restarts a worker that dies (on its node); its shards come back to us as errors and are
     # resent elsewhere, so that a loss is said, not hidden, and counted.
     remote = ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=IN_FLIGHT)(ShardWorker)
@@ -524,7 +538,7 @@ class Scheduler:
         self.killed: set = set()  # live workers ended by the driver: their errors are no news
         self.durations: list[float] = []  # seconds from fitting start to result of the shards finished, sorted
         self.resent: set[int] = set()  # shards sent to a second node as stragglers
-        self.lost = _lost_errors(ray)
+        self.lost = lost_errors(ray)
         # The files of the shards next in line, read on a thread for the blind workers (made when
         # the first one is met), and the stragglers waiting for theirs to go to a blind helper.
         self.ahead: ReadAhead | None = None

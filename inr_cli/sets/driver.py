@@ -20,7 +20,7 @@ from inr_cli.core.sizing import AUTO, SIZED_KEYS, fit_to_image
 from inr_cli.core.training_loop import Interrupted, Signals
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.network_set import INDEX, PLAN, SHARDS, WEIGHTS
-from inr_cli.formats.start import resolved_init, start_sha256
+from inr_cli.formats.start import resolved_start, start_sha256
 from inr_cli.hooks import hook
 from inr_cli.sets import inputs
 from inr_cli.sets.cluster import OnRay
@@ -75,7 +75,7 @@ def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, pre
         out = str(Path(out).resolve())
     flags = {**flags, "preview_every": 0}
     config = build_config(config_file, flags_to_values({**flags, "source": source}), preset)
-    config = with_values(config, {"training.init": resolved_init(config.training.init)})
+    config = resolved_start(config)
     if add:  # the new images apart, with the set's own settings (checked as a rerun's), then joined
         def fit_new(scratch: Path, names: set[str]) -> None:
             saved = Plan.from_json((Path(out) / PLAN).read_text(), Path(out) / PLAN)

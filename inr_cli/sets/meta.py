@@ -3,11 +3,20 @@
 (drawn from the outer step and the seed) for k inner steps from the current start, through the
 Trainer and step loop fit-many uses, then moves the start toward the mean of the adapted weights:
 start += outer_lr * (mean(adapted) - start), outer_lr decaying linearly to 0 over the outer steps.
+The inner fits run at the optimiser's peak rate, held (lr_min = lr): they stand for the first steps
+of a fit from the start, whose cosine runs over its whole budget and has barely begun to decay there
+(a cosine over the k steps instead learned a start that needed more steps, BENCHMARKS.md).
 
 Held-out images (a seeded share, never drawn for an outer step) are fitted for k inner steps from the
 start every `eval_every` outer steps; their mean PSNR after k steps is the CSV's and the chart's
 measure of progress. The state (the start, the outer step, the log) is checkpointed beside the
-output, so the same command resumes; the start records its network description.
+output, every `eval_every` outer steps and when a signal ends the command, so the same command
+resumes where it stopped and learns the start an uninterrupted run learns; the start records its
+network description.
+
+The inner fits run where a Runner puts them: in this process (InProcess, here) or on a Ray cluster
+(meta_on_ray.OnRay); either way each image's fit is the same to the bit (its own seed, and a
+network's fit does not depend on the others of its pack), so the start is too.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from inr_cli.core.pixels import PixelImage
 from inr_cli.core.sizing import fit_to_image
 from inr_cli.core.state import TrainingState
 from inr_cli.core.trainer import Trainer
-from inr_cli.core.training_loop import Signals, run_steps
+from inr_cli.core.training_loop import Interrupted, Signals, run_steps
 from inr_cli.errors import InrError
 from inr_cli.formats.atomic import atomic_path, atomic_write_text
 from inr_cli.formats.export import write_safetensors
@@ -39,7 +48,7 @@ from inr_cli.sets.plan import image_seed
 @dataclass(frozen=True)
 class MetaOptions:
     outer_steps: int = 500
-    inner_steps: int = 16  # k
+    inner_steps: int = 32  # k
     meta_batch: int = 8  # images per outer step: one pack
     outer_lr: float = 1.0
     holdout: float = 0.1  # share of the images kept out to measure the start
@@ -71,6 +80,39 @@ def inner_fit(backend, spec: NetworkSpec, config: Config, start: np.ndarray, ima
     return trainer.state().params, losses
 
 
+class InProcess:
+    """The inner fits in this process, each call one pack on one backend."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.where = backend.name
+
+    def prepare(self, spec: NetworkSpec, inner: Config, images: list[PixelImage], names: list[str],
+                seeds: list[int]) -> None:
+        self.spec, self.inner, self.images, self.seeds = spec, inner, images, seeds
+
+    def fit(self, start: np.ndarray, chosen) -> tuple[np.ndarray, np.ndarray]:
+        """The images at `chosen` fitted from `start` for the inner steps: (params [n, P], losses [n])."""
+        return inner_fit(self.backend, self.spec, self.inner, start, [self.images[i] for i in chosen],
+                         [self.seeds[i] for i in chosen])
+
+    def close(self) -> None:
+        pass
+
+
+class MetaInterrupted(Interrupted):
+    """A signal ended the learning; the start is checkpointed at outer step `step`."""
+
+    def __init__(self, signum: int, step: int, saved: Path):
+        super().__init__(signum)
+        self.step, self.saved = step, saved
+
+
+def reptile_step(start: np.ndarray, adapted: np.ndarray, rate: float) -> np.ndarray:
+    """The start moved toward the mean of the adapted weights ([n, P]), in float64."""
+    return start + rate * (adapted.astype(np.float64).mean(axis=0) - start)
+
+
 def heldout_loss(backend, spec: NetworkSpec, inner: Config, start: np.ndarray, images: list[PixelImage],
                  seeds: list[int]) -> float:
     """The mean loss of the held-out images after k inner steps from `start`."""
@@ -78,7 +120,8 @@ def heldout_loss(backend, spec: NetworkSpec, inner: Config, start: np.ndarray, i
 
 
 class MetaState:
-    """The checkpoint beside the output (OUT.meta.npz) and the log (OUT.csv)."""
+    """The checkpoint beside the output (OUT.meta.npz) and the log (OUT.csv). The start is kept in
+    float64, as the outer loop holds it, so that a resumed run goes on from the very same start."""
 
     def __init__(self, out: Path):
         self.path = out.with_name(out.name + ".meta.npz")
@@ -101,10 +144,11 @@ class MetaState:
         atomic_write_text(self.log, "\n".join(lines) + "\n")
 
 
-def learn_start(backend, source: str, out: Path, config: Config, options: MetaOptions, progress=None) -> dict:
-    """Reptile on the images of `source`; writes `out` (the start, as a single network's
-    safetensors), its log (CSV) and chart (SVG). progress(step, total, row|None) is told each outer
-    step. Returns the log and the counts."""
+def learn_start(runner, source: str, out: Path, config: Config, options: MetaOptions, progress=None) -> dict:
+    """Reptile on the images of `source`, the inner fits done by `runner` (InProcess, or
+    meta_on_ray.OnRay); writes `out` (the start, as a single network's safetensors), its log (CSV)
+    and chart (SVG). progress(step, total, row|None) is told each outer step. Returns the log and
+    the counts. A signal checkpoints the last whole outer step and raises MetaInterrupted."""
     images, names, config = load_images(source, config)
     spec = NetworkSpec.from_config(config, images[0].n_channels)
     seed = config.training.seed
@@ -112,8 +156,9 @@ def learn_start(backend, source: str, out: Path, config: Config, options: MetaOp
     order = np.random.default_rng([seed, 0x4D455441]).permutation(len(images))
     held = max(1, int(round(options.holdout * len(images))))
     heldout, training = sorted(order[:held].tolist()), order[held:]
-    inner = with_values(config, {"training.steps": options.inner_steps, "training.target_psnr": 0.0})
-    settings = json.dumps({"options": options.__dict__, "spec": spec.to_json(), "names": names,
+    inner = with_values(config, {"training.steps": options.inner_steps, "training.target_psnr": 0.0,
+                                 "optimizer.lr_min": config.optimizer.lr})
+    settings = json.dumps({"options": options.__dict__, "spec": spec.to_json(), "names": names, "inner_lr": "held",
                            "config": {k: str(v) for k, v in sorted(vars(config.optimizer).items())}}, sort_keys=True)
     state = MetaState(out)
     saved = state.load(settings)
@@ -124,32 +169,46 @@ def learn_start(backend, source: str, out: Path, config: Config, options: MetaOp
     else:
         start, step, log = saved
         start = start.astype(np.float64)
-    held_images, held_seeds = [images[i] for i in heldout], [seeds[i] for i in heldout]
     began = time.perf_counter() - (log[-1]["seconds"] if log else 0.0)
-
-    def measure(at: int) -> dict:
-        loss = heldout_loss(backend, spec, inner, start.astype(np.float32), held_images, held_seeds)
-        return {"step": at, "loss": loss, "psnr": psnr_from_mse(loss), "seconds": time.perf_counter() - began}
-
-    if not log:
-        log.append(measure(0))
-        if progress:
-            progress(0, options.outer_steps, log[-1])
     batch = min(options.meta_batch, len(training))
-    while step < options.outer_steps:
-        chosen = np.random.default_rng([seed, step]).choice(training, size=batch, replace=False)
-        adapted, _ = inner_fit(backend, spec, inner, start.astype(np.float32), [images[i] for i in chosen],
-                               [seeds[i] for i in chosen])
-        rate = options.outer_lr * (1 - step / options.outer_steps)
-        start += rate * (adapted.astype(np.float64).mean(axis=0) - start)
-        step += 1
-        row = None
-        if step % options.eval_every == 0 or step == options.outer_steps:
-            row = measure(step)
-            log.append(row)
-            state.save(start.astype(np.float32), step, log, settings)
-        if progress:
-            progress(step, options.outer_steps, row)
+    with Signals() as signals:
+        # The last whole outer step (start, step, log), replaced by one assignment: what a signal
+        # checkpoints, whenever it lands.
+        done = (start, step, log)
+        try:
+            runner.prepare(spec, inner, images, names, seeds)
+
+            def measure(at: int, params: np.ndarray) -> dict:
+                loss = float(np.mean(runner.fit(params.astype(np.float32), heldout)[1]))
+                return {"step": at, "loss": loss, "psnr": psnr_from_mse(loss), "seconds": time.perf_counter() - began}
+
+            if not log:
+                log = [measure(0, start)]
+                done = (start, step, log)
+                if progress:
+                    progress(0, options.outer_steps, log[-1])
+            while step < options.outer_steps:
+                chosen = np.random.default_rng([seed, step]).choice(training, size=batch, replace=False)
+                adapted, _ = runner.fit(start.astype(np.float32), chosen)
+                moved = reptile_step(start, adapted, options.outer_lr * (1 - step / options.outer_steps))
+                row = None
+                if (step + 1) % options.eval_every == 0 or step + 1 == options.outer_steps:
+                    row = measure(step + 1, moved)
+                    log = log + [row]
+                done = (moved, step + 1, log)
+                start, step = moved, step + 1
+                if row is not None:
+                    state.save(start, step, log, settings)
+                if progress:
+                    progress(step, options.outer_steps, row)
+        except Interrupted as exc:
+            signals.ignore()  # a second Ctrl-C must not cut the checkpoint short
+            start, step, log = done
+            if step:
+                state.save(start, step, log, settings)
+            raise MetaInterrupted(exc.signum, step, state.path) from None
+        finally:
+            runner.close()
     write_safetensors(spec, start.astype(np.float32), images[0].channels, out,
                       {"meta_init": json.dumps({"method": "reptile", "images": len(training), **options.__dict__})})
     chart(log, options.inner_steps, out.with_name(out.stem + ".svg"))

@@ -1,19 +1,22 @@
 """`inr meta-init` after its options are read: the configuration built as fit-many builds it, the
-options checked, progress on stderr (meta.py does the learning)."""
+options checked, the inner fits put in this process or on Ray, progress on stderr (meta.py does the
+learning)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from inr_cli.config import build_config, flags_to_values, with_values
+from inr_cli.config import build_config, flags_to_values
 from inr_cli.console import info
 from inr_cli.errors import UsageError
-from inr_cli.formats.start import resolved_init
-from inr_cli.sets.meta import MetaOptions, learn_start
+from inr_cli.formats.start import resolved_start
+from inr_cli.sets.driver import check_options
+from inr_cli.sets.meta import InProcess, MetaInterrupted, MetaOptions, learn_start
 
 
 def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, preset: str | None, options: dict,
-              quiet: bool) -> dict:
+              quiet: bool, ray: str | None = None, workers: int | None = None,
+              gpus_per_worker: float | None = None) -> dict:
     for name in ("outer_steps", "inner_steps", "meta_batch", "eval_every"):
         if options[name] <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive, got {options[name]}")
@@ -23,19 +26,34 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
         raise UsageError(f"--outer-lr must be positive, got {options['outer_lr']}")
     if Path(out).suffix.lower() != ".safetensors":
         raise UsageError(f"{out}: a start is written as .safetensors")
+    check_options(None, ray, workers, gpus_per_worker)
+    if workers is not None and not ray:
+        raise UsageError("--workers places Ray workers: it needs --ray")
     config = build_config(config_file, flags_to_values({**flags, "source": str(source), "preview_every": 0}), preset)
-    config = with_values(config, {"training.init": resolved_init(config.training.init)})
-    from inr_cli.backends import make_backend
+    config = resolved_start(config)
+    if ray:
+        from inr_cli.sets.meta_on_ray import OnRay
 
-    backend = make_backend(config.training.device, config.training.matmul, quiet)
+        runner = OnRay(ray, workers, gpus_per_worker)
+    else:
+        from inr_cli.backends import make_backend
+
+        runner = InProcess(make_backend(config.training.device, config.training.matmul, quiet))
 
     def progress(step: int, total: int, row: dict | None) -> None:
         if row is not None and not quiet:
             info(f"outer step {step}/{total}: held-out PSNR after {options['inner_steps']} inner steps "
                  f"{row['psnr']:.2f} dB ({row['seconds']:.0f} s)")
 
-    result = learn_start(backend, source, Path(out), config, MetaOptions(**options), progress)
+    try:
+        result = learn_start(runner, source, Path(out), config, MetaOptions(**options), progress)
+    except MetaInterrupted as exc:
+        kept = f"the start is checkpointed at outer step {exc.step} in {exc.saved}" if exc.step else \
+            "no outer step was done yet"
+        info(f"{exc}: {kept}; run the same command again to go on")
+        raise SystemExit(128 + exc.signum) from None
     if not quiet:
         info(f"done: a start for {result['spec'].model} {result['spec'].layers}x{result['spec'].hidden} from "
-             f"{result['images']} images ({result['heldout']} held out) -> {out}; fit-many --init {out}")
+             f"{result['images']} images ({result['heldout']} held out) on {runner.where} -> {out}; "
+             f"fit-many --init {out}")
     return result
