@@ -12,6 +12,7 @@ failpoint in INR_FAILPOINT, it signals a process at that point (SIGKILL, unless 
                         in OUT and waits for ever (a wedged GPU, a stalled mount)
     hang-on=RESOURCE    the worker of the Ray node that declares RESOURCE waits for ever when it
                         starts its first shard: a straggler
+    assembly-killed     the Ray task that assembles a set at a URL, as it starts
 
 A real kill (or hang) of a real process, at a moment the test does not have to catch.
 """
@@ -35,6 +36,9 @@ def at(point: str, **details) -> None:
             name, step = wanted.split("=", 1)[1].split("@")
             if details["step"] == int(step):
                 os.kill(os.getpid(), getattr(signal, name))
+    elif point == "assembly-task":
+        if wanted == "assembly-killed":
+            os.kill(os.getpid(), signal.SIGKILL)
     elif point == "worker-start":
         if wanted == "hang-at-start":
             (Path(details["out"]) / ".failpoint-started").touch()

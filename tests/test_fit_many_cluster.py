@@ -100,14 +100,30 @@ def test_a_poisoned_input_stops_the_run_naming_it(cluster, reference, tmp_path):
 
 def test_an_output_url_the_workers_write(cluster, reference, tmp_path):
     """-o URL (file:// through fsspec, as a bucket is written): the workers write their shards there,
-    networks included, and the driver streams them into weights.npy: the in-process set, bit for bit."""
+    networks included, and a task on a node of the cluster, not the driver, streams them into
+    weights.npy: the in-process set, bit for bit."""
     pytest.importorskip("fsspec")
     folder, out = reference
-    code, stderr = run(cluster, folder, "-o", f"file://{tmp_path}/set", "--pack", "2", "--workers", "2", *NET)
+    process = inr("fit-many", folder, "-o", f"file://{tmp_path}/set", "--pack", "2", "--workers", "2", *NET,
+                  "--ray", cluster.address)
+    code, stderr = finish(process)
     assert code == 0, stderr
     assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
     assert "params" in np.load(tmp_path / "set" / shard_name(0)).files
     assert not (tmp_path / "set" / WEIGHTS_PART).exists()
+    assembled = re.search(r"weights\.npy assembled on [\d.]+ \(pid (\d+)\)", stderr)
+    assert assembled and int(assembled.group(1)) != process.pid, stderr
+
+
+def test_an_output_url_whose_assembly_task_dies_is_assembled_by_the_driver(cluster, reference, tmp_path):
+    pytest.importorskip("fsspec")
+    folder, out = reference
+    code, stderr = run(cluster, folder, "-o", f"file://{tmp_path}/set", "--pack", "2", "--workers", "2", *NET,
+                       failpoint="assembly-killed")
+    assert code == 0, stderr
+    assert "the assembly of the set on the cluster was lost" in stderr and "the driver assembles it" in stderr
+    assert "assembled on" not in stderr
+    assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
 
 
 def test_a_worker_given_a_gpu_it_cannot_use_stops_the_run(cluster, reference, tmp_path):

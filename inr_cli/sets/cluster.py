@@ -39,7 +39,7 @@ from inr_cli.console import info, notice
 from inr_cli.core.network import NetworkSpec
 from inr_cli.core.training_loop import Interrupted, Signals
 from inr_cli.errors import InrError
-from inr_cli.formats.network_set import SHARDS, WEIGHTS_PART
+from inr_cli.formats.network_set import PLAN, SHARDS, WEIGHTS, WEIGHTS_PART
 from inr_cli.formats.start import start_sha256
 from inr_cli.hooks import hook
 from inr_cli.sets import inputs
@@ -48,7 +48,7 @@ from inr_cli.sets.partial import remove_partials
 from inr_cli.sets.plan import ImageEntry, Plan, entry_values
 from inr_cli.sets.read_ahead import ReadAhead
 from inr_cli.sets.set_folder import SetFolder
-from inr_cli.sets.storage import read_shard, shard_name, write_shard
+from inr_cli.sets.storage import DamagedShard, assemble, read_shard, shard_name, write_shard
 
 # Images per shard when --pack is not given: the unit of work, of resuming and of the driver's
 # bookkeeping. Each worker fits a shard in packs sized from its own device.
@@ -75,6 +75,7 @@ class OnRay:
             self.ray = connect(address)
         self.where = f"Ray ({address})"
         self.workers, self.gpus_per_worker = workers, gpus_per_worker
+        self.nodes: list[str] = []  # the nodes whose workers fitted shards and could write the output
 
     def probe(self, listed: list[inputs.Listed], config: Config) -> list[tuple]:
         with interruptible("while the images were probed"):
@@ -95,7 +96,39 @@ class OnRay:
     def fit(self, plan: Plan, folder: SetFolder, pending: list[int], on_shard, signals: Signals, progress) -> None:
         # The workers' steps are not followed here: the progress moves shard by shard (on_shard).
         if pending:  # a finished set run again starts no worker
-            run_on_ray(self.ray, plan, folder, pending, on_shard, self.workers, self.gpus_per_worker)
+            self.nodes = run_on_ray(self.ray, plan, folder, pending, on_shard, self.workers, self.gpus_per_worker)
+
+    def assemble(self, folder: SetFolder, plan: Plan) -> int:
+        """A set at a URL is assembled by a task on a node whose worker wrote to it: its shards hold
+        the networks, which would otherwise all cross the driver's network, down and up again. A
+        local folder's rows are in place already; with no node known (nothing fitted this time), or
+        the task lost, the driver assembles."""
+        if folder.local or not self.nodes:
+            return assemble(folder, plan)
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        task = self.ray.remote(num_cpus=1, max_retries=0)(assemble_task)
+        strategy = NodeAffinitySchedulingStrategy(self.nodes[0], soft=True)
+        with Signals():
+            try:
+                ref = task.options(scheduling_strategy=strategy).remote(str(folder))
+                while not wait_ready(self.ray, [ref], POLL):
+                    pass
+                bytes_per_image, where = ray_call(self.ray.get, ref, timeout=POLL)
+            except Interrupted as exc:
+                info(f"{exc} while the set was assembled: every network is fitted and kept in {folder}; run the "
+                     f"same command again to assemble the set")
+                raise SystemExit(128 + exc.signum) from None
+            except lost_errors(self.ray) as exc:
+                notice(f"the assembly of the set on the cluster was lost ({loss_reason(self.ray, exc)}); the "
+                       f"driver assembles it")
+                return assemble(folder, plan)
+            except self.ray.exceptions.RayTaskError as exc:
+                if isinstance(exc.cause, (InrError, DamagedShard)):
+                    raise InrError(str(exc.cause)) from None
+                raise
+        info(f"{folder.join(WEIGHTS)} assembled on {where}, from the shards there")
+        return bytes_per_image
 
 
 @contextmanager
@@ -217,6 +250,17 @@ def other_start(init: str, sha256: str, where: str) -> str | None:
         return f"{where}: {exc}"
     return None if same else f"{where}: its --init {init} is not the file the driver read (another sha256); the " \
                              f"workers must read the same start (shared storage)"
+
+
+def assemble_task(out: str) -> tuple[int, str]:
+    """storage.assemble of the set at `out` run on a node of the cluster (OnRay.assemble), with the
+    plan the driver wrote there; the bytes per image and where it ran."""
+    import ray
+
+    hook("assembly-task")
+    folder = SetFolder(out)
+    plan = Plan.from_json(folder.read_bytes(PLAN).decode(), folder.join(PLAN))
+    return assemble(folder, plan), f"{ray.util.get_node_ip_address()} (pid {os.getpid()})"
 
 
 def probe_task(chunk: list[inputs.Listed], config_json: str,
@@ -488,7 +532,9 @@ def start_workers(ray, remote, places: list[Place], settings: dict, sample: tupl
 
 
 def run_on_ray(ray, plan: Plan, out: SetFolder, pending: list[int], on_shard, workers: int | None,
-               gpus_per_worker: float | None = None) -> None:
+               gpus_per_worker: float | None = None) -> list[str]:
+    """The pending shards fitted and written by workers on the cluster; the nodes of the workers
+    still trusted at the end."""
     device = plan.config.training.device
     places = place_workers(ray.nodes(), device, workers, gpus_per_worker)[:len(pending)]
     # What every worker needs of the plan is small (the images travel shard by shard), so it is
@@ -507,8 +553,10 @@ def run_on_ray(ray, plan: Plan, out: SetFolder, pending: list[int], on_shard, wo
     if blind:
         notice(f"the driver sends the images' files to {len(blind)} of {len(pool)} workers: they cannot read "
                f"{plan.folder}")
+    scheduler = Scheduler(ray, plan, out, pending, on_shard, pool, sample)
     try:
-        Scheduler(ray, plan, out, pending, on_shard, pool, sample).run()
+        scheduler.run()
+        return list(dict.fromkeys(worker.place.node for worker in scheduler.trusted()))
     finally:
         # A straggler's loser may still be fitting: ended here, it writes nothing after the set is
         # assembled (and what it wrote before is the winner's bits, see ShardWorker.fit).

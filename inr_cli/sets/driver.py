@@ -111,6 +111,10 @@ class Runner(Protocol):
         telling `progress` (progress.ImageProgress) what it can of the steps; a signal (signals)
         ends it as Interrupted (PackInterrupted when the pack in flight was saved)."""
 
+    def assemble(self, folder: SetFolder, plan: Plan) -> int:
+        """storage.assemble of the finished shards, where the set's bytes need not cross this
+        machine's network; the bytes per image."""
+
 
 class InProcess:
     """Every shard fitted here, one after another, each as one pack on this process's backend; the
@@ -130,6 +134,9 @@ class InProcess:
 
     def machines(self, config: Config) -> int:
         return 1
+
+    def assemble(self, folder: SetFolder, plan: Plan) -> int:
+        return assemble(folder, plan)
 
     def fit(self, plan: Plan, folder: SetFolder, pending: list[int], on_shard, signals: Signals, progress) -> None:
         for index in pending:
@@ -184,7 +191,7 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
             progress.stop()
             info(interrupted_message(exc, plan, steps, folder))
             raise SystemExit(128 + exc.signum) from None
-    bytes_per_image = assemble(folder, plan)
+    bytes_per_image = runner.assemble(folder, plan)
     if not quiet:
         info(f"done: {total} networks of {plan.spec.parameter_count():,} parameters ({bytes_per_image:,} bytes "
              f"each) in {folder.join(WEIGHTS)}; one row per image in {folder.join(INDEX)}")

@@ -4,9 +4,10 @@ Whoever fits a shard writes its networks straight into their rows of weights.npy
 shard's file (names and scores) atomically into shards/, so a killed run loses at most the shards
 in flight. When every shard is done, weights.npy.part becomes weights.npy, and index.csv and
 network.json are written (inr_cli/formats/network_set.py says what the files hold). An output in a
-bucket, which cannot be written in place, gets the networks in the shards' files, and the driver
-streams them into weights.npy, shard after shard; so does a local folder on storage where rows
-written in place by several writers are not safe (output_kind.py: SetFolder.rows_in_place).
+bucket, which cannot be written in place, gets the networks in the shards' files, and assemble
+streams them into weights.npy, shard after shard (on a node of the cluster, cluster.OnRay.assemble,
+or in the driver); so does a local folder on storage where rows written in place by several writers
+are not safe (output_kind.py: SetFolder.rows_in_place).
 """
 
 from __future__ import annotations
