@@ -78,7 +78,8 @@ def driver(report: str, args: list[str]) -> None:
 
     # Each function wrapped where it is called from (driver imports its names, so it holds its own)
     for module, name in [(cluster, "connect"), (inputs, "list_inputs"), (cluster, "probe_on_ray"),
-                         (driver, "entries_from_probe"), (cluster, "run_on_ray"), (driver, "assemble")]:
+                         (driver, "entries_from_probe"), (cluster, "run_on_ray"), (driver, "assemble"),
+                         (cluster, "assemble")]:
         timed(module, name)
     reading_arguments_ends(driver, "fit_set")
     phases["imports"] = round(cpu() - phases["start-up"], 3)  # the command's modules (Ray's come in connect)
