@@ -104,14 +104,14 @@ def test_an_output_url_the_workers_write(cluster, reference, tmp_path):
     weights.npy: the in-process set, bit for bit."""
     pytest.importorskip("fsspec")
     folder, out = reference
-    process = inr("fit-many", folder, "-o", f"file://{tmp_path}/set", "--pack", "2", "--workers", "2", *NET,
-                  "--ray", cluster.address)
+    process = inr("fit-many", folder, "-o", f"file://{tmp_path}/set", "--pack", "2", "--workers", "2",
+                  *[arg for arg in NET if arg != "-q"], "--ray", cluster.address)
     code, stderr = finish(process)
     assert code == 0, stderr
     assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
     assert "params" in np.load(tmp_path / "set" / shard_name(0)).files
     assert not (tmp_path / "set" / WEIGHTS_PART).exists()
-    assembled = re.search(r"weights\.npy assembled on [\d.]+ \(pid (\d+)\)", stderr)
+    assembled = re.search(r"weights\.npy \(assembled on [\d.]+ \(pid (\d+)\)\)", stderr)
     assert assembled and int(assembled.group(1)) != process.pid, stderr
 
 
@@ -124,6 +124,24 @@ def test_an_output_url_whose_assembly_task_dies_is_assembled_by_the_driver(clust
     assert "the assembly of the set on the cluster was lost" in stderr and "the driver assembles it" in stderr
     assert "assembled on" not in stderr
     assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
+
+
+def test_a_node_that_sees_the_output_on_nfs_makes_the_run_write_whole_shards(cluster, reference, tmp_path):
+    """The driver sees the output on its own disk; a third node sees it on NFS (its raylet's
+    INR_OUTPUT_FSTYPE, as a head that exports its disk to the others): the run writes whole shards,
+    said once, and the set is the in-process one, bit for bit."""
+    folder, out = reference
+    remote = cluster.add_node(num_cpus=1, resources={"nfs": 1}, env_vars={"INR_OUTPUT_FSTYPE": "nfs4"})
+    cluster.wait_for_nodes()
+    try:
+        code, stderr = run(cluster, folder, "-o", tmp_path / "set", "--pack", "1", "--workers", "3", *NET)
+        assert code == 0, stderr
+        assert stderr.count("is on NFS (nfs4, INR_OUTPUT_FSTYPE says so)") == 1, stderr
+        assert "sees it): each shard's file holds its networks" in stderr
+        assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
+        assert all("params" in np.load(path).files for path in (tmp_path / "set" / SHARDS).glob("*.npz"))
+    finally:
+        cluster.remove_node(remote)
 
 
 def test_a_worker_given_a_gpu_it_cannot_use_stops_the_run(cluster, reference, tmp_path):

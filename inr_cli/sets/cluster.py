@@ -39,10 +39,11 @@ from inr_cli.console import info, notice
 from inr_cli.core.network import NetworkSpec
 from inr_cli.core.training_loop import Interrupted, Signals
 from inr_cli.errors import InrError
-from inr_cli.formats.network_set import PLAN, SHARDS, WEIGHTS, WEIGHTS_PART
+from inr_cli.formats.network_set import PLAN, SHARDS, WEIGHTS_PART
 from inr_cli.formats.start import start_sha256
 from inr_cli.hooks import hook
 from inr_cli.sets import inputs
+from inr_cli.sets.output_kind import output_storage, storage_kind
 from inr_cli.sets.packs import default_pack, fit_shard, load_entry
 from inr_cli.sets.partial import remove_partials
 from inr_cli.sets.plan import ImageEntry, Plan, entry_values
@@ -75,7 +76,7 @@ class OnRay:
             self.ray = connect(address)
         self.where = f"Ray ({address})"
         self.workers, self.gpus_per_worker = workers, gpus_per_worker
-        self.nodes: list[str] = []  # the nodes whose workers fitted shards and could write the output
+        self.nodes: list[str] = []  # the nodes of the workers still trusted when the fitting ended
 
     def probe(self, listed: list[inputs.Listed], config: Config) -> list[tuple]:
         with interruptible("while the images were probed"):
@@ -98,37 +99,39 @@ class OnRay:
         if pending:  # a finished set run again starts no worker
             self.nodes = run_on_ray(self.ray, plan, folder, pending, on_shard, self.workers, self.gpus_per_worker)
 
-    def assemble(self, folder: SetFolder, plan: Plan) -> int:
-        """A set at a URL is assembled by a task on a node whose worker wrote to it: its shards hold
-        the networks, which would otherwise all cross the driver's network, down and up again. A
-        local folder's rows are in place already; with no node known (nothing fitted this time), or
-        the task lost, the driver assembles."""
+    def assemble(self, folder: SetFolder, plan: Plan) -> tuple[int, str]:
+        """A set at a URL is assembled by a task on a node whose worker wrote to it (another than the
+        driver's where there is one): its shards hold the networks, which would otherwise all cross
+        the driver's network, down and up again. A local folder, a set with nothing fitted this time,
+        or a task that failed: the driver assembles."""
         if folder.local or not self.nodes:
-            return assemble(folder, plan)
+            return assemble(folder, plan), ""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        task = self.ray.remote(num_cpus=1, max_retries=0)(assemble_task)
-        strategy = NodeAffinitySchedulingStrategy(self.nodes[0], soft=True)
+        own = self.ray.get_runtime_context().get_node_id()
+        node = next((node for node in self.nodes if node != own), self.nodes[0])
+        # No CPU asked: the work is reading and writing, and a busy cluster must not keep it waiting.
+        task = self.ray.remote(num_cpus=0, max_retries=0)(assemble_task)
+        failed = None
         with Signals():
             try:
-                ref = task.options(scheduling_strategy=strategy).remote(str(folder))
+                ref = ray_call(task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True)).remote,
+                               str(folder), configuration.to_json(plan.config))
                 while not wait_ready(self.ray, [ref], POLL):
                     pass
-                bytes_per_image, where = ray_call(self.ray.get, ref, timeout=POLL)
+                return ray_call(self.ray.get, ref, timeout=POLL)
             except Interrupted as exc:
                 info(f"{exc} while the set was assembled: every network is fitted and kept in {folder}; run the "
                      f"same command again to assemble the set")
                 raise SystemExit(128 + exc.signum) from None
             except lost_errors(self.ray) as exc:
-                notice(f"the assembly of the set on the cluster was lost ({loss_reason(self.ray, exc)}); the "
-                       f"driver assembles it")
-                return assemble(folder, plan)
+                failed = f"was lost ({loss_reason(self.ray, exc)})"
             except self.ray.exceptions.RayTaskError as exc:
                 if isinstance(exc.cause, (InrError, DamagedShard)):
                     raise InrError(str(exc.cause)) from None
-                raise
-        info(f"{folder.join(WEIGHTS)} assembled on {where}, from the shards there")
-        return bytes_per_image
+                failed = f"failed ({str(exc.cause or exc).strip().splitlines()[-1]})"
+        notice(f"the assembly of the set on the cluster {failed}; the driver assembles it")
+        return assemble(folder, plan), ""
 
 
 @contextmanager
@@ -216,13 +219,15 @@ class ShardWorker:
         fallback = f"{self.where}: {self.fallback}" if self.fallback else None
         return {"problem": problem, "fallback": fallback, "where": self.where,
                 "backend": self.backend.name if self.backend else None,
-                "reaches": sample is None or inputs.reaches(*sample)}
+                "reaches": sample is None or inputs.reaches(*sample),
+                "storage": storage_kind(self.out.local) if self.out.local else None}
 
     def fit(self, index: int, entry_fields: tuple[tuple, ...], rows: list[int],
-            contents: list[bytes] | None = None) -> dict:
-        """Fit and write shard `index`, its networks at `rows` of the set: its images (each entry as
-        the tuple of its fields, see submit in run_on_ray) read from their locations, or decoded from
-        the files' bytes `contents` that the driver sent."""
+            contents: list[bytes] | None = None, rows_in_place: bool = True) -> dict:
+        """Fit and write shard `index`, its networks at `rows` of the set (rows_in_place, else in its
+        shard's file): its images (each entry as the tuple of its fields, see submit in run_on_ray)
+        read from their locations, or decoded from the files' bytes `contents` that the driver sent."""
+        self.out.rows_in_place = rows_in_place  # the driver's word, on every call: a restarted worker too
         entries = [ImageEntry(*values) for values in entry_fields]
         names = [entry.name for entry in entries]
         hook("shard-start", names=names, out=str(self.out))
@@ -252,14 +257,16 @@ def other_start(init: str, sha256: str, where: str) -> str | None:
                              f"workers must read the same start (shared storage)"
 
 
-def assemble_task(out: str) -> tuple[int, str]:
+def assemble_task(out: str, config_json: str) -> tuple[int, str]:
     """storage.assemble of the set at `out` run on a node of the cluster (OnRay.assemble), with the
-    plan the driver wrote there; the bytes per image and where it ran."""
+    plan the driver wrote there and the driver's configuration (a rerun's free keys); the bytes per
+    image and where it ran."""
     import ray
 
     hook("assembly-task")
     folder = SetFolder(out)
     plan = Plan.from_json(folder.read_bytes(PLAN).decode(), folder.join(PLAN))
+    plan.config = configuration.from_json(config_json)
     return assemble(folder, plan), f"{ray.util.get_node_ip_address()} (pid {os.getpid()})"
 
 
@@ -473,6 +480,7 @@ class Worker:
         self.trusted = False  # it passed its check and may get shards
         self.starts = 0  # its checks asked (a worker that dies starting up is asked again)
         self.where = ""  # its process as its check said it (address and pid): another one is a restart
+        self.storage: tuple[str, str] | None = None  # the output's filesystem as its machine sees it
 
 
 def start_workers(ray, remote, places: list[Place], settings: dict, sample: tuple[str, int]) -> list[Worker]:
@@ -524,6 +532,7 @@ def start_workers(ray, remote, places: list[Place], settings: dict, sample: tupl
                f"{fallbacks[0]} (--device gpu would stop the run instead)")
     for worker in started:
         worker.trusted, worker.blind, worker.where = True, not checks[worker]["reaches"], checks[worker]["where"]
+        worker.storage = checks[worker]["storage"]
     gpu = sum(1 for worker in started if worker.place.kind == "gpu")
     nodes = len({worker.place.node for worker in started})
     info(f"{len(started)} workers on {nodes} node{'s' if nodes > 1 else ''} ({gpu} on GPUs, {len(started) - gpu} on "
@@ -549,6 +558,8 @@ def run_on_ray(ray, plan: Plan, out: SetFolder, pending: list[int], on_shard, wo
     first = plan.entry(plan.shards[pending[0]][0])
     sample = (first.location, first.bytes)  # does a worker reach the inputs?
     pool = start_workers(ray, remote, places, settings, sample)
+    if out.rows_in_place:
+        _rows_in_place_as_the_workers_see_it(out, pool)
     blind = [worker for worker in pool if worker.blind]
     if blind:
         notice(f"the driver sends the images' files to {len(blind)} of {len(pool)} workers: they cannot read "
@@ -562,6 +573,21 @@ def run_on_ray(ray, plan: Plan, out: SetFolder, pending: list[int], on_shard, wo
         # assembled (and what it wrote before is the winner's bits, see ShardWorker.fit).
         for worker in pool:
             ray.kill(worker.actor, no_restart=True)
+
+
+def _rows_in_place_as_the_workers_see_it(out: SetFolder, pool: list[Worker]) -> None:
+    """The driver chose rows in place from its own view of the output; a worker's machine may see it
+    otherwise (the driver's disk exported to the others over NFS), and more machines may have come
+    since it counted. Where any worker's view is not safe for rows in place, the run writes whole
+    shards, said once (storage copes with a set started either way)."""
+    nodes = len({worker.place.node for worker in pool})
+    for worker in pool:
+        storage = output_storage(out.local, nodes, worker.storage)
+        if storage.whole_shards:
+            out.rows_in_place = False
+            notice(f"{storage.whole_shards} (as {worker.where} sees it): each shard's file holds its networks, and "
+                   f"the set is assembled from them at the end")
+            return
 
 
 class Scheduler:
@@ -686,7 +712,8 @@ class Scheduler:
         # ImageEntry cost its serializer a Python call per item and a dataclass's pickling (three
         # times the driver's CPU per call).
         entry_fields = tuple(map(entry_values, entries))
-        call = worker.actor.fit.remote(index, entry_fields, [self.plan.row_of[name] for name in names], contents)
+        call = worker.actor.fit.remote(index, entry_fields, [self.plan.row_of[name] for name in names], contents,
+                                       self.out.rows_in_place)
         self.calls[call] = (index, worker)
         if not worker.calls:
             worker.since = time.monotonic()

@@ -111,9 +111,9 @@ class Runner(Protocol):
         telling `progress` (progress.ImageProgress) what it can of the steps; a signal (signals)
         ends it as Interrupted (PackInterrupted when the pack in flight was saved)."""
 
-    def assemble(self, folder: SetFolder, plan: Plan) -> int:
+    def assemble(self, folder: SetFolder, plan: Plan) -> tuple[int, str]:
         """storage.assemble of the finished shards, where the set's bytes need not cross this
-        machine's network; the bytes per image."""
+        machine's network; the bytes per image, and where it ran ("": here)."""
 
 
 class InProcess:
@@ -135,8 +135,8 @@ class InProcess:
     def machines(self, config: Config) -> int:
         return 1
 
-    def assemble(self, folder: SetFolder, plan: Plan) -> int:
-        return assemble(folder, plan)
+    def assemble(self, folder: SetFolder, plan: Plan) -> tuple[int, str]:
+        return assemble(folder, plan), ""
 
     def fit(self, plan: Plan, folder: SetFolder, pending: list[int], on_shard, signals: Signals, progress) -> None:
         for index in pending:
@@ -191,10 +191,11 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
             progress.stop()
             info(interrupted_message(exc, plan, steps, folder))
             raise SystemExit(128 + exc.signum) from None
-    bytes_per_image = runner.assemble(folder, plan)
+    bytes_per_image, where = runner.assemble(folder, plan)
     if not quiet:
         info(f"done: {total} networks of {plan.spec.parameter_count():,} parameters ({bytes_per_image:,} bytes "
-             f"each) in {folder.join(WEIGHTS)}; one row per image in {folder.join(INDEX)}")
+             f"each) in {folder.join(WEIGHTS)}" + (f" (assembled on {where})" if where else "") +
+             f"; one row per image in {folder.join(INDEX)}")
     return plan
 
 

@@ -128,6 +128,8 @@ class OnRay:
         """The images at `chosen` fitted from `start`, in parts over the workers: (params [n, P],
         losses [n]) in the order of `chosen`."""
         chosen = [int(i) for i in chosen]
+        if not self.pool:
+            raise InrError("no Ray worker is left to fit the inner steps; the checkpoint is kept")
         bounds = np.linspace(0, len(chosen), min(len(self.pool), len(chosen)) + 1).round().astype(int)
         parts = [Part(chosen[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
         start_ref = self.ray.put(np.ascontiguousarray(start, dtype=np.float32))

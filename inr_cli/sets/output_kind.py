@@ -70,13 +70,20 @@ class OutputStorage(NamedTuple):
     front_to_back: bool  # weights.npy can only be written front to back there (a FUSE mount), not at its rows
 
 
-def output_storage(path: Path, nodes: int) -> OutputStorage:
+def storage_kind(path: Path) -> tuple[str, str]:
+    """The filesystem type of `path` as this machine sees it, and where that is said (its mount
+    point, or the override)."""
+    fstype = os.environ.get(OVERRIDE, "").strip()
+    if fstype:
+        return fstype, f"{OVERRIDE} says so"
+    fstype, point = filesystem_of(path)
+    return fstype, f"mounted at {point}"
+
+
+def output_storage(path: Path, nodes: int, kind: tuple[str, str] | None = None) -> OutputStorage:
     """How the networks of a set in the local folder `path`, fitted by workers on `nodes` machines,
-    are written."""
-    fstype, point = os.environ.get(OVERRIDE, "").strip(), f"{OVERRIDE} says so"
-    if not fstype:
-        fstype, point = filesystem_of(path)
-        point = f"mounted at {point}"
+    are written; `kind`: storage_kind(path) as a worker's machine sees it (else as this one does)."""
+    fstype, point = kind or storage_kind(path)
     if fstype == "fuse" or fstype.startswith("fuse."):
         return OutputStorage(f"{path} is on a FUSE mount ({fstype}, {point}), which cannot take rows written into "
                              f"one shared file", True)
