@@ -5,7 +5,14 @@ from typing import Optional
 
 import typer
 
-from inr_cli.commands.setting_options import given_settings, set_option, with_setting_options
+from inr_cli.commands.setting_options import (
+    given_settings,
+    gpus_per_worker_option,
+    ray_option,
+    set_option,
+    with_setting_options,
+    workers_option,
+)
 from inr_cli.sets.driver import fit_folder
 
 NAME = "fit-many"
@@ -31,13 +38,9 @@ def command(
     pack: Optional[int] = typer.Option(None, "--pack", metavar="N",
                                        help="Networks per step and per shard (default: as many as fill the "
                                        "device; on Ray, shards of 512 that each worker packs for its device)."),
-    ray_address: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="local | auto | "
-                                              "ray://host:port: fit the shards on a Ray cluster (needs Ray: the "
-                                              "'cluster' extra of inr)."),
-    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", help="Ray workers (default: one per "
-                                          "GPU share, or one per machine's worth of CPUs)."),
-    gpus_per_worker: Optional[float] = typer.Option(None, "--gpus-per-worker", metavar="F", help="Share of a GPU "
-                                                    "each Ray worker takes (0.5: two workers per GPU; default 1)."),
+    ray_address: Optional[str] = ray_option("fit the shards"),
+    workers: Optional[int] = workers_option(),
+    gpus_per_worker: Optional[float] = gpus_per_worker_option(),
     skip_unreadable: bool = typer.Option(False, "--skip-unreadable", help="Skip and list files that do not decode "
                                          "(default: refuse before any work)."),
     labels: Optional[Path] = typer.Option(None, "--labels", metavar="FILE", help="A CSV of name,label rows: the "

@@ -5,7 +5,14 @@ from typing import Optional
 
 import typer
 
-from inr_cli.commands.setting_options import given_settings, set_option, with_setting_options
+from inr_cli.commands.setting_options import (
+    given_settings,
+    gpus_per_worker_option,
+    ray_option,
+    set_option,
+    with_setting_options,
+    workers_option,
+)
 from inr_cli.settings import FIT_MANY
 
 NAME = "meta-init"
@@ -32,13 +39,9 @@ def command(
                                    "weights, decaying linearly to 0."),
     holdout: float = typer.Option(0.1, "--holdout", metavar="F", help="Share of the images kept out to measure."),
     eval_every: int = typer.Option(10, "--eval-every", metavar="N", help="Outer steps between held-out measures."),
-    ray_address: Optional[str] = typer.Option(None, "--ray", metavar="ADDRESS", help="local | auto | "
-                                              "ray://host:port: the inner fits on a Ray cluster (needs Ray: the "
-                                              "'cluster' extra of inr); the same start as without."),
-    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", help="Ray workers (default: one per "
-                                          "GPU share, or one per machine's worth of CPUs)."),
-    gpus_per_worker: Optional[float] = typer.Option(None, "--gpus-per-worker", metavar="F", help="Share of a GPU "
-                                                    "each Ray worker takes (0.5: two workers per GPU; default 1)."),
+    ray_address: Optional[str] = ray_option("the inner fits (the same start as without)"),
+    workers: Optional[int] = workers_option(),
+    gpus_per_worker: Optional[float] = gpus_per_worker_option(),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
     **options,
 ) -> None:

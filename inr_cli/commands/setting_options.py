@@ -32,6 +32,23 @@ def set_option():
     return typer.Option([], "--set", metavar="KEY=VALUE", help=SET_HELP, show_default=False)
 
 
+def ray_option(what: str):
+    """--ray ADDRESS, for the commands whose work runs on a Ray cluster (`what` it runs there)."""
+    return typer.Option(None, "--ray", metavar="ADDRESS", help=f"local | auto | ray://host:port: {what} on a Ray "
+                        "cluster (needs Ray: the 'cluster' extra of inr).")
+
+
+def workers_option():
+    """--workers N: how many Ray workers (fit-many's shard workers, meta-init's inner fits)."""
+    return typer.Option(None, "--workers", metavar="N", help="Ray workers (default: one per GPU share, or one per "
+                        "machine's worth of CPUs).")
+
+
+def gpus_per_worker_option():
+    return typer.Option(None, "--gpus-per-worker", metavar="F", help="Share of a GPU each Ray worker takes (0.5: two "
+                        "workers per GPU; default 1).")
+
+
 def _option(setting: Setting) -> inspect.Parameter:
     if setting.type is bool:  # a pair of flags, so that one can undo a config file's true or false
         declaration, metavar = f"{setting.option}/--no-{setting.option[2:]}", None

@@ -62,6 +62,8 @@ def check_options(pack: int | None, ray: str | None, workers: int | None, gpus_p
                          f"got {gpus_per_worker:g}")
     if gpus_per_worker is not None and not ray:
         raise UsageError("--gpus-per-worker places Ray workers: it needs --ray")
+    if workers is not None and not ray:
+        raise UsageError("--workers places Ray workers: it needs --ray")
 
 
 def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, preset: str | None, pack: int | None,

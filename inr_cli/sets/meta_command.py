@@ -27,8 +27,6 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
     if Path(out).suffix.lower() != ".safetensors":
         raise UsageError(f"{out}: a start is written as .safetensors")
     check_options(None, ray, workers, gpus_per_worker)
-    if workers is not None and not ray:
-        raise UsageError("--workers places Ray workers: it needs --ray")
     config = build_config(config_file, flags_to_values({**flags, "source": str(source), "preview_every": 0}), preset)
     config = resolved_start(config)
     if ray:
