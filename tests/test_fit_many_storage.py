@@ -115,9 +115,13 @@ def test_a_set_in_whole_shards_is_the_same_set(reference, tmp_path, monkeypatch)
     assert (tmp_path / "set" / INDEX).read_text() == (out / INDEX).read_text()
     loaded = inr_cli.load(tmp_path / "set")
     assert loaded.names == inr_cli.load(out).names and np.array_equal(loaded.weights, np.load(out / WEIGHTS))
-    result = fit(folder, "-o", tmp_path / "set", "--pack", "2", *NET)  # finished: made again, the same
+    before = (tmp_path / "set" / WEIGHTS).stat()
+    result = fit(folder, "-o", tmp_path / "set", "--pack", "2", *NET)  # finished: its weights.npy kept as it is
     assert result.exit_code == 0 and "note:" not in result.stderr, result.stderr
+    after = (tmp_path / "set" / WEIGHTS).stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
     assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
+    assert (tmp_path / "set" / INDEX).read_text() == (out / INDEX).read_text()
 
 
 @pytest.mark.parametrize("first, then", [("ext4", "fuse.s3fs"), ("fuse.s3fs", "ext4")])

@@ -99,13 +99,13 @@ class OnRay:
         if pending:  # a finished set run again starts no worker
             self.nodes = run_on_ray(self.ray, plan, folder, pending, on_shard, self.workers, self.gpus_per_worker)
 
-    def assemble(self, folder: SetFolder, plan: Plan) -> tuple[int, str]:
+    def assemble(self, folder: SetFolder, plan: Plan, networks: bool) -> tuple[int, str]:
         """A set at a URL is assembled by a task on a node whose worker wrote to it (another than the
         driver's where there is one): its shards hold the networks, which would otherwise all cross
         the driver's network, down and up again. A local folder, a set with nothing fitted this time,
         or a task that failed: the driver assembles."""
-        if folder.local or not self.nodes:
-            return assemble(folder, plan), ""
+        if folder.local or not self.nodes or not networks:
+            return assemble(folder, plan, networks), ""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         own = self.ray.get_runtime_context().get_node_id()

@@ -113,9 +113,10 @@ class Runner(Protocol):
         telling `progress` (progress.ImageProgress) what it can of the steps; a signal (signals)
         ends it as Interrupted (PackInterrupted when the pack in flight was saved)."""
 
-    def assemble(self, folder: SetFolder, plan: Plan) -> tuple[int, str]:
-        """storage.assemble of the finished shards, where the set's bytes need not cross this
-        machine's network; the bytes per image, and where it ran ("": here)."""
+    def assemble(self, folder: SetFolder, plan: Plan, networks: bool) -> tuple[int, str]:
+        """storage.assemble of the finished shards (their networks too, `networks`), where the
+        set's bytes need not cross this machine's network; the bytes per image, and where it ran
+        ("": here)."""
 
 
 class InProcess:
@@ -137,8 +138,8 @@ class InProcess:
     def machines(self, config: Config) -> int:
         return 1
 
-    def assemble(self, folder: SetFolder, plan: Plan) -> tuple[int, str]:
-        return assemble(folder, plan), ""
+    def assemble(self, folder: SetFolder, plan: Plan, networks: bool) -> tuple[int, str]:
+        return assemble(folder, plan, networks), ""
 
     def fit(self, plan: Plan, folder: SetFolder, pending: list[int], on_shard, signals: Signals, progress) -> None:
         for index in pending:
@@ -193,7 +194,10 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
             progress.stop()
             info(interrupted_message(exc, plan, steps, folder))
             raise SystemExit(128 + exc.signum) from None
-    bytes_per_image, where = runner.assemble(folder, plan)
+    # A finished set of whole shards run again keeps its weights.npy (made whole before index.csv
+    # is written), not made again from every shard; rows in place cost nothing to go over.
+    networks = bool(pending) or folder.rows_in_place or not folder.exists(WEIGHTS)
+    bytes_per_image, where = runner.assemble(folder, plan, networks)
     if not quiet:
         info(f"done: {total} networks of {plan.spec.parameter_count():,} parameters ({bytes_per_image:,} bytes "
              f"each) in {folder.join(WEIGHTS)}" + (f" (assembled on {where})" if where else "") +

@@ -20,7 +20,7 @@ import re
 import shutil
 import tempfile
 import zipfile
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -123,9 +123,10 @@ def _check_params_header(data, size: int, shape: tuple[int, int]) -> None:
         raise DamagedShard(f"its networks are {size:,} bytes with their header, not float32 {shape}")
 
 
-def read_shard(folder: SetFolder, index: int) -> dict:
+def read_shard(folder: SetFolder, index: int, networks: bool = True) -> dict:
+    """Shard `index`'s arrays (without its networks' params, not `networks`)."""
     with np.load(io.BytesIO(folder.read_bytes(shard_name(index))), allow_pickle=False) as npz:
-        return {name: npz[name] for name in npz.files}
+        return {name: npz[name] for name in npz.files if networks or name != "params"}
 
 
 def write_rows(path: Path, rows: list[int], params: np.ndarray) -> None:
@@ -244,20 +245,21 @@ def clear_set(folder: SetFolder) -> None:
             folder.remove(f"{SHARDS}/{name}")
 
 
-def assemble(folder: SetFolder, plan: Plan) -> int:
+def assemble(folder: SetFolder, plan: Plan, networks: bool = True) -> int:
     """weights.npy, index.csv and network.json from the finished shards; returns the bytes per image.
     In a local folder the networks are in their rows already (weights.npy.part, renamed when whole);
     those a shard file holds (in a bucket, or from an older inr) are written at their rows, shard
-    after shard, so the memory needed is one shard's whatever the size of the set."""
+    after shard, so the memory needed is one shard's whatever the size of the set. Not `networks`
+    (a finished set run again, its weights.npy in place), only index.csv and network.json."""
     count, width = len(plan.images), plan.spec.parameter_count()
     psnr, loss = np.full(count, np.nan), np.full(count, np.nan)
     # Each network's steps: fewer than the budget where it reached the target PSNR (shards written
     # before the target existed trained the whole budget).
     steps = np.full(count, plan.config.training.steps, dtype=np.int64)
-    with _rows_file(folder, (count, width)) as fd:
-        data_at = _npy_layout(fd)[1]
+    with _rows_file(folder, (count, width)) if networks else nullcontext() as fd:
+        data_at = _npy_layout(fd)[1] if networks else 0
         for index in range(len(plan.shards)):
-            shard = read_shard(folder, index)
+            shard = read_shard(folder, index, networks)
             rows = np.array([plan.row_of[name] for name in shard["names"].tolist()])
             psnr[rows], loss[rows] = shard["psnr"], shard["loss"]
             if "steps" in shard:
