@@ -288,6 +288,21 @@ def _rows_file(folder: SetFolder, shape: tuple[int, int]):
     """An open descriptor on the set's rows; weights.npy appears, whole, when the block ends."""
     part = folder.local / WEIGHTS_PART if folder.local else None
     finished = folder.local / WEIGHTS if folder.local else None
+    if folder.local and folder.front_to_back and part.is_file():
+        # Finished shards' rows in a rows file, on a FUSE mount that cannot take writes at rows: the
+        # file is copied here, written, and copied back whole.
+        with tempfile.TemporaryDirectory(prefix="inr-set-") as scratch:
+            local = Path(scratch) / WEIGHTS
+            _copy(part, local, finished)
+            fd = os.open(local, os.O_RDWR)
+            try:
+                yield fd
+            finally:
+                os.close(fd)
+            with atomic_path(finished, suffix=".npy") as tmp:
+                _copy(local, tmp, finished)
+            part.unlink()
+        return
     if folder.local and (part.is_file() or folder.rows_in_place and finished.is_file()):
         # Rows in place (a finished set run again: in weights.npy), or, with whole shards, finished
         # shards' rows that only a rows file holds (rows_file_ready): the driver alone writes now.
@@ -320,13 +335,17 @@ def _rows_file(folder: SetFolder, shape: tuple[int, int]):
         finally:
             os.close(fd)
         if folder.local:
-            try:
-                with atomic_path(finished, suffix=".npy") as tmp:
-                    shutil.copyfile(local, tmp)
-            except OSError as exc:
-                raise InrError(f"cannot write {finished} ({exc.strerror or exc})") from None
+            with atomic_path(finished, suffix=".npy") as tmp:
+                _copy(local, tmp, finished)
         else:
             folder.upload(local, WEIGHTS)
+
+
+def _copy(source: Path, target: Path, finished: Path) -> None:
+    try:
+        shutil.copyfile(source, target)
+    except OSError as exc:
+        raise InrError(f"cannot write {finished} ({exc.strerror or exc})") from None
 
 
 def _new_rows_file(path: Path, shape: tuple[int, int]) -> None:
