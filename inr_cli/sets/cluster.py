@@ -690,14 +690,16 @@ class Scheduler:
 
     def next_for(self, worker: Worker) -> int | None:
         """Where in the queue the next shard for `worker` is: the first whose files are read, for a
-        blind worker (None: none yet); the first, for the others, passing those read or being read
-        ahead for the blind."""
+        blind worker (None: none yet); for the others, the first not read or being read ahead for the
+        blind."""
         window = self.queue[:self.window(sum(1 for other in self.trusted() if other.blind))]
         if worker.blind:
             return next((at for at, index in enumerate(window) if self.ahead.ready(index)), None)
         if self.ahead is None:
             return 0
-        return next((at for at, index in enumerate(window) if not self.ahead.has(index)), 0)
+        # Past the window when every shard in it is read for the blind; the first, when nothing is.
+        fallback = len(window) if len(self.queue) > len(window) else 0
+        return next((at for at, index in enumerate(window) if not self.ahead.has(index)), fallback)
 
     def stalled(self, worker: Worker) -> bool:
         """A worker whose shard runs past the straggler's limit gets nothing more until it ends."""
