@@ -134,7 +134,8 @@ def main() -> None:
     parser.add_argument("--outer-lr", type=float, default=MetaOptions.outer_lr)
     parser.add_argument("--fit-lrs", type=float, nargs="*", default=[], help="learning rates at which the random "
                         "and learned starts are fitted again (each start at its best rate)")
-    parser.add_argument("--rate-rounds", type=int, default=3, help="rounds of meta-init against fit-many timing")
+    parser.add_argument("--rate-rounds", type=int, default=3,
+                        help="rounds of meta-init against fit-many timing (0: none)")
     parser.add_argument("--rate-outer-steps", type=int, default=50, help="outer steps of each timed meta-init")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
@@ -167,10 +168,10 @@ def main() -> None:
                                    args.ceiling, net, lr)
                     results.setdefault("fit_lrs", {}).setdefault(f"{lr:g}", {}).setdefault(name, {})[
                         f"{target:g}"] = row
-        results["rate"] = rate_rounds(scratch, scratch / "train", net, options, args.rate_rounds,
-                                      args.rate_outer_steps)
+        if args.rate_rounds:
+            results["rate"] = rate_rounds(scratch, scratch / "train", net, options, args.rate_rounds,
+                                          args.rate_outer_steps)
     meta = results["meta_init"]
-    rate = results["rate"]
     for lr, starts in results.get("fit_lrs", {}).items():
         print(f"at lr {lr}: " + "; ".join(f"{name} {rows[f'{t:g}']['median_steps']:.0f} steps to {t:g} dB"
                                          for name, rows in starts.items() for t in args.targets))
@@ -191,12 +192,14 @@ def main() -> None:
     print(f"meta-init: {meta['images']} images, {meta['outer_steps']} outer steps of {meta['inner_steps']} x "
           f"{meta['meta_batch']}, {meta['seconds']:.1f} s (inner fits {meta['inner_seconds']:.1f} s); held-out PSNR "
           f"after k {meta['heldout_psnr_after_k'][0]:.2f} -> {meta['heldout_psnr_after_k'][-1]:.2f} dB")
+    rate = results.get("rate", {"rounds": []})
     for row in rate["rounds"]:
         print(f"timing round: meta-init inner steps {row['meta_inner_network_steps_per_s']:.0f} network-steps/s "
               f"(whole meta-init {row['meta_network_steps_per_s']:.0f}), fit-many pack {rate['pack']} "
               f"{row['fit_many_network_steps_per_s']:.0f}")
-    print(f"time per step against fit-many's (median of {len(rate['rounds'])} rounds): inner steps "
-          f"{rate['median_inner_over_fit_many']:.2f}x, whole meta-init {rate['median_meta_over_fit_many']:.2f}x")
+    if rate["rounds"]:
+        print(f"time per step against fit-many's (median of {len(rate['rounds'])} rounds): inner steps "
+              f"{rate['median_inner_over_fit_many']:.2f}x, whole meta-init {rate['median_meta_over_fit_many']:.2f}x")
     path = RESULTS / f"{args.name or f'learned-start-{args.device}-{args.size}'}.json"
     save_json(results, path)
     print(f"-> {path}")
