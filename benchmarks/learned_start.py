@@ -46,11 +46,14 @@ def psnr_column(set_folder: Path) -> np.ndarray:
         return np.array([float(row["psnr"]) for row in csv.DictReader(handle)])
 
 
-def steps_to(images: Path, out: Path, init: str, target: float, ceiling: int, net: dict, lr: float | None = None
-             ) -> dict:
+def steps_to(images: Path, out: Path, init: str, target: float, ceiling: int, net: dict, lr: float | None = None,
+             log_every: int = 10) -> dict:
     began = time.perf_counter()
     net = {**net, "lr": lr} if lr is not None else net
-    inr_cli.fit_many(images, out, init=init, steps=ceiling, until_psnr=target, quiet=True, **net)
+    # training.log_every is a config file's setting for fit-many, not a flag's
+    config = out.with_name(out.name + ".toml")
+    config.write_text(f"[training]\nlog_every = {log_every}\n")
+    inr_cli.fit_many(images, out, init=init, steps=ceiling, until_psnr=target, quiet=True, config=config, **net)
     steps = steps_column(out)
     reached = steps < ceiling
     return {"median_steps": float(np.median(steps)), "mean_steps": float(np.mean(steps)),
@@ -128,6 +131,8 @@ def main() -> None:
     parser.add_argument("--omega0", type=float, default=None, help="default: the preset's (from the size)")
     parser.add_argument("--targets", type=float, nargs="+", default=[30.0, 35.0])
     parser.add_argument("--ceiling", type=int, default=2000)
+    parser.add_argument("--log-every", type=int, default=10, help="fit-many's steps between loss reads: the "
+                        "resolution of the steps counted (1 where a network reaches the targets in tens of steps)")
     parser.add_argument("--outer-steps", type=int, default=MetaOptions.outer_steps)
     parser.add_argument("--inner-steps", type=int, default=MetaOptions.inner_steps)
     parser.add_argument("--meta-batch", type=int, default=MetaOptions.meta_batch)
@@ -158,14 +163,15 @@ def main() -> None:
         for target in args.targets:
             for init in ("random", "shared", str(start)):
                 name = "learned" if init == str(start) else init
-                row = steps_to(scratch / "test", scratch / f"set-{name}-{target:g}", init, target, args.ceiling, net)
+                row = steps_to(scratch / "test", scratch / f"set-{name}-{target:g}", init, target, args.ceiling, net,
+                               log_every=args.log_every)
                 results["starts"].setdefault(name, {})[f"{target:g}"] = row
         for lr in args.fit_lrs:
             for target in args.targets:
                 for init in ("random", str(start)):
                     name = "learned" if init == str(start) else init
                     row = steps_to(scratch / "test", scratch / f"set-{name}-{target:g}-lr{lr:g}", init, target,
-                                   args.ceiling, net, lr)
+                                   args.ceiling, net, lr, args.log_every)
                     results.setdefault("fit_lrs", {}).setdefault(f"{lr:g}", {}).setdefault(name, {})[
                         f"{target:g}"] = row
         if args.rate_rounds:
