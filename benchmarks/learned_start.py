@@ -46,11 +46,14 @@ def psnr_column(set_folder: Path) -> np.ndarray:
         return np.array([float(row["psnr"]) for row in csv.DictReader(handle)])
 
 
-def steps_to(images: Path, out: Path, init: str, target: float, ceiling: int, net: dict, lr: float | None = None
-             ) -> dict:
+def steps_to(images: Path, out: Path, init: str, target: float, ceiling: int, net: dict, lr: float | None = None,
+             log_every: int = 10) -> dict:
     began = time.perf_counter()
     net = {**net, "lr": lr} if lr is not None else net
-    inr_cli.fit_many(images, out, init=init, steps=ceiling, until_psnr=target, quiet=True, **net)
+    # training.log_every is a config file's setting for fit-many, not a flag's
+    config = out.with_name(out.name + ".toml")
+    config.write_text(f"[training]\nlog_every = {log_every}\n")
+    inr_cli.fit_many(images, out, init=init, steps=ceiling, until_psnr=target, quiet=True, config=config, **net)
     steps = steps_column(out)
     reached = steps < ceiling
     return {"median_steps": float(np.median(steps)), "mean_steps": float(np.mean(steps)),
@@ -128,13 +131,16 @@ def main() -> None:
     parser.add_argument("--omega0", type=float, default=None, help="default: the preset's (from the size)")
     parser.add_argument("--targets", type=float, nargs="+", default=[30.0, 35.0])
     parser.add_argument("--ceiling", type=int, default=2000)
+    parser.add_argument("--log-every", type=int, default=10, help="fit-many's steps between loss reads: the "
+                        "resolution of the steps counted (1 where a network reaches the targets in tens of steps)")
     parser.add_argument("--outer-steps", type=int, default=MetaOptions.outer_steps)
     parser.add_argument("--inner-steps", type=int, default=MetaOptions.inner_steps)
     parser.add_argument("--meta-batch", type=int, default=MetaOptions.meta_batch)
     parser.add_argument("--outer-lr", type=float, default=MetaOptions.outer_lr)
     parser.add_argument("--fit-lrs", type=float, nargs="*", default=[], help="learning rates at which the random "
                         "and learned starts are fitted again (each start at its best rate)")
-    parser.add_argument("--rate-rounds", type=int, default=3, help="rounds of meta-init against fit-many timing")
+    parser.add_argument("--rate-rounds", type=int, default=3,
+                        help="rounds of meta-init against fit-many timing (0: none)")
     parser.add_argument("--rate-outer-steps", type=int, default=50, help="outer steps of each timed meta-init")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
@@ -157,20 +163,21 @@ def main() -> None:
         for target in args.targets:
             for init in ("random", "shared", str(start)):
                 name = "learned" if init == str(start) else init
-                row = steps_to(scratch / "test", scratch / f"set-{name}-{target:g}", init, target, args.ceiling, net)
+                row = steps_to(scratch / "test", scratch / f"set-{name}-{target:g}", init, target, args.ceiling, net,
+                               log_every=args.log_every)
                 results["starts"].setdefault(name, {})[f"{target:g}"] = row
         for lr in args.fit_lrs:
             for target in args.targets:
                 for init in ("random", str(start)):
                     name = "learned" if init == str(start) else init
                     row = steps_to(scratch / "test", scratch / f"set-{name}-{target:g}-lr{lr:g}", init, target,
-                                   args.ceiling, net, lr)
+                                   args.ceiling, net, lr, args.log_every)
                     results.setdefault("fit_lrs", {}).setdefault(f"{lr:g}", {}).setdefault(name, {})[
                         f"{target:g}"] = row
-        results["rate"] = rate_rounds(scratch, scratch / "train", net, options, args.rate_rounds,
-                                      args.rate_outer_steps)
+        if args.rate_rounds:
+            results["rate"] = rate_rounds(scratch, scratch / "train", net, options, args.rate_rounds,
+                                          args.rate_outer_steps)
     meta = results["meta_init"]
-    rate = results["rate"]
     for lr, starts in results.get("fit_lrs", {}).items():
         print(f"at lr {lr}: " + "; ".join(f"{name} {rows[f'{t:g}']['median_steps']:.0f} steps to {t:g} dB"
                                          for name, rows in starts.items() for t in args.targets))
@@ -191,12 +198,14 @@ def main() -> None:
     print(f"meta-init: {meta['images']} images, {meta['outer_steps']} outer steps of {meta['inner_steps']} x "
           f"{meta['meta_batch']}, {meta['seconds']:.1f} s (inner fits {meta['inner_seconds']:.1f} s); held-out PSNR "
           f"after k {meta['heldout_psnr_after_k'][0]:.2f} -> {meta['heldout_psnr_after_k'][-1]:.2f} dB")
+    rate = results.get("rate", {"rounds": []})
     for row in rate["rounds"]:
         print(f"timing round: meta-init inner steps {row['meta_inner_network_steps_per_s']:.0f} network-steps/s "
               f"(whole meta-init {row['meta_network_steps_per_s']:.0f}), fit-many pack {rate['pack']} "
               f"{row['fit_many_network_steps_per_s']:.0f}")
-    print(f"time per step against fit-many's (median of {len(rate['rounds'])} rounds): inner steps "
-          f"{rate['median_inner_over_fit_many']:.2f}x, whole meta-init {rate['median_meta_over_fit_many']:.2f}x")
+    if rate["rounds"]:
+        print(f"time per step against fit-many's (median of {len(rate['rounds'])} rounds): inner steps "
+              f"{rate['median_inner_over_fit_many']:.2f}x, whole meta-init {rate['median_meta_over_fit_many']:.2f}x")
     path = RESULTS / f"{args.name or f'learned-start-{args.device}-{args.size}'}.json"
     save_json(results, path)
     print(f"-> {path}")

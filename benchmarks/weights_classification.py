@@ -25,6 +25,8 @@ import numpy as np  # noqa: E402
 from PIL import Image, ImageDraw  # noqa: E402
 
 import inr_cli  # noqa: E402  (first: it sets OpenBLAS's thread timeout before NumPy loads OpenBLAS)
+from benchmarks.common import environment  # noqa: E402
+from inr_cli.sets.meta import MetaOptions  # noqa: E402
 
 CLASSES = ("circle", "square", "triangle", "cross")
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -95,12 +97,13 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--meta-images", type=int, default=25, help="per class, for meta-init (other images)")
     parser.add_argument("--outer-steps", type=int, default=100)
-    parser.add_argument("--inner-steps", type=int, default=10)
+    parser.add_argument("--inner-steps", type=int, default=MetaOptions.inner_steps)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--name", default=None, help="result file name (default: weights-classification-DEVICE-SIZE)")
     args = parser.parse_args()
     net = {"hidden": args.hidden, "layers": args.layers, "lr": args.lr, "omega0": 30.0, "device": args.device}
-    results = {"settings": vars(args), "starts": {}}
+    results = {"environment": environment(), "settings": vars(args), "starts": {}}
     with tempfile.TemporaryDirectory(prefix="inr-weights-") as scratch:
         scratch = Path(scratch)
         draw_shapes(scratch / "images", args.per_class, args.size, args.seed)
@@ -132,7 +135,7 @@ def main() -> None:
           f"{meta['seconds']:.1f} s; held-out PSNR after k steps {meta['heldout_psnr'][0]:.2f} -> "
           f"{meta['heldout_psnr'][-1]:.2f} dB")
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"weights-classification-{args.device}-{args.size}.json"
+    path = RESULTS / f"{args.name or f'weights-classification-{args.device}-{args.size}'}.json"
     path.write_text(json.dumps(results, indent=1) + "\n")
     print(f"-> {path}")
 
