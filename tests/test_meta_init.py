@@ -68,6 +68,39 @@ def test_a_learned_start_fits_new_images_of_its_kind_better_in_k_steps(tmp_path)
     assert result.exit_code == 1 and "other settings" in result.output
 
 
+def test_the_start_written_is_the_best_measured_not_the_last(tmp_path, monkeypatch):
+    """The last outer step made worse on purpose (its start moved far off): the start written is the
+    one of the best held-out measure, recorded in the file, and the log still has every measure."""
+    from inr_cli.sets import meta
+
+    folder = kind(tmp_path / "kind", 10, 0)
+    config = build_config(None, flags_to_values({"hidden": 8, "layers": 2, "omega0": 20.0, "lr": 1e-3,
+                                                 "device": "cpu", "source": str(folder)}))
+    options = MetaOptions(outer_steps=6, inner_steps=3, meta_batch=3, eval_every=2)
+    moved: list[np.ndarray] = []
+    reptile_step = meta.reptile_step
+
+    def recorded(start, adapted, rate):
+        result = reptile_step(start, adapted, rate)
+        if len(moved) == options.outer_steps - 1:
+            result = result + 5.0  # far from anything that fits
+        moved.append(result)
+        return result
+
+    monkeypatch.setattr(meta, "reptile_step", recorded)
+    result = learn_start(InProcess(NumpyBackend()), str(folder), tmp_path / "start.safetensors", config, options)
+    psnr = {row["step"]: row["psnr"] for row in result["log"]}
+    assert sorted(psnr) == [0, 2, 4, 6] and psnr[6] < max(psnr.values())
+    best = max(psnr, key=psnr.get)
+    assert result["best_step"] == best != 6
+    written = read_start(str(tmp_path / "start.safetensors"))[1]
+    assert np.array_equal(written, moved[best - 1].astype(np.float32))
+    # resumed from the checkpoint of the last step, the same start is written again
+    (tmp_path / "start.safetensors").unlink()
+    learn_start(InProcess(NumpyBackend()), str(folder), tmp_path / "start.safetensors", config, options)
+    assert np.array_equal(read_start(str(tmp_path / "start.safetensors"))[1], written)
+
+
 class InterruptedAt(InProcess):
     """The in-process runner, with SIGINT landing in its `at`-th inner fit."""
 

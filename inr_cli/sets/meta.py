@@ -127,18 +127,21 @@ class MetaState:
         self.path = out.with_name(out.name + ".meta.npz")
         self.log = out.with_name(out.stem + ".csv")
 
-    def load(self, settings: str) -> tuple[np.ndarray, int, list[dict]] | None:
+    def load(self, settings: str) -> tuple[np.ndarray, int, list[dict], np.ndarray] | None:
+        """(start, step, log, best): `best` the start of the best held-out measure so far."""
         if not self.path.is_file():
             return None
         with np.load(self.path, allow_pickle=False) as saved:
             if str(saved["settings"]) != settings:
                 raise InrError(f"{self.path} was learned with other settings; use another -o or remove it")
-            return saved["start"].copy(), int(saved["step"]), json.loads(str(saved["log"]))
+            start = saved["start"].copy()
+            best = saved["best"].copy() if "best" in saved.files else start  # a checkpoint of an older inr
+            return start, int(saved["step"]), json.loads(str(saved["log"])), best
 
-    def save(self, start: np.ndarray, step: int, log: list[dict], settings: str) -> None:
+    def save(self, start: np.ndarray, step: int, log: list[dict], best: np.ndarray, settings: str) -> None:
         with atomic_path(self.path, suffix=".npz") as tmp:
             with open(tmp, "wb") as handle:
-                np.savez(handle, start=start, step=np.int64(step), log=json.dumps(log), settings=settings)
+                np.savez(handle, start=start, step=np.int64(step), log=json.dumps(log), best=best, settings=settings)
         lines = ["outer_step,heldout_loss,heldout_psnr,seconds"] + [
             f"{r['step']},{r['loss']:.8g},{r['psnr']:.4f},{r['seconds']:.2f}" for r in log]
         atomic_write_text(self.log, "\n".join(lines) + "\n")
@@ -165,16 +168,16 @@ def learn_start(runner, source: str, out: Path, config: Config, options: MetaOpt
     if saved is None:
         start = initial_params(config.training.init if config.training.init != "random" else "shared", spec, seed,
                                [seed], weight_scale=config.network.weight_scale)[0].astype(np.float64)
-        step, log = 0, []
+        step, log, best = 0, [], start
     else:
-        start, step, log = saved
+        start, step, log, best = saved
         start = start.astype(np.float64)
     began = time.perf_counter() - (log[-1]["seconds"] if log else 0.0)
     batch = min(options.meta_batch, len(training))
     with Signals() as signals:
         # The last whole outer step (start, step, log), replaced by one assignment: what a signal
         # checkpoints, whenever it lands.
-        done = (start, step, log)
+        done = (start, step, log, best)
         try:
             runner.prepare(spec, inner, images, names, seeds)
 
@@ -184,7 +187,7 @@ def learn_start(runner, source: str, out: Path, config: Config, options: MetaOpt
 
             if not log:
                 log = [measure(0, start)]
-                done = (start, step, log)
+                done = (start, step, log, best)
                 if progress:
                     progress(0, options.outer_steps, log[-1])
             while step < options.outer_steps:
@@ -194,25 +197,32 @@ def learn_start(runner, source: str, out: Path, config: Config, options: MetaOpt
                 row = None
                 if (step + 1) % options.eval_every == 0 or step + 1 == options.outer_steps:
                     row = measure(step + 1, moved)
+                    # The start written is the best measured, not the last: an outer rate too large
+                    # for the network makes the held-out PSNR peak early and fall back.
+                    if row["psnr"] > max(r["psnr"] for r in log):
+                        best = moved
                     log = log + [row]
-                done = (moved, step + 1, log)
+                done = (moved, step + 1, log, best)
                 start, step = moved, step + 1
                 if row is not None:
-                    state.save(start, step, log, settings)
+                    state.save(start, step, log, best, settings)
                 if progress:
                     progress(step, options.outer_steps, row)
         except Interrupted as exc:
             signals.ignore()  # a second Ctrl-C must not cut the checkpoint short
-            start, step, log = done
+            start, step, log, best = done
             if step:
-                state.save(start, step, log, settings)
+                state.save(start, step, log, best, settings)
             raise MetaInterrupted(exc.signum, step, state.path) from None
         finally:
             runner.close()
-    write_safetensors(spec, start.astype(np.float32), images[0].channels, out,
-                      {"meta_init": json.dumps({"method": "reptile", "images": len(training), **options.__dict__})})
+    chosen_row = max(log, key=lambda r: r["psnr"])  # the first of equals: the start `best` holds
+    write_safetensors(spec, best.astype(np.float32), images[0].channels, out,
+                      {"meta_init": json.dumps({"method": "reptile", "images": len(training), **options.__dict__,
+                                                "outer_step": int(chosen_row["step"])})})
     chart(log, options.inner_steps, out.with_name(out.stem + ".svg"))
-    return {"log": log, "images": len(training), "heldout": len(heldout), "spec": spec}
+    return {"log": log, "images": len(training), "heldout": len(heldout), "spec": spec,
+            "best_step": int(chosen_row["step"])}
 
 
 def chart(log: list[dict], inner_steps: int, path: Path) -> None:

@@ -51,7 +51,10 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
         info(f"{exc}: {kept}; run the same command again to go on")
         raise SystemExit(128 + exc.signum) from None
     if not quiet:
+        last = result["log"][-1]["step"]
+        chosen = "" if result["best_step"] == last else \
+            f" (the start of outer step {result['best_step']}, whose held-out PSNR is the best measured)"
         info(f"done: a start for {result['spec'].model} {result['spec'].layers}x{result['spec'].hidden} from "
-             f"{result['images']} images ({result['heldout']} held out) on {runner.where} -> {out}; "
+             f"{result['images']} images ({result['heldout']} held out) on {runner.where} -> {out}{chosen}; "
              f"fit-many --init {out}")
     return result
