@@ -532,7 +532,7 @@ def start_workers(ray, remote, places: list[Place], settings: dict, sample: tupl
                f"{fallbacks[0]} (--device gpu would stop the run instead)")
     for worker in started:
         worker.trusted, worker.blind, worker.where = True, not checks[worker]["reaches"], checks[worker]["where"]
-        worker.storage = checks[worker]["storage"]
+        worker.storage = checks[worker].get("storage")  # a fit-many worker's; meta-init's writes nothing
     gpu = sum(1 for worker in started if worker.place.kind == "gpu")
     nodes = len({worker.place.node for worker in started})
     info(f"{len(started)} workers on {nodes} node{'s' if nodes > 1 else ''} ({gpu} on GPUs, {len(started) - gpu} on "
