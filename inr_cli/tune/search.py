@@ -3,8 +3,17 @@
 TPE draws the settings (seeded; multivariate, since the learning rate and the frequency act
 together; with several trials at once each running trial counts as a poor result until it ends, so
 that two workers are not sent the same point). The pruner stops a trial at a loss reading where it
-lags: the median pruner (the median of the finished trials' readings at that step, once a few have
-finished and past the first tenth of the steps), Hyperband, or none.
+lags: successive halving (the default: at a tenth of the steps, then at twice that and so on, a
+trial goes on only while it is in the better half of every trial that reached that step), the
+median pruner (the median of the finished trials' readings at that step, once a few have finished
+and past the first tenth of the steps), Hyperband, or none.
+
+Why halving by default: it ranks a trial against every trial that got as far, the stopped ones
+included; the median pruner ranks it against the finished ones only, and once TPE finds good
+settings those are mostly good, so it lets more and more trials run to the end and a study spends
+more than half of its full trials' steps. Halving's bar is a rank, so the share a study spends
+stays low. Its first check waits a tenth of the steps (a fast-memorising setting can start slowly)
+and it keeps the better half, not a quarter: stricter cuts lost the best settings more often.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ import warnings
 
 import numpy as np
 
-PRUNERS = ("median", "hyperband", "none")
+PRUNERS = ("halving", "median", "hyperband", "none")
 
 
 def quiet_optuna(optuna) -> None:
@@ -30,6 +39,8 @@ def pruner_settings(kind: str, steps: int, trials: int) -> dict:
 
 def make_pruner(optuna, settings: dict):
     kind, steps = settings["kind"], settings["steps"]
+    if kind == "halving":
+        return optuna.pruners.SuccessiveHalvingPruner(min_resource=max(1, steps // 10), reduction_factor=2)
     if kind == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=settings["startup"], n_warmup_steps=steps // 10)
     if kind == "hyperband":
