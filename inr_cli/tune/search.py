@@ -8,12 +8,13 @@ trial goes on only while it is in the better half of every trial that reached th
 median pruner (the median of the finished trials' readings at that step, once a few have finished
 and past the first tenth of the steps), Hyperband, or none.
 
-Why halving by default: it ranks a trial against every trial that got as far, the stopped ones
-included; the median pruner ranks it against the finished ones only, and once TPE finds good
-settings those are mostly good, so it lets more and more trials run to the end and a study spends
-more than half of its full trials' steps. Halving's bar is a rank, so the share a study spends
-stays low. Its first check waits a tenth of the steps (a fast-memorising setting can start slowly)
-and it keeps the better half, not a quarter: stricter cuts lost the best settings more often.
+Why halving by default: the median pruner runs its start-up trials in full and then ranks a trial
+against the finished ones only, so what a study spends depends on how good those few happened to
+be, and on the studies measured it spent more than half of its full trials' steps. Halving ranks a
+trial against every trial that got as far, the stopped ones included, so about half go on at each
+check and the share a study spends stays well under half. Its first check waits a tenth of the
+steps (a setting that memorises fast can start slowly), and it keeps the better half, not a
+quarter: the stricter cut lost the best settings more often.
 """
 
 from __future__ import annotations
