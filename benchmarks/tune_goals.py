@@ -1,20 +1,25 @@
 """The goals of `inr tune` (issue "inr tune"), measured in steps, not seconds (a shared machine):
 
-    PYTHONPATH=. python benchmarks/tune_goals.py pruning [--images sample rocket] [--seeds 0 1 2]
-    PYTHONPATH=. python benchmarks/tune_goals.py presets [--images coffee rocket-grey cub house]
+    PYTHONPATH=. python benchmarks/tune_goals.py pruning --size 64 --seeds 0 1 --pruners median halving
+    PYTHONPATH=. python benchmarks/tune_goals.py presets [--images coffee rocket-grey cub house] [--pruners ...]
 
-pruning: 20-trial studies of 300 steps on small images (--size, 32 px; --max-params 20000), each
-    seed run with no pruning and with each candidate pruner (--pruners). For each: the total steps
-    the study trained (the goal: half of 20 full trials or less) and its best PSNR beside the
-    no-pruning study's with the same seed (a pruner must not stop the good trials).
+pruning: 20-trial studies of 300 steps on small images (--size, 32 px; --max-params 20000; the
+    built-in sample and the rocket photo), each seed run with no pruning and with each pruner
+    (--pruners: the study's kinds or the candidates below). For each: the total steps the study
+    trained (the goal: half of 20 full trials or less) and its best PSNR beside the no-pruning
+    study's with the same seed (a pruner should not stop the good trials). --keep DIR keeps each
+    study's folder (its journal holds every trial's readings).
 presets: the suite of benchmarks/time_to_quality.py as the recipe work defines it (a photo in
     colour, a photo in grey, the two line drawings in grey) at --size 64: the training PSNR at 300
     steps of each preset (`inr train IMAGE --preset P --steps 300`), beside the best value of a
-    20-trial study (`inr tune IMAGE --trials 20 --steps 300 --seed 0`, default pruner) held to the
-    siren preset's parameter count (--max-params), so that it cannot win by size alone.
+    20-trial study per pruner (`inr tune IMAGE --trials 20 --steps 300 --seed 0` run in this
+    process; default: the study's default pruner) held to the siren preset's parameter count
+    (--max-params), so that it cannot win by size alone. Met: the study's best at least the best
+    preset's, in half of 20 full trials' steps or less.
 
-Both write into --out (one JSON, the part's key replaced) and print a table. Training PSNR rewards
-memorising the pixels: a setting that wins here may draw worse between them (upscaling.py).
+Both write into --out (one JSON, the part's entries added to what it holds) and print a line per
+study. Training PSNR rewards memorising the pixels: a setting that wins here may draw worse between
+them (upscaling.py).
 """
 
 from __future__ import annotations
