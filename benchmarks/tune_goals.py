@@ -1,20 +1,25 @@
 """The goals of `inr tune` (issue "inr tune"), measured in steps, not seconds (a shared machine):
 
-    PYTHONPATH=. python benchmarks/tune_goals.py pruning [--images sample rocket] [--seeds 0 1 2]
-    PYTHONPATH=. python benchmarks/tune_goals.py presets [--images coffee rocket-grey cub house]
+    PYTHONPATH=. python benchmarks/tune_goals.py pruning --size 64 --seeds 0 1 --pruners median halving
+    PYTHONPATH=. python benchmarks/tune_goals.py presets [--images coffee rocket-grey cub house] [--pruners ...]
 
-pruning: 20-trial studies of 300 steps on small images (--size, 32 px; --max-params 20000), each
-    seed run with no pruning and with each candidate pruner (--pruners). For each: the total steps
-    the study trained (the goal: half of 20 full trials or less) and its best PSNR beside the
-    no-pruning study's with the same seed (a pruner must not stop the good trials).
+pruning: 20-trial studies of 300 steps on small images (--size, 32 px; --max-params 20000; the
+    built-in sample and the rocket photo), each seed run with no pruning and with each pruner
+    (--pruners: the study's kinds or the candidates below). For each: the total steps the study
+    trained (the goal: half of 20 full trials or less) and its best PSNR beside the no-pruning
+    study's with the same seed (a pruner should not stop the good trials). --keep DIR keeps each
+    study's folder (its journal holds every trial's readings).
 presets: the suite of benchmarks/time_to_quality.py as the recipe work defines it (a photo in
     colour, a photo in grey, the two line drawings in grey) at --size 64: the training PSNR at 300
     steps of each preset (`inr train IMAGE --preset P --steps 300`), beside the best value of a
-    20-trial study (`inr tune IMAGE --trials 20 --steps 300 --seed 0`, default pruner) held to the
-    siren preset's parameter count (--max-params), so that it cannot win by size alone.
+    20-trial study per pruner (`inr tune IMAGE --trials 20 --steps 300 --seed 0` run in this
+    process; default: the study's default pruner) held to the siren preset's parameter count
+    (--max-params), so that it cannot win by size alone. Met: the study's best at least the best
+    preset's, in half of 20 full trials' steps or less.
 
-Both write into --out (one JSON, the part's key replaced) and print a table. Training PSNR rewards
-memorising the pixels: a setting that wins here may draw worse between them (upscaling.py).
+Both write into --out (one JSON, the part's entries added to what it holds) and print a line per
+study. Training PSNR rewards memorising the pixels: a setting that wins here may draw worse between
+them (upscaling.py).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import csv  # noqa: E402
 import json  # noqa: E402
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -60,6 +66,8 @@ def candidate_pruners(optuna, steps: int) -> dict:
                                                                 reduction_factor=4),
         "percentile33": lambda: optuna.pruners.PercentilePruner(100 / 3, n_startup_trials=4,
                                                                 n_warmup_steps=steps // 10),
+        "asha-rf4": lambda: optuna.pruners.SuccessiveHalvingPruner(min_resource=steps // 10, reduction_factor=4),
+        "asha-rf2": lambda: optuna.pruners.SuccessiveHalvingPruner(min_resource=steps // 10, reduction_factor=2),
     }
 
 
@@ -103,7 +111,9 @@ def pruning(args, report: dict) -> None:
                 if any(r["image"] == image and r["seed"] == seed and r["pruner"] == pruner for r in part["runs"]):
                     continue
                 with tempfile.TemporaryDirectory() as tmp:
-                    figures = run_study(image, Path(tmp) / "study", seed, args.size, args.max_params, pruner)
+                    out = args.keep / f"{image}-{args.size}-s{seed}-{pruner}" if args.keep else Path(tmp) / "study"
+                    shutil.rmtree(out, ignore_errors=True)
+                    figures = run_study(image, out, seed, args.size, args.max_params, pruner)
                 row = {"image": image, "seed": seed, "pruner": pruner, **figures,
                        "share": round(figures["steps"] / (TRIALS * STEPS), 3)}
                 part["runs"].append(row)
@@ -132,12 +142,18 @@ def siren_parameters(image: str, size: int) -> int:
 
 
 def presets(args, report: dict) -> None:
+    """Each preset's PSNR at 300 steps (`inr train`), then a study per pruner in args.pruners, in this
+    process (run_study), so that a candidate pruner can be measured on the suite too."""
     part = report.setdefault("presets", {"size": args.size, "trials": TRIALS, "steps": STEPS, "images": {}})
     for image in args.images:
         path, grey = IMAGES[image]
         common = [str(path), "--steps", str(STEPS), "--size", str(args.size), "--device", "cpu", "--seed", "0"]
         common += ["--gray"] if grey else []
         row = part["images"].setdefault(image, {})
+        studies = row.setdefault("tune", {})
+        if "trials" in studies:  # written when a row held one study, the default median pruner's
+            row.pop("met", None)
+            studies = row["tune"] = {"median": studies}
         with tempfile.TemporaryDirectory() as tmp:
             for preset in PRESETS:
                 if preset in row:
@@ -145,19 +161,21 @@ def presets(args, report: dict) -> None:
                 done = inr("train", *common, "--preset", preset, "-q", "--json", "--run-dir", f"{tmp}/{preset}")
                 row[preset] = round(json.loads(done.stdout.strip().splitlines()[-1])["psnr"], 3)
                 save_json(report, args.out)
-            if "tune" not in row:
-                budget = siren_parameters(image, args.size)
-                inr("tune", *common, "-o", f"{tmp}/study", "--trials", str(TRIALS), "--max-params", str(budget),
-                    "-q")
-                row["max_params"] = budget
-                row["tune"] = study_figures(Path(tmp) / "study")
-                row["tune"]["best_toml"] = (Path(tmp) / "study" / "best.toml").read_text()
-        best_preset = max(PRESETS, key=lambda p: row[p])
-        row["best_preset"] = best_preset
-        row["met"] = row["tune"]["best"] >= row[best_preset]
-        save_json(report, args.out)
-        print(json.dumps({k: v for k, v in row.items() if k != "tune"} | {
-            "tune": {k: v for k, v in row["tune"].items() if k != "best_toml"}}), flush=True)
+            row["max_params"] = siren_parameters(image, args.size)
+            row["best_preset"] = max(PRESETS, key=lambda p: row[p])
+            for pruner in args.pruners:
+                if pruner not in studies:
+                    figures = run_study(image, Path(tmp) / pruner, 0, args.size, row["max_params"], pruner)
+                    figures["best_toml"] = (Path(tmp) / pruner / "best.toml").read_text()
+                    studies[pruner] = figures
+                figures = studies[pruner]
+                figures["share"] = round(figures["steps"] / (TRIALS * STEPS), 3)
+                figures["met"] = figures["best"] is not None and figures["best"] >= row[row["best_preset"]] \
+                    and figures["steps"] <= TRIALS * STEPS / 2
+                save_json(report, args.out)
+                print(json.dumps({"image": image, "pruner": pruner, "best_preset": row["best_preset"],
+                                  "preset_psnr": row[row["best_preset"]],
+                                  **{k: v for k, v in figures.items() if k != "best_toml"}}), flush=True)
 
 
 def main() -> None:
@@ -165,20 +183,27 @@ def main() -> None:
     parser.add_argument("part", choices=("pruning", "presets"))
     parser.add_argument("--images", nargs="+", choices=sorted(IMAGES))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
-    parser.add_argument("--pruners", nargs="+", default=["median", "hyperband"],
+    parser.add_argument("--pruners", nargs="+",
                         help="the study's kinds (median, hyperband) or candidates: percentile25, median-s3-w5, "
-                             "hyperband-rf4, percentile33")
+                             "hyperband-rf4, percentile33, asha-rf4, asha-rf2 (default: median hyperband for "
+                             "pruning, the study's default for presets)")
     parser.add_argument("--size", type=int)
     parser.add_argument("--max-params", type=int, default=20000)
+    parser.add_argument("--keep", type=Path, help="pruning: keep each study's folder in KEEP (its journal holds "
+                        "every trial's readings, to replay a pruner on)")
     parser.add_argument("--out", type=Path, help="default: benchmarks/results/tune-goals-cpu-64.json (presets), "
                         "tune-pruning-cpu-32.json (pruning)")
     args = parser.parse_args()
     if args.part == "pruning":
         args.images = args.images or ["sample", "rocket"]
+        args.pruners = args.pruners or ["median", "hyperband"]
         args.size = args.size or 32
         args.out = args.out or ROOT / "benchmarks" / "results" / f"tune-pruning-cpu-{args.size}.json"
     else:
         args.images = args.images or SUITE
+        from inr_cli.tune.study import TuneOptions
+
+        args.pruners = args.pruners or [TuneOptions().pruner]
         args.size = args.size or 64
         args.out = args.out or ROOT / "benchmarks" / "results" / f"tune-goals-cpu-{args.size}.json"
     report = json.loads(args.out.read_text()) if args.out.exists() else {}

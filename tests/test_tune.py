@@ -93,7 +93,8 @@ def test_a_small_study_in_process(study):
     assert [int(r["number"]) for r in rows] == [t.number for t in trials]
     assert [r["state"] for r in rows] == [t.state.name.lower() for t in trials]
     for row, trial in zip(rows, trials):
-        assert (float(row["value"]) if row["value"] else None) == trial.value
+        objective = trial.value if trial.state == State.COMPLETE else None  # a pruned one's is a reading's
+        assert (float(row["value"]) if row["value"] else None) == objective
         assert float(row["optimizer.lr"]) == trial.user_attrs["settings"]["optimizer.lr"]
         assert int(row["steps"]) == trial.user_attrs["steps"]
     # best.toml: a configuration inr train reads, with the best trial's settings.
@@ -129,16 +130,17 @@ def test_the_steps_objective_counts_the_steps_inr_train_stops_at(picture, tmp_pa
     assert saved.step == result.value and psnr_from_mse(float(saved.state.loss[0])) >= 10.0
 
 
-def test_the_pruner_stops_a_learning_rate_that_cannot_work(picture, tmp_path):
-    """Three trials, then two forced ones: lr 1e-9 learns nothing and the median pruner stops it;
-    lr 10 blows up (or lags): neither finishes, neither is the best."""
+@pytest.mark.parametrize("pruner", ["halving", "median"])
+def test_the_pruner_stops_a_learning_rate_that_cannot_work(picture, tmp_path, pruner):
+    """Three trials, then two forced ones: lr 1e-9 learns nothing and the pruner stops it; lr 10
+    blows up (or lags): neither finishes, neither is the best."""
     out = tmp_path / "study"
     flags = {**FLAGS, "omega0": 20.0}  # every trial starts from one network: only the schedule differs
-    tune(str(picture), out, flags, options=TuneOptions(trials=3, quiet=True))
+    tune(str(picture), out, flags, options=TuneOptions(trials=3, pruner=pruner, quiet=True))
     study = load(out)
     study.enqueue_trial({"optimizer.lr": 1e-9})
     study.enqueue_trial({"optimizer.lr": 10.0})
-    tune(str(picture), out, flags, options=TuneOptions(trials=5, resume=True, quiet=True))
+    tune(str(picture), out, flags, options=TuneOptions(trials=5, pruner=pruner, resume=True, quiet=True))
     study = load(out)
     stalled, wild = study.trials[3], study.trials[4]
     assert stalled.params["optimizer.lr"] == 1e-9 and wild.params["optimizer.lr"] == 10.0
@@ -146,6 +148,32 @@ def test_the_pruner_stops_a_learning_rate_that_cannot_work(picture, tmp_path):
     assert stalled.user_attrs["steps"] < 40
     assert wild.state in (State.PRUNED, State.FAIL)
     assert study.best_trial.number < 3
+
+
+def test_halving_keeps_a_trial_only_while_it_is_in_the_better_half_at_each_rung(picture, tmp_path):
+    """The default pruner, checked against the rule written out: with 80 steps the rungs are at 8,
+    16, 32 and 64 steps, each judged at the first reading (every 10 steps) at or past it; there a
+    trial goes on only if its reading is among the better half (at least the best one) of the
+    readings at that step of every trial so far that got there, itself included."""
+    out = tmp_path / "study"
+    tune(str(picture), out, {**FLAGS, "steps": 80}, options=TuneOptions(trials=10, quiet=True))
+    trials = [t for t in load(out).trials if t.intermediate_values]  # those that trained
+    checks = [10, 20, 40, 70]
+    stopped = 0
+    for index, trial in enumerate(trials):
+        expected = None
+        for step in checks:
+            field = [t.intermediate_values[step] for t in trials[:index + 1] if step in t.intermediate_values]
+            cut = sorted(field, reverse=True)[max(0, len(field) // 2 - 1)]
+            if trial.intermediate_values[step] < cut:
+                expected = step
+                break
+        if expected is None:
+            assert trial.state == State.COMPLETE and trial.user_attrs["steps"] == 80
+        else:
+            stopped += 1
+            assert trial.state == State.PRUNED and max(trial.intermediate_values) == expected
+    assert 0 < stopped < len(trials)
 
 
 def test_width_and_depth_stay_under_the_parameter_budget(picture, tmp_path):

@@ -27,9 +27,10 @@ def command(
         "to --target-psnr, or PSNR per second of training."),
     target_psnr: Optional[float] = typer.Option(None, "--target-psnr", metavar="DB", help="The PSNR that "
                                                 "--objective steps counts the steps to."),
-    pruner: Literal["median", "hyperband", "none"] = typer.Option(
-        "median", "--pruner", metavar="median|hyperband|none", help="Stop trials that lag at a loss reading: "
-        "below the median of the finished ones at that step, Hyperband, or never."),
+    pruner: Literal["halving", "median", "hyperband", "none"] = typer.Option(
+        "halving", "--pruner", metavar="halving|median|hyperband|none", help="Stop trials that lag at a loss "
+        "reading: outside the better half of all trials at that step (successive halving), below the median of "
+        "the finished ones, Hyperband, or never."),
     sample: int = typer.Option(8, "--sample", metavar="K", help="Images of a folder fitted by each trial (one "
                                "pack; drawn with --seed)."),
     max_params: Optional[int] = typer.Option(None, "--max-params", metavar="N",

@@ -40,7 +40,7 @@ class TuneOptions:
     sample: int = 8  # images of a folder fitted by each trial
     objective: str = "psnr"
     target_psnr: float | None = None
-    pruner: str = "median"
+    pruner: str = "halving"
     max_params: int | None = None
     searches: tuple[str, ...] = ()  # KEY=LOW:HIGH[:log]
     resume: bool = False
