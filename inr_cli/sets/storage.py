@@ -288,57 +288,50 @@ def _rows_file(folder: SetFolder, shape: tuple[int, int]):
     """An open descriptor on the set's rows; weights.npy appears, whole, when the block ends."""
     part = folder.local / WEIGHTS_PART if folder.local else None
     finished = folder.local / WEIGHTS if folder.local else None
-    if folder.local and folder.front_to_back and part.is_file():
-        # Finished shards' rows in a rows file, on a FUSE mount that cannot take writes at rows: the
-        # file is copied here, written, and copied back whole.
-        with tempfile.TemporaryDirectory(prefix="inr-set-") as scratch:
-            local = Path(scratch) / WEIGHTS
-            _copy(part, local, finished)
-            fd = os.open(local, os.O_RDWR)
-            try:
-                yield fd
-            finally:
-                os.close(fd)
-            with atomic_path(finished, suffix=".npy") as tmp:
-                _copy(local, tmp, finished)
-            part.unlink()
-        return
-    if folder.local and (part.is_file() or folder.rows_in_place and finished.is_file()):
+    if folder.local and not folder.front_to_back and (part.is_file() or folder.rows_in_place and finished.is_file()):
         # Rows in place (a finished set run again: in weights.npy), or, with whole shards, finished
         # shards' rows that only a rows file holds (rows_file_ready): the driver alone writes now.
         rows = part if part.is_file() else finished
-        fd = os.open(rows, os.O_RDWR)
-        try:
+        with _opened(rows) as fd:
             yield fd
             os.fsync(fd)
-        finally:
-            os.close(fd)
         if rows == part:
             os.replace(part, finished)
         return
     if folder.local and not folder.front_to_back:  # whole shards: the driver alone writes the rows
         with atomic_path(finished, suffix=".npy") as tmp:
             _new_rows_file(tmp, shape)
-            fd = os.open(tmp, os.O_RDWR)
-            try:
+            with _opened(tmp) as fd:
                 yield fd
-            finally:
-                os.close(fd)
         return
-    # A bucket, or a FUSE mount of one: built here, then copied there front to back.
+    # A bucket, or a FUSE mount (which cannot take writes at rows): built here, from the rows file
+    # of finished shards where the mount holds one, then copied there front to back.
     with tempfile.TemporaryDirectory(prefix="inr-set-") as scratch:
         local = Path(scratch) / WEIGHTS
-        _new_rows_file(local, shape)
-        fd = os.open(local, os.O_RDWR)
-        try:
+        from_part = bool(folder.local) and part.is_file()
+        if from_part:
+            _copy(part, local, finished)
+        else:
+            _new_rows_file(local, shape)
+        with _opened(local) as fd:
             yield fd
-        finally:
-            os.close(fd)
         if folder.local:
             with atomic_path(finished, suffix=".npy") as tmp:
                 _copy(local, tmp, finished)
+            if from_part:
+                part.unlink()
         else:
             folder.upload(local, WEIGHTS)
+
+
+@contextmanager
+def _opened(path: Path):
+    """A read-write descriptor on `path`, closed when the block ends."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _copy(source: Path, target: Path, finished: Path) -> None:
