@@ -2,6 +2,7 @@
 with INR_HOOKS=tests.start_hooks, INR_FAILPOINT and INR_FAILPOINT_DIR=FOLDER (markers: once only):
 
     kill-at=NAME        the meta-init worker that starts an inner fit holding NAME is SIGKILLed, once
+    hang-at=NAME        the meta-init worker that starts an inner fit holding NAME waits for ever, once
     other-start=FILE    the fit-many worker, as it starts, finds FILE (a start) holding other weights:
                         the file a node without shared storage would read
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from pathlib import Path
 
 
@@ -19,6 +21,10 @@ def at(point: str, **details) -> None:
         name = wanted.split("=", 1)[1]
         if name in details["names"] and _first_time(f"kill-at-{name}"):
             os.kill(os.getpid(), signal.SIGKILL)
+    elif point == "meta-fit-start" and wanted.startswith("hang-at="):
+        name = wanted.split("=", 1)[1]
+        if name in details["names"] and _first_time(f"hang-at-{name}"):
+            threading.Event().wait()
     elif point == "worker-start" and wanted.startswith("other-start=") and _first_time("other-start"):
         from inr_cli.formats.export import write_safetensors
         from inr_cli.formats.start import read_start

@@ -76,6 +76,21 @@ def test_meta_init_on_ray_learns_the_in_process_start_even_with_a_worker_killed(
     assert held_out_losses(here.with_suffix(".csv")) == held_out_losses(tmp_path / "there.csv")
 
 
+def test_a_straggling_inner_fit_is_sent_to_the_other_worker(cluster, learned, tmp_path):
+    """The worker that starts the inner fit holding 03.png hangs there: the part is sent to the
+    other worker too, the first result kept, the hung worker restarted for the next outer steps,
+    and the start is the in-process one, bit for bit."""
+    folder, here = learned
+    there = tmp_path / "there.safetensors"
+    code, stderr = inr("hang-at=03.png", tmp_path, "meta-init", folder, "-o", there, *NET, *META, "--ray",
+                       cluster.address, "--workers", "2")
+    assert code == 0, stderr
+    assert (tmp_path / ".failpoint-hang-at-03.png").exists()  # the hang happened
+    assert "an inner fit has been running on" in stderr and "the first result is kept" in stderr, stderr
+    assert np.array_equal(read_start(str(there))[1], read_start(str(here))[1])
+    assert held_out_losses(here.with_suffix(".csv")) == held_out_losses(tmp_path / "there.csv")
+
+
 def test_a_fit_many_worker_that_reads_another_start_file_refuses(cluster, learned, tmp_path):
     """The start file is rewritten (other weights) as the worker starts, after the driver planned
     with it: the worker's check finds another sha256 and the run stops in one line, nothing fitted."""

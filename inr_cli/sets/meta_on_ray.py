@@ -149,8 +149,13 @@ class OnRay:
                 if ref in self.pings:
                     self.answered(ref)
                 else:
-                    self.returned(ref, *calls.pop(ref), queue)
+                    self.returned(ref, *calls.pop(ref), queue, calls)
             self.stragglers(calls, start_ref)
+        for _, loser, _ in calls.values():
+            # A straggler's losing copy would hold its worker (one call at a time) into the next
+            # outer step: the worker is restarted, and checked before it gets work again.
+            self.ray.kill(loser.actor, no_restart=False)
+            self.ask(loser)
         return np.concatenate([part.result[0] for part in parts]), np.concatenate([part.result[1] for part in parts])
 
     def send(self, calls: dict, start_ref, part: Part, worker) -> None:
@@ -159,14 +164,14 @@ class OnRay:
                                        [self.names[i] for i in part.chosen])
         calls[call] = (part, worker, time.monotonic())
 
-    def returned(self, ref, part: Part, worker, sent: float, queue: list) -> None:
+    def returned(self, ref, part: Part, worker, sent: float, queue: list, calls: dict) -> None:
         ray = self.ray
         try:
             result = ray_call(ray.get, ref, timeout=POLL)
         except self.lost + (ray.exceptions.ActorUnavailableError,) as exc:
             self.ask(worker)
-            if part.result is not None:
-                return  # a straggler's copy: the other one finished
+            if part.result is not None or any(other is part for other, _, _ in calls.values()):
+                return  # a straggler's copy: the other one finished, or is still fitting
             reason = loss_reason(ray, exc)
             part.losses.append(reason)
             listed = ", ".join(self.names[i] for i in part.chosen)
