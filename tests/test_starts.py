@@ -80,6 +80,8 @@ def test_a_start_of_another_network_or_no_file_is_one_line(tmp_path):
     result = inr("fit-many", folder, "-o", tmp_path / "set", "--init", start, *NET)
     assert result.exit_code == 1
     assert "hidden 12 (the start) vs 10" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "set").exists()  # refused before the folder was touched: the right command then works
+    assert inr("fit-many", folder, "-o", tmp_path / "set", "--init", start, *NET, "--hidden", "12").exit_code == 0
     result = inr("train", folder / "img0.png", "--init", tmp_path / "nothing.safetensors", *NET)
     assert result.exit_code != 0 and "not random, shared or a file" in result.output
 

@@ -20,7 +20,7 @@ from inr_cli.core.sizing import AUTO, SIZED_KEYS, fit_to_image
 from inr_cli.core.training_loop import Interrupted, Signals
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.network_set import INDEX, PLAN, SHARDS, WEIGHTS
-from inr_cli.formats.start import resolved_start, start_sha256
+from inr_cli.formats.start import is_file_start, resolved_start, start_params, start_sha256
 from inr_cli.hooks import hook
 from inr_cli.sets import inputs
 from inr_cli.sets.cluster import OnRay
@@ -264,6 +264,8 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
             spec = NetworkSpec.from_config(config, len(first.channels))
             pack = runner.pack_for(spec, config, first.width, first.height)
         plan = make_plan(source, config, entries, pack, skipped)
+        if is_file_start(plan.config.training.init):  # its network checked before the folder is touched
+            start_params(plan.config.training.init, plan.spec)
         if force:
             clear_set(folder)
         folder.make_folder(SHARDS)
