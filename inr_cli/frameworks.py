@@ -21,7 +21,7 @@ from inr_cli.errors import InrError
 TWO_PI = 2.0 * math.pi
 
 
-def _require(module: str, what: str, extra: str):
+def require_package(module: str, what: str, extra: str):
     try:
         return __import__(module)
     except ImportError:
@@ -39,7 +39,7 @@ def stacked(spec: NetworkSpec, params: np.ndarray) -> tuple[np.ndarray | None, l
 
 @lru_cache(maxsize=None)
 def _torch_module_class():
-    torch = _require("torch", "to_torch()", "torch")
+    torch = require_package("torch", "to_torch()", "torch")
 
     class Linear(torch.nn.Module):
         """z = x Wᵀ + b, for one network (W [out, in]) or a stack of them (W [N, out, in])."""
@@ -100,7 +100,7 @@ def to_jax(spec: NetworkSpec, params: np.ndarray, single: bool, clip: bool = Tru
     features)} and apply(params, coords) -> colours, jittable and vmappable. single: one network,
     coords [rows, 2]; else the leaves have a leading N and apply maps the one-network function over
     it (coords [N, rows, 2], or [rows, 2] shared by all)."""
-    _require("jax", "to_jax()", "jax")
+    require_package("jax", "to_jax()", "jax")
     import jax
     import jax.numpy as jnp
 

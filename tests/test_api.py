@@ -415,6 +415,8 @@ def test_missing_framework_is_one_line_naming_the_extra(trained, monkeypatch):
         net.to_torch()
     with pytest.raises(InrError, match=r"^to_jax\(\) needs jax, which is not installed: pip install 'inr\[jax\]'$"):
         net.to_jax()
+    with pytest.raises(InrError, match=r"^to_torch_dataset\(\) needs torch, which is not installed: "):
+        inr_cli.load(trained / "set").to_torch_dataset()
     frameworks._torch_module_class.cache_clear()
 
 
