@@ -5,6 +5,7 @@ stopped by a signal resumes to the very start an uninterrupted one learns."""
 from __future__ import annotations
 
 import signal
+import sys
 
 import numpy as np
 import pytest
@@ -173,3 +174,11 @@ def test_ray_options_without_ray_are_refused(tmp_path):
         result = runner.invoke(app, ["meta-init", str(folder), "-o", str(tmp_path / "s.safetensors"), option, value,
                                      *NET])
         assert result.exit_code == 2 and "needs --ray" in result.output, result.output
+
+
+def test_without_the_safetensors_package_it_is_said_before_any_learning(tmp_path, monkeypatch):
+    folder = kind(tmp_path / "kind", 4, 0)
+    monkeypatch.setitem(sys.modules, "safetensors", None)  # what the import meets where it is not installed
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(tmp_path / "start.safetensors"), *NET, *META])
+    assert result.exit_code == 1 and "pip install 'inr[export]'" in result.output
+    assert not (tmp_path / "start.safetensors.meta.npz").exists() and "outer step" not in result.output

@@ -21,7 +21,7 @@ FORMATS = {".safetensors": "safetensors", ".onnx": "onnx"}
 CONVENTION = "input (u, v) = ((x + 0.5) / W * 2 - 1, (y + 0.5) / H * 2 - 1); output channels in [0, 1]"
 
 
-def _need(module: str):
+def need_writer(module: str):
     try:
         return __import__(module)
     except ImportError:
@@ -54,7 +54,7 @@ def _metadata(spec: NetworkSpec, channels) -> dict[str, str]:
 
 
 def _save_safetensors(tensors: dict[str, np.ndarray], metadata: dict[str, str], path: Path) -> None:
-    _need("safetensors")
+    need_writer("safetensors")
     from safetensors.numpy import save_file
 
     with atomic_path(path, suffix=".safetensors") as tmp:
@@ -81,7 +81,7 @@ def write_set_safetensors(spec: NetworkSpec, weights: np.ndarray, channels, name
 
 def onnx_model(spec: NetworkSpec, params: np.ndarray, channels):
     """The forward pass as an ONNX graph: coords [rows, 2] -> colours [rows, C], clipped to [0, 1]."""
-    onnx = _need("onnx")
+    onnx = need_writer("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
     tensors = named_tensors(spec, params)
@@ -127,7 +127,7 @@ def onnx_model(spec: NetworkSpec, params: np.ndarray, channels):
 
 
 def write_onnx(spec: NetworkSpec, params: np.ndarray, channels, path: Path) -> None:
-    onnx = _need("onnx")
+    onnx = need_writer("onnx")
     model = onnx_model(spec, params, channels)
     with atomic_path(path, suffix=".onnx") as tmp:
         onnx.save(model, str(tmp))

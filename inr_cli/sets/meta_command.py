@@ -9,6 +9,7 @@ from pathlib import Path
 from inr_cli.config import build_config, flags_to_values
 from inr_cli.console import info
 from inr_cli.errors import UsageError
+from inr_cli.formats.export import need_writer
 from inr_cli.formats.start import resolved_start
 from inr_cli.sets.driver import check_options
 from inr_cli.sets.meta import InProcess, MetaInterrupted, MetaOptions, learn_start
@@ -27,6 +28,7 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
     if Path(out).suffix.lower() != ".safetensors":
         raise UsageError(f"{out}: a start is written as .safetensors")
     check_options(None, ray, workers, gpus_per_worker)
+    need_writer("safetensors")  # said before the learning, not after it
     config = build_config(config_file, flags_to_values({**flags, "source": str(source), "preview_every": 0}), preset)
     config = resolved_start(config)
     if ray:
