@@ -535,8 +535,9 @@ def start_workers(ray, remote, places: list[Place], settings: dict, sample: tupl
         worker.storage = checks[worker].get("storage")  # a fit-many worker's; meta-init's writes nothing
     gpu = sum(1 for worker in started if worker.place.kind == "gpu")
     nodes = len({worker.place.node for worker in started})
-    info(f"{len(started)} workers on {nodes} node{'s' if nodes > 1 else ''} ({gpu} on GPUs, {len(started) - gpu} on "
-         f"CPUs) on {', '.join(sorted({checks[worker]['backend'] for worker in started}))}")
+    backends = ", ".join(sorted({checks[worker]["backend"] for worker in started}))
+    info(f"{len(started)} worker{'s' if len(started) > 1 else ''} on {nodes} node{'s' if nodes > 1 else ''} ({gpu} "
+         f"on GPUs, {len(started) - gpu} on CPUs) on {backends}")
     return started
 
 
