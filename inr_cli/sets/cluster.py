@@ -161,37 +161,50 @@ def gpu_problem(device: str, assigned_gpus: list, node_gpus: float, unavailable_
     return None
 
 
+class WorkerBackend(NamedTuple):
+    backend: object | None  # None where the worker cannot do its job (problem)
+    problem: str | None  # why it cannot: a GPU asked for that it cannot use
+    fallback: str | None  # why a GPU node's worker fits on the CPU instead
+    where: str  # its node's address and its pid
+
+
+def worker_backend(config: Config, settings: dict) -> WorkerBackend:
+    """The backend of a Ray worker (fit-many's ShardWorker, meta-init's MetaWorker) on its node: a GPU
+    node that cannot use its GPU fits on the CPU, as an in-process run does, unless a GPU was asked
+    for (--device gpu, --gpus-per-worker: settings["gpu_asked"]); settings["kind"] "cpu" is a CPU
+    worker whatever the node has."""
+    import ray
+
+    from inr_cli.backends import get_backend
+    from inr_cli.backends.gpu_probe import gpu_unavailable_reason
+
+    device, on_cpu = config.training.device, settings.get("kind") == "cpu"
+    context = ray.get_runtime_context()
+    node = next((n for n in ray.nodes() if n["NodeID"] == context.get_node_id()), {})
+    reason = gpu_unavailable_reason() if device != "cpu" and not on_cpu else None
+    problem = None if on_cpu else gpu_problem(device, ray.get_gpu_ids(), node.get("Resources", {}).get("GPU", 0),
+                                              reason)
+    fallback = problem if problem and not settings.get("gpu_asked") else None
+    problem = None if fallback else problem
+    use = "gpu" if device != "cpu" and not on_cpu and reason is None else "cpu"
+    backend = None if problem else get_backend(use, config.training.matmul)
+    return WorkerBackend(backend, problem, fallback, f"{node.get('NodeManagerAddress', '?')} (pid {os.getpid()})")
+
+
 class ShardWorker:
     """One per GPU share (or per machine's CPUs): the backend, and with it the compiled kernels, made
     once; shards decoded on Ray's threads while another fits, so that the next one is ready when
     this one ends."""
 
     def __init__(self, settings: dict):
-        import ray
-
-        from inr_cli.backends import get_backend
-        from inr_cli.backends.gpu_probe import gpu_unavailable_reason
-
         self.config = configuration.from_json(settings["config"])
         self.spec = NetworkSpec.from_json(settings["spec"])
         self.out = SetFolder(settings["out"], settings["rows_in_place"])
         self.folder = settings["folder"]
         self.shard_size = settings["pack"]
         self.start_sha256 = settings.get("start_sha256", "")  # a file start's, as the driver read it
-        device = self.config.training.device
         hook("worker-start", out=settings["out"])
-        context = ray.get_runtime_context()
-        node = next((n for n in ray.nodes() if n["NodeID"] == context.get_node_id()), {})
-        node_gpus = node.get("Resources", {}).get("GPU", 0)
-        reason = gpu_unavailable_reason() if device != "cpu" and settings.get("kind") != "cpu" else None
-        problem = gpu_problem(device, ray.get_gpu_ids(), node_gpus, reason) if settings.get("kind") != "cpu" else None
-        # A GPU node that cannot use its GPU fits on the CPU, as an in-process run does, unless a
-        # GPU was asked for (--device gpu, --gpus-per-worker).
-        self.fallback = problem if problem and not settings.get("gpu_asked") else None
-        self.problem = None if self.fallback else problem
-        use = "gpu" if device != "cpu" and settings.get("kind") != "cpu" and reason is None else "cpu"
-        self.backend = None if self.problem else get_backend(use, self.config.training.matmul)
-        self.where = f"{node.get('NodeManagerAddress', '?')} (pid {os.getpid()})"
+        self.backend, self.problem, self.fallback, self.where = worker_backend(self.config, settings)
         # Shards fit one at a time, always on this one thread: fitted on whichever of Ray's threads
         # took the call, every shard after the first ran several times slower on the CPU backend
         # (measured, and gone with one fitting thread; the BLAS threading is the likely cause).

@@ -17,7 +17,6 @@ is sent to an idle worker too, and the first result is kept.
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -35,7 +34,6 @@ from inr_cli.sets.cluster import (
     STRAGGLER_FACTOR,
     STRAGGLER_FLOOR,
     connect,
-    gpu_problem,
     interruptible,
     loss_reason,
     lost_errors,
@@ -43,6 +41,7 @@ from inr_cli.sets.cluster import (
     ray_call,
     start_workers,
     wait_ready,
+    worker_backend,
 )
 from inr_cli.sets.meta import inner_fit
 
@@ -52,25 +51,9 @@ class MetaWorker:
     then one part of an outer step's images fitted per call."""
 
     def __init__(self, settings: dict):
-        import ray
-
-        from inr_cli.backends import get_backend
-        from inr_cli.backends.gpu_probe import gpu_unavailable_reason
-
         self.config = configuration.from_json(settings["config"])
         self.spec = NetworkSpec.from_json(settings["spec"])
-        device, on_cpu = self.config.training.device, settings.get("kind") == "cpu"
-        context = ray.get_runtime_context()
-        node = next((n for n in ray.nodes() if n["NodeID"] == context.get_node_id()), {})
-        reason = gpu_unavailable_reason() if device != "cpu" and not on_cpu else None
-        problem = None if on_cpu else gpu_problem(device, ray.get_gpu_ids(), node.get("Resources", {}).get("GPU", 0),
-                                                  reason)
-        # As fit-many's workers: a GPU node that cannot use its GPU fits on the CPU, unless a GPU was asked for.
-        self.fallback = problem if problem and not settings.get("gpu_asked") else None
-        self.problem = None if self.fallback else problem
-        use = "gpu" if device != "cpu" and not on_cpu and reason is None else "cpu"
-        self.backend = None if self.problem else get_backend(use, self.config.training.matmul)
-        self.where = f"{node.get('NodeManagerAddress', '?')} (pid {os.getpid()})"
+        self.backend, self.problem, self.fallback, self.where = worker_backend(self.config, settings)
 
     def check(self, sample=None) -> dict:
         """What cluster.start_workers asks of a worker before it gets work (the images come with
