@@ -19,7 +19,7 @@ from inr_cli.core.network import NetworkSpec, init_networks
 from inr_cli.core.training_loop import Interrupted
 from inr_cli.formats.export import write_safetensors
 from inr_cli.formats.start import read_start
-from inr_cli.sets.meta import InProcess, MetaInterrupted, MetaOptions, heldout_loss, learn_start, load_images
+from inr_cli.sets.meta import InProcess, MetaInterrupted, MetaOptions, inner_fit, learn_start, load_images
 
 runner = CliRunner()
 NET = ["--hidden", "12", "--layers", "2", "--omega0", "20", "--lr", "1e-3", "--device", "cpu"]
@@ -37,6 +37,11 @@ def kind(folder, count, seed):
                            (xx + yy) / 2 * 0.6 + 0.2], -1).clip(0, 1)
         Image.fromarray((values * 255).astype(np.uint8)).save(folder / f"{i:02d}.png")
     return folder
+
+
+def heldout_loss(backend, spec, inner, start, images, seeds) -> float:
+    """The mean loss of `images` after the inner steps from `start`."""
+    return float(np.mean(inner_fit(backend, spec, inner, start, images, seeds)[1]))
 
 
 def test_a_learned_start_fits_new_images_of_its_kind_better_in_k_steps(tmp_path):

@@ -113,12 +113,6 @@ def reptile_step(start: np.ndarray, adapted: np.ndarray, rate: float) -> np.ndar
     return start + rate * (adapted.astype(np.float64).mean(axis=0) - start)
 
 
-def heldout_loss(backend, spec: NetworkSpec, inner: Config, start: np.ndarray, images: list[PixelImage],
-                 seeds: list[int]) -> float:
-    """The mean loss of the held-out images after k inner steps from `start`."""
-    return float(np.mean(inner_fit(backend, spec, inner, start, images, seeds)[1]))
-
-
 class MetaState:
     """The checkpoint beside the output (OUT.meta.npz) and the log (OUT.csv). The start is kept in
     float64, as the outer loop holds it, so that a resumed run goes on from the very same start."""
