@@ -210,7 +210,7 @@ def rows_file_ready(out: Path, plan: Plan, pending: list[int], with_networks: se
         if damaged is None:
             # A finished set missing shards (removed to fit them again): its rows stay, unless the
             # shards' files hold them all (whole shards: the assembly makes weights.npy anew).
-            if in_place and pending or not in_place and lost:
+            if (in_place and pending) or (not in_place and lost):
                 os.replace(finished, part)
             elif pending:
                 finished.unlink()
