@@ -60,11 +60,18 @@ def held_out_losses(log_file) -> list[str]:
         return [row["heldout_loss"] for row in csv.DictReader(handle)]
 
 
-def test_meta_init_on_ray_learns_the_in_process_start_even_with_a_worker_killed(cluster, learned, tmp_path):
-    folder, here = learned
+def meta_init_on_ray(cluster, learned, tmp_path, failpoint: str):
+    """`inr meta-init --ray` on the learned fixture's images, two workers, `failpoint` armed: (exit
+    code, stderr, the start it wrote)."""
     there = tmp_path / "there.safetensors"
-    code, stderr = inr("kill-at=03.png", tmp_path, "meta-init", folder, "-o", there, *NET, *META, "--ray",
+    code, stderr = inr(failpoint, tmp_path, "meta-init", learned[0], "-o", there, *NET, *META, "--ray",
                        cluster.address, "--workers", "2")
+    return code, stderr, there
+
+
+def test_meta_init_on_ray_learns_the_in_process_start_even_with_a_worker_killed(cluster, learned, tmp_path):
+    here = learned[1]
+    code, stderr, there = meta_init_on_ray(cluster, learned, tmp_path, "kill-at=03.png")
     assert code == 0, stderr
     assert (tmp_path / ".failpoint-kill-at-03.png").exists()  # the kill happened
     lost = [line for line in stderr.splitlines() if "was lost" in line]
@@ -80,10 +87,8 @@ def test_a_straggling_inner_fit_is_sent_to_the_other_worker(cluster, learned, tm
     """The worker that starts the inner fit holding 03.png hangs there: the part is sent to the
     other worker too, the first result kept, the hung worker restarted for the next outer steps,
     and the start is the in-process one, bit for bit."""
-    folder, here = learned
-    there = tmp_path / "there.safetensors"
-    code, stderr = inr("hang-at=03.png", tmp_path, "meta-init", folder, "-o", there, *NET, *META, "--ray",
-                       cluster.address, "--workers", "2")
+    here = learned[1]
+    code, stderr, there = meta_init_on_ray(cluster, learned, tmp_path, "hang-at=03.png")
     assert code == 0, stderr
     assert (tmp_path / ".failpoint-hang-at-03.png").exists()  # the hang happened
     assert "an inner fit has been running on" in stderr and "the first result is kept" in stderr, stderr
