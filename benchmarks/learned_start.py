@@ -28,6 +28,7 @@ import numpy as np  # noqa: E402
 
 import inr_cli  # noqa: E402  (first: it sets OpenBLAS's thread timeout before NumPy loads OpenBLAS)
 from benchmarks.common import environment, save_json  # noqa: E402
+from benchmarks.emoji_faces import write_faces  # noqa: E402
 from benchmarks.weights_classification import draw_shapes  # noqa: E402
 from inr_cli.sets import meta as meta_module  # noqa: E402
 from inr_cli.sets.meta import MetaOptions  # noqa: E402
@@ -123,6 +124,10 @@ def rate_rounds(scratch: Path, train: Path, net: dict, options: dict, rounds: in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=32)
+    parser.add_argument("--images", choices=("shapes", "faces"), default="shapes",
+                        help="drawn shapes (four classes at random places) or the emoji font's faces (aligned, "
+                        "one kind: emoji_faces.py)")
+    parser.add_argument("--test-faces", type=int, default=20, help="faces held out and fitted (--images faces)")
     parser.add_argument("--train-per-class", type=int, default=50, help="images per class meta-init learns from")
     parser.add_argument("--test-per-class", type=int, default=10, help="held-out images per class, fitted")
     parser.add_argument("--hidden", type=int, default=32)
@@ -156,8 +161,11 @@ def main() -> None:
     results = {"environment": environment(), "settings": vars(args), "starts": {}}
     with tempfile.TemporaryDirectory(prefix="inr-learned-start-") as scratch:
         scratch = Path(scratch)
-        draw_shapes(scratch / "train", args.train_per_class, args.size, args.seed)
-        draw_shapes(scratch / "test", args.test_per_class, args.size, args.seed + 1)
+        if args.images == "faces":
+            write_faces(scratch / "train", scratch / "test", args.size, args.test_faces, args.seed)
+        else:
+            draw_shapes(scratch / "train", args.train_per_class, args.size, args.seed)
+            draw_shapes(scratch / "test", args.test_per_class, args.size, args.seed + 1)
         start = scratch / "start.safetensors"
         results["meta_init"] = learn(scratch / "train", start, net, options)
         for target in args.targets:
@@ -188,7 +196,9 @@ def main() -> None:
             row = results["starts"][name][key]
             row["median_steps_over_random"] = row["median_steps"] / random_steps
 
-    print(f"{4 * args.test_per_class} held-out drawn shapes of {args.size} px, SIREN {args.layers}x{args.hidden}, "
+    held_out = f"{args.test_faces} held-out faces" if args.images == "faces" else \
+        f"{4 * args.test_per_class} held-out drawn shapes"
+    print(f"{held_out} of {args.size} px, SIREN {args.layers}x{args.hidden}, "
           f"ceiling {args.ceiling} steps; median of index.csv's steps (reached / networks)")
     print(f"{'start':<10}" + "".join(f"{f'to {t:g} dB':>22}" for t in args.targets))
     for name, rows in results["starts"].items():

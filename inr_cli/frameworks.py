@@ -17,6 +17,7 @@ import numpy as np
 
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
 from inr_cli.errors import InrError
+from inr_cli.extras import install_hint
 
 TWO_PI = 2.0 * math.pi
 
@@ -25,7 +26,7 @@ def require_package(module: str, what: str, extra: str):
     try:
         return __import__(module)
     except ImportError:
-        raise InrError(f"{what} needs {module}, which is not installed: pip install 'inr[{extra}]'") from None
+        raise InrError(f"{what} needs {module}, which is not installed: {install_hint(extra)}") from None
 
 
 def stacked(spec: NetworkSpec, params: np.ndarray) -> tuple[np.ndarray | None, list[tuple[np.ndarray, np.ndarray]]]:

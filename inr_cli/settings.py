@@ -25,7 +25,7 @@ Matmul = Literal["kernel", "cublas"]
 MODELS, ENCODINGS, OPTIMIZERS = get_args(Model), get_args(Encoding), get_args(Optimizer)
 DEVICES, MATMULS = get_args(Device), get_args(Matmul)
 
-TRAIN, FIT_MANY = "train", "fit-many"
+TRAIN, FIT_MANY, META_INIT = "train", "fit-many", "meta-init"
 POSITIVE, NON_NEGATIVE = "positive", "non-negative"
 NO_LEGACY = object()  # a key that checkpoints have held since they were first written
 
@@ -146,7 +146,14 @@ RESUMABLE = {s.name for s in SETTINGS if not s.fits} | {"steps", "until_psnr"}
 FIT_MANY_FREE_KEYS = {s.key for s in SETTINGS if not s.fits} | {"data.source"}
 
 
+# meta-init fits as fit-many does, but its inner fits have their own length (--inner-steps) and
+# hold the peak rate, and it checkpoints at each held-out measure: these would be ignored there.
+META_INIT_LEAVES_OUT = {"training.steps", "training.target_psnr", "optimizer.lr_min", "training.checkpoint_seconds"}
+
+
 def for_command(command: str) -> list[Setting]:
+    if command == META_INIT:
+        return [s for s in for_command(FIT_MANY) if s.key not in META_INIT_LEAVES_OUT]
     return [s for s in SETTINGS if command in s.commands]
 
 

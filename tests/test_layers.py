@@ -26,7 +26,7 @@ PACKAGE = "inr_cli"
 # itself ("inr_cli": __version__ and the lazy accessors of the library) stands for its own file only.
 LAYERS = {
     "inr_cli": 1, "inr_cli.settings": 1, "inr_cli.config": 1, "inr_cli.errors": 1, "inr_cli.console": 1,
-    "inr_cli.hooks": 1, "inr_cli.progress": 1, "inr_cli.resources": 1,
+    "inr_cli.hooks": 1, "inr_cli.progress": 1, "inr_cli.resources": 1, "inr_cli.extras": 1,
     "inr_cli.core": 2,
     "inr_cli.backends": 3,
     "inr_cli.formats": 4, "inr_cli.frameworks": 4, "inr_cli.weights_data": 4,

@@ -17,6 +17,7 @@ from inr_cli.cli import app
 from inr_cli.config import build_config, flags_to_values, with_values
 from inr_cli.core.network import NetworkSpec, init_networks
 from inr_cli.core.training_loop import Interrupted
+from inr_cli.extras import install_hint
 from inr_cli.formats.export import write_safetensors
 from inr_cli.formats.start import read_start
 from inr_cli.sets.meta import InProcess, MetaInterrupted, MetaOptions, inner_fit, learn_start, load_images
@@ -156,9 +157,9 @@ def test_a_file_start_with_the_output_at_the_mean_is_refused_in_one_line(tmp_pat
     spec = NetworkSpec("siren", 3, 12, 2, 20.0, "none", 0, 0.0)
     start = tmp_path / "start.safetensors"
     write_safetensors(spec, init_networks(spec, [1])[0], ("r", "g", "b"), start)
-    net = [*NET, "--steps", "2", "-q"]
-    for command in (["fit-many", str(folder), "-o", str(tmp_path / "set")],
-                    ["train", str(folder / "00.png"), "--run-dir", str(tmp_path / "run")],
+    net = [*NET, "-q"]
+    for command in (["fit-many", str(folder), "-o", str(tmp_path / "set"), "--steps", "2"],
+                    ["train", str(folder / "00.png"), "--run-dir", str(tmp_path / "run"), "--steps", "2"],
                     ["meta-init", str(folder), "-o", str(tmp_path / "learned.safetensors")]):
         result = runner.invoke(app, [*command, "--init", str(start), "--init-output-at-mean", *net])
         assert result.exit_code == 1, result.output
@@ -166,10 +167,10 @@ def test_a_file_start_with_the_output_at_the_mean_is_refused_in_one_line(tmp_pat
         assert len(lines) == 1 and "--no-init-output-at-mean" in lines[0], result.output
     assert not (tmp_path / "set").exists() and not (tmp_path / "run").exists()
     sigmoid = runner.invoke(app, ["fit-many", str(folder), "-o", str(tmp_path / "set"), "--init", str(start),
-                                  "--preset", "sigmoid", *net])
+                                  "--preset", "sigmoid", "--steps", "2", *net])
     assert sigmoid.exit_code == 1 and "on in the sigmoid preset" in sigmoid.output
     result = runner.invoke(app, ["fit-many", str(folder), "-o", str(tmp_path / "set"), "--init", str(start),
-                                 "--init-output-at-mean", "--no-init-output-at-mean", *net])
+                                 "--init-output-at-mean", "--no-init-output-at-mean", "--steps", "2", *net])
     assert result.exit_code == 0, result.output
 
 
@@ -185,5 +186,21 @@ def test_without_the_safetensors_package_it_is_said_before_any_learning(tmp_path
     folder = kind(tmp_path / "kind", 4, 0)
     monkeypatch.setitem(sys.modules, "safetensors", None)  # what the import meets where it is not installed
     result = runner.invoke(app, ["meta-init", str(folder), "-o", str(tmp_path / "start.safetensors"), *NET, *META])
-    assert result.exit_code == 1 and "pip install 'inr[export]'" in result.output
+    assert result.exit_code == 1 and install_hint("export", "safetensors") in result.output
     assert not (tmp_path / "start.safetensors.meta.npz").exists() and "outer step" not in result.output
+
+
+def test_settings_its_inner_fits_would_ignore_are_refused_not_listed(tmp_path):
+    """The inner fits' length is --inner-steps and their rate is held at --lr: --steps, --until-psnr,
+    --lr-min and --checkpoint-seconds (as flags or --set) would be ignored, so meta-init refuses them."""
+    folder = kind(tmp_path / "kind", 3, 0)
+    out = ["-o", str(tmp_path / "s.safetensors")]
+    for flag in ("--steps", "--until-psnr", "--lr-min", "--checkpoint-seconds"):
+        result = runner.invoke(app, ["meta-init", str(folder), *out, flag, "5", *NET])
+        assert result.exit_code == 2 and f"No such option: {flag}" in result.output, result.output
+    for key in ("training.steps", "training.target_psnr", "optimizer.lr_min", "training.checkpoint_seconds"):
+        result = runner.invoke(app, ["meta-init", str(folder), *out, "--set", f"{key}=5", *NET])
+        assert result.exit_code == 2 and f"{key} is not a setting of meta-init" in result.output, result.output
+    shown = runner.invoke(app, ["meta-init", "--help"], terminal_width=200).output
+    assert "--inner-steps" in shown and "--lr " in shown and "--until-psnr" not in shown and "--lr-min" not in shown
+    assert not (tmp_path / "s.safetensors").exists()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -68,3 +69,27 @@ def test_wheel_metadata_license_version_and_headers(wheel):
     assert {"inr_cli/kernels/constants.cuh", "inr_cli/kernels/activation_math.cuh"} <= names
     for extra in ("cuda12", "cuda13", "cluster"):
         assert f"Provides-Extra: {extra}" in text
+
+
+def test_install_hints_give_each_extras_packages_as_pyproject_lists_them(monkeypatch):
+    """A missing optional package is named with the command that installs it, whichever way inr was
+    installed: the extra's requirements from the package metadata (here pyproject's, written as
+    metadata writes them), or `.[extra]` where inr runs uninstalled from its folder."""
+    from importlib import metadata
+
+    from inr_cli import extras
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    written = [f"{requirement}; extra == '{extra}'" for extra, requirements in declared.items()
+               for requirement in requirements] + ["numpy>=1.26"]
+    monkeypatch.setattr(metadata, "requires", lambda name: written if name == "inr" else None)
+    assert extras.install_hint("export") == "pip install 'onnx>=1.14' 'safetensors>=0.4' (inr's export extra)"
+    assert extras.install_hint("export", "safetensors") == "pip install 'safetensors>=0.4' (inr's export extra)"
+    for extra, requirements in declared.items():
+        assert extras.extra_packages(extra) == requirements
+
+    def uninstalled(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "requires", uninstalled)
+    assert extras.install_hint("tune") == "pip install '.[tune]' in inr's folder"

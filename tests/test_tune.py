@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 from inr_cli.cli import app, main
 from inr_cli.config import read_toml
 from inr_cli.core.metrics import psnr_from_mse
+from inr_cli.extras import install_hint
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.sets.plan import image_seed
 
@@ -304,7 +305,8 @@ def test_without_optuna_one_line_names_the_extra(picture, tmp_path, monkeypatch)
     monkeypatch.setitem(sys.modules, "optuna", None)  # what `import optuna` meets where it is not installed
     result = CliRunner().invoke(app, ["tune", str(picture), "-o", str(tmp_path / "study"), *NET])
     assert result.exit_code == 1
-    assert result.stderr.strip() == "error: inr tune needs Optuna: pip install 'inr[tune]'"
+    assert result.stderr.strip() == f"error: inr tune needs Optuna: {install_hint('tune')}"
+    assert "'optuna>=" in install_hint("tune") or "'.[tune]'" in install_hint("tune")
 
 
 def test_the_command_line_does_not_import_optuna_until_tune_runs():

@@ -8,7 +8,9 @@ def gpu_unavailable_reason() -> str | None:
     try:
         import cupy
     except ImportError:
-        return "CuPy is not installed (pip install 'inr[gpu]')"
+        from inr_cli.extras import install_hint
+
+        return f"CuPy is not installed ({install_hint('gpu')})"
     except Exception as exc:  # a broken CuPy install raises all sorts
         return f"CuPy failed to import ({exc.__class__.__name__}: {exc})"
     try:

@@ -13,7 +13,7 @@ from inr_cli.commands.setting_options import (
     with_setting_options,
     workers_option,
 )
-from inr_cli.settings import FIT_MANY
+from inr_cli.settings import META_INIT
 
 NAME = "meta-init"
 HELP = ("Learn a start for fit-many (--init FILE) from a folder of images of one kind, with Reptile on the "
@@ -23,7 +23,7 @@ HELP = ("Learn a start for fit-many (--init FILE) from a folder of images of one
 NEEDS_ARGS = True
 
 
-@with_setting_options(FIT_MANY)
+@with_setting_options(META_INIT)
 def command(
     source: str = typer.Argument(..., metavar="FOLDER", help="Images of one kind and one size (or --size N).",
                                  show_default=False),
@@ -47,7 +47,7 @@ def command(
 ) -> None:
     from inr_cli.sets.meta_command import meta_init
 
-    meta_init(source, out, given_settings(FIT_MANY, options, overrides), config_file, preset,
+    meta_init(source, out, given_settings(META_INIT, options, overrides), config_file, preset,
               dict(outer_steps=outer_steps, inner_steps=inner_steps, meta_batch=meta_batch, outer_lr=outer_lr,
                    holdout=holdout, eval_every=eval_every), quiet, ray_address, workers, gpus_per_worker)
     typer.echo(str(out))

@@ -15,6 +15,7 @@ import numpy as np
 
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
 from inr_cli.errors import InrError
+from inr_cli.extras import install_hint
 from inr_cli.formats.atomic import atomic_path
 
 FORMATS = {".safetensors": "safetensors", ".onnx": "onnx"}
@@ -25,7 +26,8 @@ def need_writer(module: str):
     try:
         return __import__(module)
     except ImportError:
-        raise InrError(f"writing {module} files needs the '{module}' package: pip install 'inr[export]'") from None
+        raise InrError(f"writing {module} files needs the '{module}' package: "
+                       f"{install_hint('export', module)}") from None
 
 
 def stacked_tensors(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarray]:

@@ -12,6 +12,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from inr_cli.core.pixels import MAX_IMAGE_PIXELS, PixelImage, fit_longer_side
 from inr_cli.errors import InrError, UsageError
+from inr_cli.extras import install_hint
 from inr_cli.formats.atomic import atomic_path
 from inr_cli.formats.input_files import check_regular
 
@@ -129,7 +130,7 @@ def _read_png16(path: Path) -> PixelImage:
     try:
         array = read_png16(path, MAX_IMAGE_PIXELS)
     except ImportError:
-        raise InrError(f"{path}: a 16-bit colour PNG; reading it needs imagecodecs (pip install 'inr[png16]') "
+        raise InrError(f"{path}: a 16-bit colour PNG; reading it needs imagecodecs ({install_hint('png16')}) "
                        "or pypng") from None
     except Exception as exc:  # imagecodecs' and pypng's own error types
         raise InrError(f"{path}: broken or truncated 16-bit PNG ({exc})") from None

@@ -14,6 +14,7 @@ import stat
 from pathlib import Path
 
 from inr_cli.errors import InrError, UsageError
+from inr_cli.extras import install_hint
 
 TIMEOUT_VARIABLE = "INR_NETWORK_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0
@@ -41,8 +42,8 @@ def fsspec_module():
     try:
         import fsspec
     except ImportError:
-        raise InrError("reading images from a URL needs fsspec: pip install 'inr[remote]' (and the "
-                       "package of your storage, e.g. s3fs or gcsfs)") from None
+        raise InrError(f"reading images from a URL needs fsspec: {install_hint('remote')}, and the "
+                       "package of your storage, e.g. s3fs or gcsfs") from None
     return fsspec
 
 

@@ -39,6 +39,7 @@ from inr_cli.console import info, notice
 from inr_cli.core.network import NetworkSpec
 from inr_cli.core.training_loop import Interrupted, Signals
 from inr_cli.errors import InrError
+from inr_cli.extras import install_hint
 from inr_cli.formats.network_set import PLAN, SHARDS, WEIGHTS_PART
 from inr_cli.formats.start import start_sha256
 from inr_cli.hooks import hook
@@ -308,7 +309,7 @@ def connect(address: str):
     try:
         import ray
     except ImportError:
-        raise InrError("--ray needs Ray: pip install 'inr[cluster]'") from None
+        raise InrError("--ray needs Ray: " + install_hint("cluster")) from None
     if not ray.is_initialized():
         # The driver's INR_ settings (the hooks a test arms, say) travel to the workers.
         settings = {name: value for name, value in os.environ.items() if name.startswith("INR_")}

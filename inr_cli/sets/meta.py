@@ -141,11 +141,13 @@ class MetaState:
         atomic_write_text(self.log, "\n".join(lines) + "\n")
 
 
-def learn_start(runner, source: str, out: Path, config: Config, options: MetaOptions, progress=None) -> dict:
+def learn_start(runner, source: str, out: Path, config: Config, options: MetaOptions, progress=None,
+                started=None) -> dict:
     """Reptile on the images of `source`, the inner fits done by `runner` (InProcess, or
     meta_on_ray.OnRay); writes `out` (the start, as a single network's safetensors), its log (CSV)
-    and chart (SVG). progress(step, total, row|None) is told each outer step. Returns the log and
-    the counts. A signal checkpoints the last whole outer step and raises MetaInterrupted."""
+    and chart (SVG). started({images, heldout, spec, step}) is told once the images are read and any
+    checkpoint loaded; progress(step, total, row|None) each outer step. Returns the log and the
+    counts. A signal checkpoints the last whole outer step and raises MetaInterrupted."""
     images, names, config = load_images(source, config)
     spec = NetworkSpec.from_config(config, images[0].n_channels)
     seed = config.training.seed
@@ -166,6 +168,8 @@ def learn_start(runner, source: str, out: Path, config: Config, options: MetaOpt
     else:
         start, step, log, best = saved
         start = start.astype(np.float64)
+    if started:
+        started({"images": len(training), "heldout": len(heldout), "spec": spec, "step": step})
     began = time.perf_counter() - (log[-1]["seconds"] if log else 0.0)
     batch = min(options.meta_batch, len(training))
     with Signals() as signals:

@@ -40,13 +40,21 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
 
         runner = InProcess(make_backend(config.training.device, config.training.matmul, quiet))
 
+    def started(facts: dict) -> None:
+        if not quiet:
+            spec = facts["spec"]
+            again = f"; going on from outer step {facts['step']}" if facts["step"] else ""
+            info(f"meta-init: a start for {spec.model} {spec.layers}x{spec.hidden} from {facts['images']} images of "
+                 f"{source} ({facts['heldout']} held out to measure it), {options['outer_steps']} outer steps of "
+                 f"{options['meta_batch']} fits of {options['inner_steps']} steps, on {runner.where}{again}")
+
     def progress(step: int, total: int, row: dict | None) -> None:
         if row is not None and not quiet:
             info(f"outer step {step}/{total}: held-out PSNR after {options['inner_steps']} inner steps "
                  f"{row['psnr']:.2f} dB ({row['seconds']:.0f} s)")
 
     try:
-        result = learn_start(runner, source, Path(out), config, MetaOptions(**options), progress)
+        result = learn_start(runner, source, Path(out), config, MetaOptions(**options), progress, started)
     except MetaInterrupted as exc:
         kept = f"the start is checkpointed at outer step {exc.step} in {exc.saved}" if exc.step else \
             "no outer step was done yet"

@@ -3,15 +3,14 @@ images a trial fits; trial.py: one trial; search.py: the sampler and the pruner;
 study's journal in the output folder; study.py: starting or resuming a study; session.py: running
 its trials here, on_ray.py: as Ray tasks; outputs.py and charts.py: what it leaves for a person.
 
-Optuna is an extra (`pip install 'inr[tune]'`): only these modules import it, and only when the
+Optuna is an extra (inr's tune extra): only these modules import it, and only when the
 command runs; require_optuna says what to install when it is missing.
 """
 
 from __future__ import annotations
 
 from inr_cli.errors import InrError
-
-EXTRA = "pip install 'inr[tune]'"
+from inr_cli.extras import install_hint
 
 
 def require_optuna():
@@ -19,5 +18,5 @@ def require_optuna():
     try:
         import optuna
     except ImportError:
-        raise InrError(f"inr tune needs Optuna: {EXTRA}") from None
+        raise InrError(f"inr tune needs Optuna: {install_hint('tune')}") from None
     return optuna
