@@ -42,3 +42,30 @@ def test_narrow_siren_settings_are_3x64(name):
     spec = spec_of(name)
     assert (spec.model, spec.layers, spec.hidden) == ("siren", 3, 64)
     assert max(max(shape) for shape in spec.layer_shapes()) == 64  # width within the fused kernel's 128
+
+
+def test_the_emoji_faces_are_aligned_faces_split_by_the_seed(tmp_path):
+    """learned_start.py --images faces: every face of the font, centred on white, the held-out ones
+    drawn by the seed and never among those learned from (Debian's fonts-noto-color-emoji)."""
+    from PIL import Image
+
+    from benchmarks.emoji_faces import FACES, FONT, write_faces
+
+    if not FONT.exists():
+        pytest.skip(f"{FONT}: apt-get install fonts-noto-color-emoji")
+    import numpy as np
+
+    write_faces(tmp_path / "a" / "train", tmp_path / "a" / "test", 32, 20, seed=0)
+    write_faces(tmp_path / "b" / "train", tmp_path / "b" / "test", 32, 20, seed=1)
+    names = {split: {p.name for p in (tmp_path / "a" / split / "face").iterdir()} for split in ("train", "test")}
+    assert len(names["test"]) == 20 and len(names["train"]) == len(FACES) - 20
+    assert not names["test"] & names["train"]
+    assert names["test"] != {p.name for p in (tmp_path / "b" / "test" / "face").iterdir()}
+    faces = np.stack([np.asarray(Image.open(p), dtype=np.float32) / 255
+                      for p in sorted((tmp_path / "a").glob("*/face/*.png"))])
+    assert faces.shape == (len(FACES), 32, 32, 3)
+    yellow = (faces[..., 0] > 0.7) & (faces[..., 2] < 0.5)
+    # the disc's left cheek in the same place in most faces (a few are red, green, blue or a robot)
+    assert np.median(yellow[:, 12:20, 4:8].mean(axis=(1, 2))) > 0.8
+    assert np.median(yellow[:, 1:4, 14:18].mean(axis=(1, 2))) > 0.8  # and the top of the disc
+    assert (faces[:, 0, 0] > 0.95).all(axis=1).mean() > 0.9  # white corners
