@@ -2,7 +2,9 @@
 # The GPU checks the project owes, in parts, their output under $OUT (or bench-results/gpu-checks)
 # for BENCHMARKS.md. Name several parts to run them in one device call (10 minutes at most a call):
 #
-#   bash dev/gpu_checks.sh tests      # every GPU test (and the PyTorch peer's); the sigmoid preset's minute on the cub (issue 16)
+#   bash dev/gpu_checks.sh tests      # every GPU test (and the PyTorch peer's): the kernels, then the commands' GPU paths
+#                                     # (fit-many --until-psnr, meta-init, view's tiles, to_torch().cuda(), tune, a Ray
+#                                     # worker on the GPU); the sigmoid preset's minute on the cub (issue 16)
 #   bash dev/gpu_checks.sh tf32       # what TF32 matmuls cost a training, through PyTorch, before our kernel (issue 14.2)
 #   bash dev/gpu_checks.sh many64     # fit-many: 10,000 64x64 images, ours against PyTorch batched (issues 13, 14.4)
 #   bash dev/gpu_checks.sh many32     # the same at 32x32

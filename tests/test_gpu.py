@@ -188,3 +188,124 @@ def test_checkpoints_move_between_gpu_and_cpu(tmp_path, rgb_png):
         np.testing.assert_allclose(ckpt.load(tmp_path / name).params, reference, rtol=1e-3, atol=1e-4)
         result = runner.invoke(app, ["render", str(tmp_path / name), "--size", "32", "--device", "gpu", "-q"])
         assert result.exit_code == 0, result.output
+
+
+# The commands' GPU paths, end to end, each against the same work on the CPU.
+
+def _csv_rows(path) -> list[dict]:
+    import csv
+
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_fit_many_until_psnr_on_the_gpu(tmp_path):
+    """Networks leave their pack at the target and the pack's trainer (its CUDA graph) is built
+    again on the rest: each network stops within a reading of where it stops on the CPU."""
+    import inr_cli
+    from tests.test_meta_init import kind
+
+    folder = kind(tmp_path / "kind", 6, 0)
+    net = dict(hidden=16, layers=2, lr=1e-2, omega0=30.0, steps=300, until_psnr=32.0, pack=6, quiet=True)
+    inr_cli.fit_many(folder, tmp_path / "cpu", device="cpu", **net)
+    inr_cli.fit_many(folder, tmp_path / "gpu", device="gpu", **net)
+    cpu_rows, gpu_rows = _csv_rows(tmp_path / "cpu" / "index.csv"), _csv_rows(tmp_path / "gpu" / "index.csv")
+    assert [r["name"] for r in gpu_rows] == [r["name"] for r in cpu_rows]
+    cpu_steps = np.array([int(r["steps"]) for r in cpu_rows])
+    gpu_steps = np.array([int(r["steps"]) for r in gpu_rows])
+    assert (cpu_steps < 300).all() and len(set(cpu_steps)) > 1, cpu_steps  # several readings, none at the ceiling
+    assert np.abs(gpu_steps - cpu_steps).max() <= 10, (gpu_steps, cpu_steps)
+    assert min(float(r["psnr"]) for r in gpu_rows) >= 31.9
+
+
+def test_meta_init_on_the_gpu(gpu, tmp_path):
+    """meta-init's inner fits as packs on the GPU learn the start the CPU engine learns."""
+    from inr_cli.config import build_config, flags_to_values
+    from inr_cli.formats.start import read_start
+    from inr_cli.sets.meta import InProcess, MetaOptions, learn_start
+    from tests.test_meta_init import kind
+
+    folder = kind(tmp_path / "kind", 6, 0)
+    config = build_config(None, flags_to_values({"source": str(folder), "hidden": 16, "layers": 2, "omega0": 20.0,
+                                                 "lr": 1e-3, "device": "cpu", "preview_every": 0}), None)
+    options = MetaOptions(outer_steps=6, inner_steps=4, meta_batch=3, eval_every=3)
+    starts, logs = [], []
+    for backend in (cpu, gpu):
+        out = tmp_path / f"{backend.name}.safetensors"
+        logs.append([row["psnr"] for row in learn_start(InProcess(backend), str(folder), out, config, options)["log"]])
+        starts.append(read_start(str(out))[1])
+    np.testing.assert_allclose(starts[1], starts[0], atol=1e-3)
+    np.testing.assert_allclose(logs[1], logs[0], atol=0.05)
+
+
+def test_view_tiles_on_the_gpu(gpu):
+    """inr view --device gpu: the tiles of several canvases drawn in one pass, as on the CPU."""
+    from inr_cli.viewer.tiles import TileJob, draw_tiles
+
+    spec = NetworkSpec.from_config(config_for("siren", hidden=32, layers=2, omega0=30.0), 3)
+    params = init_parameters(spec, 3)
+    jobs = [TileJob(("a", 0), 256, 256, (0, 0, 256, 256)), TileJob(("b", 1), 700, 500, (256, 0, 512, 200)),
+            TileJob(("c", 2), 3000, 2000, (2900, 1900, 3000, 2000))]
+    on_cpu = dict(draw_tiles(cpu, spec, params, jobs, chunk_pixels=40000))
+    on_gpu = dict(draw_tiles(gpu, spec, params, jobs, chunk_pixels=40000))
+    for i, job in enumerate(jobs):
+        assert on_gpu[i].shape == (*job.shape, 3)
+        assert np.abs(on_gpu[i].astype(int) - on_cpu[i].astype(int)).max() <= 1  # a rounding apart at most
+
+
+def test_to_torch_on_cuda(tmp_path):
+    """A fitted network as a PyTorch module moved to the GPU computes the colours inr computes."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("this PyTorch has no CUDA")
+    import inr_cli
+
+    values = np.random.default_rng(0).random((12, 16, 3)).astype(np.float32)
+    net = inr_cli.fit(values, run_dir=tmp_path / "run", hidden=16, layers=2, steps=20, device="gpu", quiet=True)
+    coords = np.random.default_rng(1).uniform(-1, 1, (500, 2)).astype(np.float32)
+    module = net.to_torch().cuda()
+    drawn = module(torch.from_numpy(coords).cuda()).detach().cpu().numpy()
+    assert np.abs(drawn - net(coords)).max() < 1e-4
+
+
+def test_tune_on_the_gpu(tmp_path):
+    """inr tune --device gpu: the trials fit on the GPU and the study keeps what they found."""
+    pytest.importorskip("optuna")
+    from typer.testing import CliRunner
+
+    from inr_cli.cli import app
+    from tests.test_tune import smooth_image
+
+    picture = smooth_image(tmp_path / "picture.png")
+    result = CliRunner().invoke(app, ["tune", str(picture), "-o", str(tmp_path / "study"), "--trials", "3",
+                                      "--hidden", "16", "--layers", "2", "--steps", "40", "--device", "gpu"])
+    assert result.exit_code == 0, result.output
+    rows = _csv_rows(tmp_path / "study" / "trials.csv")
+    assert len(rows) == 3 and any(r["state"] == "complete" for r in rows)
+    assert (tmp_path / "study" / "best.toml").exists()
+
+
+
+def test_fit_many_on_a_local_ray_with_a_gpu_worker(tmp_path):
+    """fit-many --ray local --device gpu: a Ray worker given the GPU fits the shards there (it says
+    where), and the set is the one fitted on the GPU in this process."""
+    pytest.importorskip("ray")
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import inr_cli
+    from tests.test_meta_init import kind
+
+    folder = kind(tmp_path / "kind", 4, 0)
+    net = ["--hidden", "16", "--layers", "2", "--steps", "30", "--pack", "2", "--device", "gpu"]
+    inr_cli.fit_many(folder, tmp_path / "here", hidden=16, layers=2, steps=30, pack=2, device="gpu", quiet=True)
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, "-m", "inr_cli", "fit-many", str(folder), "-o", str(tmp_path / "ray"),
+                           *net, "--ray", "local", "--workers", "1"], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 0, done.stderr
+    assert "(1 on GPUs, 0 on CPUs)" in done.stderr and "fit on the CPU" not in done.stderr, done.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "ray" / "weights.npy"), np.load(tmp_path / "here" / "weights.npy"),
+                               atol=1e-5)

@@ -131,3 +131,49 @@ def test_launches_check_their_arguments(emulated):
     with pytest.raises(LaunchError, match="shape"):
         emulated.mse_loss(*(np.zeros((2, 5, 3), np.float32),) * 3, np.zeros(3, np.float32))
     assert not emulated.launched or emulated.launched[-1] != "mse_loss"
+
+
+def test_networks_leave_a_pack_at_their_target_on_the_kernel_path(emulated):
+    """fit-many --until-psnr on the kernels: each network leaves its pack at the reading where it
+    reaches the target and the trainer is rebuilt on the rest (on a GPU, its CUDA graph captured
+    again), with the steps the CPU engine gives each network and, near enough, its weights."""
+    from inr_cli.backends.cpu_backend import CpuBackend
+    from inr_cli.config import with_values
+    from inr_cli.sets.packs import fit_pack
+    from inr_cli.sets.plan import ImageEntry, image_seed, make_plan
+
+    pictures, names = images(4, 6, 8), [f"image-{i}" for i in range(4)]
+    config = config_for("siren", width=8, height=6, hidden=16, layers=2, lr=1e-2, omega0=30.0, steps=80,
+                        until_psnr=25.0)
+    config = with_values(config, {"training.log_every": 5})
+    plan = make_plan("images", config, [ImageEntry(n, 8, 6, ("r", "g", "b"), "0", image_seed(0, n)) for n in names],
+                     pack=4)
+    cpu_pack, kernel_pack = fit_pack(CpuBackend(), plan, pictures, names), fit_pack(emulated, plan, pictures, names)
+    assert len(set(cpu_pack["steps"])) > 1 and (cpu_pack["steps"] < 80).all()  # networks left at several readings
+    assert list(kernel_pack["steps"]) == list(cpu_pack["steps"])
+    np.testing.assert_allclose(kernel_pack["params"], cpu_pack["params"], atol=2e-3)
+    np.testing.assert_allclose(kernel_pack["psnr"], cpu_pack["psnr"], atol=0.05)
+
+
+def test_meta_init_learns_the_same_start_on_the_kernel_path(emulated, tmp_path):
+    """meta-init --device gpu runs its inner fits as fit-many's packs on the kernels: the start and
+    the held-out measures follow the CPU engine's."""
+    from inr_cli.backends.cpu_backend import CpuBackend
+    from inr_cli.config import build_config, flags_to_values
+    from inr_cli.formats.start import read_start
+    from inr_cli.sets.meta import InProcess, MetaOptions, learn_start
+    from tests.test_meta_init import kind
+
+    folder = kind(tmp_path / "kind", 5, 0)
+    config = build_config(None, flags_to_values({"source": str(folder), "hidden": 10, "layers": 2, "omega0": 20.0,
+                                                 "lr": 1e-3, "device": "cpu", "preview_every": 0}), None)
+    options = MetaOptions(outer_steps=4, inner_steps=3, meta_batch=2, eval_every=2)
+    learned = {}
+    for backend in (CpuBackend(), emulated):
+        out = tmp_path / f"{backend.name}.safetensors"
+        result = learn_start(InProcess(backend), str(folder), out, config, options)
+        learned[backend.name] = (read_start(str(out))[1], [row["psnr"] for row in result["log"]])
+    (cpu_start, cpu_log), (kernel_start, kernel_log) = learned["cpu"], learned["emulated"]
+    np.testing.assert_allclose(kernel_start, cpu_start, atol=1e-4)
+    np.testing.assert_allclose(kernel_log, cpu_log, atol=0.01)
+    assert cpu_log[-1] > cpu_log[0]  # it learned something to agree on
