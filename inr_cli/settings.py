@@ -26,6 +26,9 @@ MODELS, ENCODINGS, OPTIMIZERS = get_args(Model), get_args(Encoding), get_args(Op
 DEVICES, MATMULS = get_args(Device), get_args(Matmul)
 
 TRAIN, FIT_MANY, META_INIT = "train", "fit-many", "meta-init"
+# meta-init fits as fit-many does, but for a fit's length and schedule (its inner fits last
+# --inner-steps at the peak rate held) and its checkpoints (at each held-out measure).
+FITS = (TRAIN, FIT_MANY, META_INIT)
 POSITIVE, NON_NEGATIVE = "positive", "non-negative"
 NO_LEGACY = object()  # a key that checkpoints have held since they were first written
 
@@ -41,7 +44,7 @@ class Setting:
     bound: str | None = None  # POSITIVE | NON_NEGATIVE
     flag_bound: str | None = None  # a stricter bound for the flag, where 0 means something only a file would say
     fits: bool = True  # changes what is fitted; False: a resumed run or a fit-many rerun may change it
-    commands: tuple = (TRAIN, FIT_MANY)  # the commands that take it, as a flag and through --set
+    commands: tuple = FITS  # the commands that take it, as a flag and through --set
     flag: bool = True  # False: set through --set or a --config file only
     legacy: object = NO_LEGACY  # for a key added later: the value that does what runs saved before it did
     values: str = ""  # how the flag's value is written when it is not only one of choices (random|shared|PATH)
@@ -94,13 +97,14 @@ SETTINGS = (
             choices=OPTIMIZERS),
     Setting("optimizer.lr", float, 3e-4, "Peak learning rate, cosine-annealed to lr_min over the whole budget",
             bound=POSITIVE),
-    Setting("optimizer.lr_min", float, 1e-5, "Final learning rate of the cosine schedule", bound=NON_NEGATIVE),
+    Setting("optimizer.lr_min", float, 1e-5, "Final learning rate of the cosine schedule", bound=NON_NEGATIVE,
+            commands=(TRAIN, FIT_MANY)),
     Setting("optimizer.beta1", float, 0.9, "Adam's first-moment decay", bound=POSITIVE, flag=False),
     Setting("optimizer.beta2", float, 0.999, "Adam's second-moment decay", bound=POSITIVE, flag=False),
     Setting("optimizer.eps", float, 1e-8, "Adam's epsilon", bound=POSITIVE, flag=False),
     Setting("optimizer.momentum", float, 0.9, "SGD's momentum", bound=NON_NEGATIVE, flag=False),
     Setting("training.steps", int, 1000, "Total steps (fit-many: per network; train --resume: the run's new "
-            "total, above the step it reached)", bound=POSITIVE),
+            "total, above the step it reached)", bound=POSITIVE, commands=(TRAIN, FIT_MANY)),
     Setting("training.batch_size", int, 0, "Random pixels per step; 0 = every pixel every step",
             bound=NON_NEGATIVE),
     Setting("training.seed", int, 0, "Seed of the initialisation and mini-batches (fit-many: each image's "
@@ -112,13 +116,14 @@ SETTINGS = (
             legacy="random"),
     Setting("training.target_psnr", float, 0.0, "Stop when the training PSNR reaches this many dB, checked at "
             "each loss read (fit-many: each network stops on its own); --steps stays the ceiling; 0 = off",
-            name="until_psnr", bound=NON_NEGATIVE, legacy=0.0),
+            name="until_psnr", bound=NON_NEGATIVE, legacy=0.0, commands=(TRAIN, FIT_MANY)),
     Setting("training.checkpoint_every", int, 250, "Steps between checkpoints", bound=POSITIVE, fits=False,
             commands=(TRAIN,)),
     Setting("training.log_every", int, 10, "Steps between loss reads and metrics rows", bound=POSITIVE,
             fits=False, commands=(TRAIN,)),
     Setting("training.checkpoint_seconds", float, 60.0, "Also write a checkpoint when this many seconds have "
-            "passed since the last one; 0 = off", bound=NON_NEGATIVE, fits=False, legacy=0.0),
+            "passed since the last one; 0 = off", bound=NON_NEGATIVE, fits=False, legacy=0.0,
+            commands=(TRAIN, FIT_MANY)),
     Setting("training.preview_every", int, 250, "Steps between preview images; 0 = none", bound=NON_NEGATIVE,
             fits=False, commands=(TRAIN,)),
     Setting("training.device", str, "auto", "Where to train: auto uses the GPU when CuPy finds one",
@@ -146,14 +151,7 @@ RESUMABLE = {s.name for s in SETTINGS if not s.fits} | {"steps", "until_psnr"}
 FIT_MANY_FREE_KEYS = {s.key for s in SETTINGS if not s.fits} | {"data.source"}
 
 
-# meta-init fits as fit-many does, but its inner fits have their own length (--inner-steps) and
-# hold the peak rate, and it checkpoints at each held-out measure: these would be ignored there.
-META_INIT_LEAVES_OUT = {"training.steps", "training.target_psnr", "optimizer.lr_min", "training.checkpoint_seconds"}
-
-
 def for_command(command: str) -> list[Setting]:
-    if command == META_INIT:
-        return [s for s in for_command(FIT_MANY) if s.key not in META_INIT_LEAVES_OUT]
     return [s for s in SETTINGS if command in s.commands]
 
 
@@ -191,6 +189,6 @@ def markdown_table(presets: dict[str, dict]) -> str:
             flag = f"`{s.option}`, `--no-{s.option[2:]}`"
         else:
             flag = f"`{s.option} {s.metavar}`".replace("|", "\\|")
-        only = "" if s.commands == (TRAIN, FIT_MANY) else f" ({' and '.join(s.commands) or 'no command'} only)"
+        only = "" if s.commands == FITS else f" ({' and '.join(s.commands) or 'no command'} only)"
         rows.append(f"| {flag} | `{s.key}` | {s.help}{only} | {default_text(s, presets)} |")
     return "\n".join(rows) + "\n"

@@ -39,7 +39,7 @@ def test_readme_table_is_rendered_from_the_settings(monkeypatch):
 
 def test_every_flag_setting_is_an_option_of_the_commands_that_take_it():
     commands = typer.main.get_command(app).commands
-    for command in (settings.TRAIN, settings.FIT_MANY):
+    for command in settings.FITS:
         declared = {opt for param in commands[command].params for opt in param.opts + param.secondary_opts}
         for s in settings.SETTINGS:
             if s.flag:
