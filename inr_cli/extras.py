@@ -1,11 +1,15 @@
-"""What to install for an optional part of inr: the packages of one of its extras, read from the
-installed package's metadata, so that the command a message gives is right however inr was
-installed (`pip install .` from a clone has no index entry to ask for 'inr[export]')."""
+"""The optional parts of inr: a module of one of its extras imported when asked for, and, where it
+is missing, one line naming what to install: the extra's packages read from the installed
+package's metadata, so that the command is right however inr was installed (`pip install .` from a
+clone has no index entry to ask for 'inr[export]')."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from importlib import metadata
+
+from inr_cli.errors import InrError
 
 _EXTRA_MARKER = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
 
@@ -27,9 +31,21 @@ def extra_packages(extra: str) -> list[str]:
 
 def install_hint(extra: str, package: str | None = None) -> str:
     """`pip install 'onnx>=1.14' 'safetensors>=0.4' (inr's export extra)` (only the requirement of
-    `package` where one is named), or the extra itself where inr runs from its source folder
+    `package` where the extra names it), or the extra itself where inr runs from its source folder
     uninstalled."""
-    packages = [p for p in extra_packages(extra) if package is None or re.split(r"[\s<>=!~\[;]", p)[0] == package]
+    packages = extra_packages(extra)
+    named = [p for p in packages if re.split(r"[\s<>=!~\[;]", p)[0] == package]
+    packages = named or packages
     if not packages:
         return f"pip install '.[{extra}]' in inr's folder"
     return "pip install " + " ".join(f"'{p}'" for p in packages) + f" (inr's {extra} extra)"
+
+
+def require(module: str, what: str, extra: str, also: str = ""):
+    """The module, imported; where it is not installed, one line: `{what} needs {module}, which is
+    not installed: pip install ...` (then `also`, advice of the caller's)."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise InrError(f"{what} needs {module}, which is not installed: {install_hint(extra, module)}"
+                       + (f"; {also}" if also else "")) from None

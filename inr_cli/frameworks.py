@@ -16,17 +16,9 @@ from functools import lru_cache
 import numpy as np
 
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
-from inr_cli.errors import InrError
-from inr_cli.extras import install_hint
+from inr_cli.extras import require
 
 TWO_PI = 2.0 * math.pi
-
-
-def require_package(module: str, what: str, extra: str):
-    try:
-        return __import__(module)
-    except ImportError:
-        raise InrError(f"{what} needs {module}, which is not installed: {install_hint(extra)}") from None
 
 
 def stacked(spec: NetworkSpec, params: np.ndarray) -> tuple[np.ndarray | None, list[tuple[np.ndarray, np.ndarray]]]:
@@ -40,7 +32,7 @@ def stacked(spec: NetworkSpec, params: np.ndarray) -> tuple[np.ndarray | None, l
 
 @lru_cache(maxsize=None)
 def _torch_module_class():
-    torch = require_package("torch", "to_torch()", "torch")
+    torch = require("torch", "to_torch()", "torch")
 
     class Linear(torch.nn.Module):
         """z = x Wᵀ + b, for one network (W [out, in]) or a stack of them (W [N, out, in])."""
@@ -101,7 +93,7 @@ def to_jax(spec: NetworkSpec, params: np.ndarray, single: bool, clip: bool = Tru
     features)} and apply(params, coords) -> colours, jittable and vmappable. single: one network,
     coords [rows, 2]; else the leaves have a leading N and apply maps the one-network function over
     it (coords [N, rows, 2], or [rows, 2] shared by all)."""
-    require_package("jax", "to_jax()", "jax")
+    require("jax", "to_jax()", "jax")
     import jax
     import jax.numpy as jnp
 

@@ -135,9 +135,9 @@ class WeightsView:
     def to_torch_dataset(self):
         """A torch.utils.data.Dataset of (weights [P] float32 tensor, label int) pairs; shuffle with
         a DataLoader (shuffle=True, a seeded generator)."""
-        from inr_cli.frameworks import require_package
+        from inr_cli.extras import require
 
-        torch = require_package("torch", "to_torch_dataset()", "torch")
+        torch = require("torch", "to_torch_dataset()", "torch")
 
         view = self
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from inr_cli.errors import InrError
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -87,6 +89,13 @@ def test_install_hints_give_each_extras_packages_as_pyproject_lists_them(monkeyp
     assert extras.install_hint("export", "safetensors") == "pip install 'safetensors>=0.4' (inr's export extra)"
     for extra, requirements in declared.items():
         assert extras.extra_packages(extra) == requirements
+    assert extras.install_hint("gpu", "cupy") == "pip install 'cupy-cuda13x>=13.0' (inr's gpu extra)"  # named otherwise
+    monkeypatch.setitem(sys.modules, "onnx", None)  # what `import onnx` meets where it is not installed
+    with pytest.raises(InrError) as raised:
+        extras.require("onnx", "writing onnx files", "export", "or write .safetensors")
+    assert str(raised.value) == ("writing onnx files needs onnx, which is not installed: pip install 'onnx>=1.14' "
+                                 "(inr's export extra); or write .safetensors")
+    assert extras.require("json", "reading", "export").loads("[1]") == [1]
 
     def uninstalled(name):
         raise metadata.PackageNotFoundError(name)

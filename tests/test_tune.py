@@ -305,7 +305,7 @@ def test_without_optuna_one_line_names_the_extra(picture, tmp_path, monkeypatch)
     monkeypatch.setitem(sys.modules, "optuna", None)  # what `import optuna` meets where it is not installed
     result = CliRunner().invoke(app, ["tune", str(picture), "-o", str(tmp_path / "study"), *NET])
     assert result.exit_code == 1
-    assert result.stderr.strip() == f"error: inr tune needs Optuna: {install_hint('tune')}"
+    assert result.stderr.strip() == f"error: inr tune needs optuna, which is not installed: {install_hint('tune')}"
     assert "'optuna>=" in install_hint("tune") or "'.[tune]'" in install_hint("tune")
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
 from inr_cli.errors import InrError
-from inr_cli.extras import install_hint
+from inr_cli.extras import require
 from inr_cli.formats.atomic import atomic_path
 
 FORMATS = {".safetensors": "safetensors", ".onnx": "onnx"}
@@ -23,11 +23,7 @@ CONVENTION = "input (u, v) = ((x + 0.5) / W * 2 - 1, (y + 0.5) / H * 2 - 1); out
 
 
 def need_writer(module: str):
-    try:
-        return __import__(module)
-    except ImportError:
-        raise InrError(f"writing {module} files needs the '{module}' package: "
-                       f"{install_hint('export', module)}") from None
+    return require(module, f"writing {module} files", "export")
 
 
 def stacked_tensors(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarray]:

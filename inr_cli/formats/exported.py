@@ -12,7 +12,7 @@ import numpy as np
 
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
 from inr_cli.errors import InrError
-from inr_cli.extras import install_hint
+from inr_cli.extras import require
 
 INDEX_METADATA = "index"  # a set's index.csv rows, as JSON [{column: text}]
 
@@ -29,12 +29,10 @@ class Exported:
 
 
 def read_exported(path: Path) -> Exported:
-    try:
-        from safetensors import safe_open
-        from safetensors.numpy import load_file
-    except ImportError:
-        raise InrError("reading safetensors files needs the 'safetensors' package: "
-                       + install_hint("export", "safetensors")) from None
+    require("safetensors", "reading safetensors files", "export")
+    from safetensors import safe_open
+    from safetensors.numpy import load_file
+
     try:
         with safe_open(str(path), framework="numpy") as handle:
             metadata = dict(handle.metadata() or {})

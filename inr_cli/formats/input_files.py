@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 
 from inr_cli.errors import InrError, UsageError
-from inr_cli.extras import install_hint
+from inr_cli.extras import require
 
 TIMEOUT_VARIABLE = "INR_NETWORK_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0
@@ -39,12 +39,7 @@ def is_url(text: str) -> bool:
 
 
 def fsspec_module():
-    try:
-        import fsspec
-    except ImportError:
-        raise InrError(f"reading images from a URL needs fsspec: {install_hint('remote')}, and the "
-                       "package of your storage, e.g. s3fs or gcsfs") from None
-    return fsspec
+    return require("fsspec", "reading images from a URL", "remote", "and the package of your storage, e.g. s3fs")
 
 
 def timeout_options(protocol: str, seconds: float) -> dict:

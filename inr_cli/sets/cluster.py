@@ -39,7 +39,7 @@ from inr_cli.console import info, notice
 from inr_cli.core.network import NetworkSpec
 from inr_cli.core.training_loop import Interrupted, Signals
 from inr_cli.errors import InrError
-from inr_cli.extras import install_hint
+from inr_cli.extras import require
 from inr_cli.formats.network_set import PLAN, SHARDS, WEIGHTS_PART
 from inr_cli.formats.start import start_sha256
 from inr_cli.hooks import hook
@@ -306,10 +306,7 @@ def probe_fields_task(chunk: tuple[tuple, ...], config_json: str,
 
 
 def connect(address: str):
-    try:
-        import ray
-    except ImportError:
-        raise InrError("--ray needs Ray: " + install_hint("cluster")) from None
+    ray = require("ray", "--ray", "cluster")
     if not ray.is_initialized():
         # The driver's INR_ settings (the hooks a test arms, say) travel to the workers.
         settings = {name: value for name, value in os.environ.items() if name.startswith("INR_")}

@@ -9,14 +9,9 @@ command runs; require_optuna says what to install when it is missing.
 
 from __future__ import annotations
 
-from inr_cli.errors import InrError
-from inr_cli.extras import install_hint
+from inr_cli.extras import require
 
 
 def require_optuna():
     """The optuna module, or one line naming the extra that brings it."""
-    try:
-        import optuna
-    except ImportError:
-        raise InrError(f"inr tune needs Optuna: {install_hint('tune')}") from None
-    return optuna
+    return require("optuna", "inr tune", "tune")
