@@ -220,22 +220,15 @@ def test_fit_many_until_psnr_on_the_gpu(tmp_path):
 
 def test_meta_init_on_the_gpu(gpu, tmp_path):
     """meta-init's inner fits as packs on the GPU learn the start the CPU engine learns."""
-    from inr_cli.config import build_config, flags_to_values
-    from inr_cli.formats.start import read_start
-    from inr_cli.sets.meta import InProcess, MetaOptions, learn_start
-    from tests.test_meta_init import kind
+    from inr_cli.sets.meta import MetaOptions
+    from tests.test_meta_init import kind, learned_on
 
     folder = kind(tmp_path / "kind", 6, 0)
-    config = build_config(None, flags_to_values({"source": str(folder), "hidden": 16, "layers": 2, "omega0": 20.0,
-                                                 "lr": 1e-3, "device": "cpu", "preview_every": 0}), None)
     options = MetaOptions(outer_steps=6, inner_steps=4, meta_batch=3, eval_every=3)
-    starts, logs = [], []
-    for backend in (cpu, gpu):
-        out = tmp_path / f"{backend.name}.safetensors"
-        logs.append([row["psnr"] for row in learn_start(InProcess(backend), str(folder), out, config, options)["log"]])
-        starts.append(read_start(str(out))[1])
-    np.testing.assert_allclose(starts[1], starts[0], atol=1e-3)
-    np.testing.assert_allclose(logs[1], logs[0], atol=0.05)
+    cpu_start, cpu_log = learned_on(cpu, folder, tmp_path, 16, options)
+    gpu_start, gpu_log = learned_on(gpu, folder, tmp_path, 16, options)
+    np.testing.assert_allclose(gpu_start, cpu_start, atol=1e-3)
+    np.testing.assert_allclose(gpu_log, cpu_log, atol=0.05)
 
 
 def test_view_tiles_on_the_gpu(gpu):

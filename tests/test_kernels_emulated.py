@@ -159,21 +159,13 @@ def test_meta_init_learns_the_same_start_on_the_kernel_path(emulated, tmp_path):
     """meta-init --device gpu runs its inner fits as fit-many's packs on the kernels: the start and
     the held-out measures follow the CPU engine's."""
     from inr_cli.backends.cpu_backend import CpuBackend
-    from inr_cli.config import build_config, flags_to_values
-    from inr_cli.formats.start import read_start
-    from inr_cli.sets.meta import InProcess, MetaOptions, learn_start
-    from tests.test_meta_init import kind
+    from inr_cli.sets.meta import MetaOptions
+    from tests.test_meta_init import kind, learned_on
 
     folder = kind(tmp_path / "kind", 5, 0)
-    config = build_config(None, flags_to_values({"source": str(folder), "hidden": 10, "layers": 2, "omega0": 20.0,
-                                                 "lr": 1e-3, "device": "cpu", "preview_every": 0}), None)
     options = MetaOptions(outer_steps=4, inner_steps=3, meta_batch=2, eval_every=2)
-    learned = {}
-    for backend in (CpuBackend(), emulated):
-        out = tmp_path / f"{backend.name}.safetensors"
-        result = learn_start(InProcess(backend), str(folder), out, config, options)
-        learned[backend.name] = (read_start(str(out))[1], [row["psnr"] for row in result["log"]])
-    (cpu_start, cpu_log), (kernel_start, kernel_log) = learned["cpu"], learned["emulated"]
+    cpu_start, cpu_log = learned_on(CpuBackend(), folder, tmp_path, 10, options)
+    kernel_start, kernel_log = learned_on(emulated, folder, tmp_path, 10, options)
     np.testing.assert_allclose(kernel_start, cpu_start, atol=1e-4)
     np.testing.assert_allclose(kernel_log, cpu_log, atol=0.01)
     assert cpu_log[-1] > cpu_log[0]  # it learned something to agree on

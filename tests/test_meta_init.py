@@ -40,6 +40,17 @@ def kind(folder, count, seed):
     return folder
 
 
+def learned_on(backend, folder, tmp_path, hidden: int, options: MetaOptions) -> tuple[np.ndarray, list[float]]:
+    """The start meta-init learns from `folder` with its inner fits on `backend`, and its held-out
+    PSNRs: for comparing a backend's start with the CPU engine's."""
+    config = build_config(None, flags_to_values({"source": str(folder), "hidden": hidden, "layers": 2,
+                                                 "omega0": 20.0, "lr": 1e-3, "device": "cpu", "preview_every": 0}),
+                          None)
+    out = tmp_path / f"{backend.name}.safetensors"
+    log = learn_start(InProcess(backend), str(folder), out, config, options)["log"]
+    return read_start(str(out))[1], [row["psnr"] for row in log]
+
+
 def heldout_loss(backend, spec, inner, start, images, seeds) -> float:
     """The mean loss of `images` after the inner steps from `start`."""
     return float(np.mean(inner_fit(backend, spec, inner, start, images, seeds)[1]))
