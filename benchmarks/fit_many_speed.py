@@ -62,7 +62,7 @@ def run_ours(backend, config, images, pack):
 
 
 def run_torch(torch, config, images, pack, device):
-    from benchmarks.torch_reference import BatchedTorchTrainer
+    from benchmarks.torch_reference import BatchedTorchTrainer, adam_settings
 
     spec = NetworkSpec.from_config(config, 3)
     opt, steps = config.optimizer, config.training.steps
@@ -74,7 +74,8 @@ def run_torch(torch, config, images, pack, device):
     for first in range(0, len(images), pack):
         chunk = images[first:first + pack]
         trainer = BatchedTorchTrainer(torch, spec, init_networks(spec, range(first, first + len(chunk))), coords,
-                                      np.stack([im.targets() for im in chunk]), opt.lr, opt.lr_min, steps, device)
+                                      np.stack([im.targets() for im in chunk]), opt.lr, opt.lr_min, steps, device,
+                                      **adam_settings(opt))
         for _ in range(steps):
             trainer.step()
         losses.append(trainer.read_loss())

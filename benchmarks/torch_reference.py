@@ -1,7 +1,8 @@
 """An independent PyTorch implementation of the same networks, optimizer and schedule.
 
 Used by the benchmarks only (PyTorch is never a dependency of inr): same layer sizes, same
-initialisation (copied from our parameters), Adam with PyTorch's defaults, cosine annealing.
+initialisation (copied from our parameters), Adam with the configuration's betas and epsilon
+(`adam_settings`), cosine annealing.
 """
 
 from __future__ import annotations
@@ -9,6 +10,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+
+def adam_settings(optimizer) -> dict:
+    """torch.optim.Adam's betas and eps from inr's optimizer settings: the peer runs the same recipe."""
+    return {"betas": (optimizer.beta1, optimizer.beta2), "eps": optimizer.eps}
 
 
 def build(torch, spec, flat_params: np.ndarray, device: str):
@@ -58,14 +64,15 @@ class TorchTrainer:
     step with torch.compile in that mode ("default", "reduce-overhead", "max-autotune")."""
 
     def __init__(self, torch, spec, flat_params, coords, targets, lr, lr_min, total_steps, batch_size, seed, device,
-                 compile_mode: str | None = None):
+                 compile_mode: str | None = None, betas=(0.9, 0.999), eps: float = 1e-8):
         self.torch = torch
         self.spec = spec
         self.layers, self.encoding = build(torch, spec, flat_params, device)
         self.params = [p for layer in self.layers for p in layer.parameters()]
         # A compiled step takes the learning rate as a tensor: a float would be a constant of the
         # graph, recompiled at each change of the schedule (PyTorch's compiled-optimizer recipe).
-        self.optimizer = torch.optim.Adam(self.params, lr=torch.tensor(lr) if compile_mode else lr)
+        self.optimizer = torch.optim.Adam(self.params, lr=torch.tensor(lr) if compile_mode else lr, betas=betas,
+                                          eps=eps)
         self.loss_of, self.optimizer_step = self._loss_of, self.optimizer.step
         if compile_mode:
             self.loss_of = torch.compile(self._loss_of, mode=compile_mode)
@@ -121,7 +128,8 @@ class BatchedTorchTrainer:
     The loss is the sum of the networks' own mean squared errors, so each network gets the gradient
     it would get alone. Starts from our [N, P] parameters."""
 
-    def __init__(self, torch, spec, params, coords, targets, lr, lr_min, total_steps, device="cpu"):
+    def __init__(self, torch, spec, params, coords, targets, lr, lr_min, total_steps, device="cpu",
+                 betas=(0.9, 0.999), eps: float = 1e-8):
         from inr_cli.core.network import frequency_view, layer_views
 
         self.torch, self.spec = torch, spec
@@ -134,7 +142,7 @@ class BatchedTorchTrainer:
         self.biases = [torch.nn.Parameter(tensor(b)) for _, b in layer_views(spec, params)]
         frequencies = frequency_view(spec, params)
         self.frequencies = None if frequencies is None else tensor(frequencies)
-        self.optimizer = torch.optim.Adam([*self.weights, *self.biases], lr=lr)
+        self.optimizer = torch.optim.Adam([*self.weights, *self.biases], lr=lr, betas=betas, eps=eps)
         self.lr, self.lr_min, self.total = lr, lr_min, total_steps
         self.coords = tensor(coords)  # [rows, 2], shared by every network
         self.targets = tensor(targets)  # [N, rows, C]

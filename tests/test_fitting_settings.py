@@ -41,7 +41,7 @@ CHANGED = {
     "optimizer.lr": (1e-3, {}),
     "optimizer.lr_min": (1e-4, {}),
     "optimizer.beta1": (0.8, {}),
-    "optimizer.beta2": (0.99, {}),
+    "optimizer.beta2": (0.95, {}),
     "optimizer.eps": (1e-2, {}),
     "optimizer.momentum": (0.5, {"optimizer.name": "sgd"}),
     "training.steps": (50, {}),  # the cosine schedule's length
