@@ -5,7 +5,10 @@ plus `batch_fraction`: random batches of that share of the pixels (0: every pixe
 What the papers claim, in short (BENCHMARKS.md has the longer story and what they did here):
 
 - SIREN (Sitzmann et al. 2020): sin(omega0 (W x + b)), omega0 30, first layer U(±1/in), later
-  layers U(±sqrt(6/in)/omega0); Adam, lr 1e-4, constant.
+  layers U(±sqrt(6/in)/omega0); Adam, lr 1e-4, constant, PyTorch's betas (0.9, 0.999).
+- Adam's beta2: 0.99 in tiny-cuda-nn's and instant-ngp's configurations (Müller et al. 2022),
+  0.999 in PyTorch's default; a shorter memory of the squared gradients adapts each weight's step
+  sooner. inr's siren preset takes 0.99 (with lr 4e-4).
 - Weight scaling (Yeom, Lee & Lee, ICLR 2025, "Fast Training of Sinusoidal Neural Fields via
   Scaling Initialization"): multiply every weight of the SIREN init but the last layer's by a
   constant alpha; claims up to 10x faster training at the same generalisation for a moderate
@@ -25,7 +28,7 @@ from inr_cli.core.sizing import OMEGA0_PER_PIXEL, OMEGA0_RANGE, chosen
 
 WS_FACTORS = (1.5, 2.0, 2.5, 3.0)
 SIGMOID_WS_FACTORS = (1.5, 2.0, 3.0, 5.0)
-PAPER = {"omega0": 30.0, "lr": 1e-4, "lr_min": 1e-4}  # lr_min = lr: a constant learning rate
+PAPER = {"omega0": 30.0, "lr": 1e-4, "lr_min": 1e-4, "beta2": 0.999}  # lr_min = lr: a constant learning rate
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,10 @@ def _factor(f: float) -> str:
 
 RECIPES: dict[str, Recipe] = {
     "siren-paper": Recipe("siren", dict(PAPER), "SIREN as published: omega0 30, Adam 1e-4 constant"),
-    "default": Recipe("siren", {}, "inr's siren preset: omega0 from the size, Adam 3e-4 cosine to 1e-5"),
+    "default": Recipe("siren", {}, "inr's siren preset: omega0 from the size, Adam 4e-4 (beta2 0.99) cosine to 1e-5"),
+    "before": Recipe("siren", {"lr": 3e-4, "beta2": 0.999},
+                     "the siren preset until 2026-11-25: Adam 3e-4 with PyTorch's beta2 0.999, cosine to 1e-5"),
+    "beta2-0.9": Recipe("siren", {"beta2": 0.9}, "inr's default with Adam's beta2 at 0.9"),
     **{f"ws{_factor(f)}-paper": Recipe("siren", {"weight_scale": f, **PAPER},
                                        f"weight scaling x{_factor(f)} on the paper's recipe (omega0 30, 1e-4 constant)")
        for f in WS_FACTORS},
@@ -63,8 +69,9 @@ RECIPES: dict[str, Recipe] = {
     "ws1.5-rule0.2-lr4.5e-4": Recipe("siren", {"weight_scale": 1.5, "lr": 4.5e-4},
                                      "weight scaling x1.5, omega0 0.2 per pixel (10 to 60), Adam 4.5e-4 cosine",
                                      omega0_rule=(0.2, 10.0, 60.0)),
-    "default-lr6e-4": Recipe("siren", {"lr": 6e-4}, "inr's default at twice the learning rate, 6e-4 cosine"),
-    "default-constant": Recipe("siren", {"lr_min": 3e-4}, "inr's default with a constant 3e-4"),
+    "lr6e-4-beta2-0.999": Recipe("siren", {"lr": 6e-4, "beta2": 0.999}, "the siren preset before beta2 0.99, at twice "
+                                                                         "its learning rate (6e-4 cosine)"),
+    "default-constant": Recipe("siren", {"lr_min": 4e-4}, "inr's default with a constant 4e-4"),
     "paper-cosine": Recipe("siren", {"omega0": 30.0, "lr": 1e-4, "lr_min": 1e-6},
                            "the paper's omega0 and lr, cosine-annealed to 1e-6"),
     "default-quarter": Recipe("siren", {}, "inr's default on random batches of a quarter of the pixels",

@@ -8,7 +8,7 @@ settings, and hand them to PyTorch or JAX.
     module = nets.to_torch()                    # [N, rows, 2] -> [N, rows, C], differentiable
 
 Settings are keyword arguments named as the commands' flags without the dashes (steps=, hidden=,
-fourier_sigma=, lr_min=...), or a dict of configuration keys (settings={"optimizer.beta2": 0.99}),
+fourier_sigma=, lr_min=...), or a dict of configuration keys (settings={"optimizer.beta2": 0.95}),
 which also reaches the keys that have no flag. Bad input raises inr_cli.InrError (UsageError for a
 bad setting) carrying the one-line message the command would print.
 """
