@@ -78,7 +78,7 @@ def bench_ours(backend, setting, image, steps, cuda_graph=True):
 
 def bench_torch(torch, setting, image, steps, peer="eager", compile_mode="default"):
     """Seconds per PyTorch step on the GPU, from the parameters ours start from."""
-    from benchmarks.torch_reference import TorchTrainer, adam_settings, use_tf32
+    from benchmarks.torch_reference import TorchTrainer, optimizer_settings, use_tf32
 
     compiled, tf32 = PEERS[peer]
     config = setting_config(setting)
@@ -89,7 +89,7 @@ def bench_torch(torch, setting, image, steps, peer="eager", compile_mode="defaul
         trainer = TorchTrainer(torch, spec, params, pixel_grid(image.width, image.height), image.targets(),
                                config.optimizer.lr, config.optimizer.lr_min, config.training.steps, setting["batch"],
                                0, "cuda", compile_mode=compile_mode if compiled else None,
-                               **adam_settings(config.optimizer))
+                               **optimizer_settings(config.optimizer))
         for _ in range(3):  # warm-up; a compiled peer compiles here
             trainer.step()
         return timed(trainer.step, steps, torch.cuda.synchronize)

@@ -42,13 +42,13 @@ def run_ours(config, images, steps):
 
 
 def run_torch(torch, config, images, params, steps):
-    from benchmarks.torch_reference import BatchedTorchTrainer, adam_settings
+    from benchmarks.torch_reference import BatchedTorchTrainer, optimizer_settings
 
     opt = config.optimizer
     trainer = BatchedTorchTrainer(torch, configure_spec(config, images), params,
                                   pixel_grid(images[0].width, images[0].height),
                                   np.stack([im.targets() for im in images]), opt.lr, opt.lr_min, steps,
-                                  **adam_settings(opt))
+                                  **optimizer_settings(opt))
     start = time.perf_counter()
     for _ in range(steps):
         trainer.step()

@@ -63,13 +63,13 @@ def train_ours(backend, config, image, checkpoints):
 
 
 def train_torch(torch, config, image, checkpoints, device, stop_after):
-    from benchmarks.torch_reference import TorchTrainer, adam_settings
+    from benchmarks.torch_reference import TorchTrainer, optimizer_settings
 
     spec = NetworkSpec.from_config(config, image.n_channels)
     opt, steps, seed = config.optimizer, config.training.steps, config.training.seed
     trainer = TorchTrainer(torch, spec, init_networks(spec, [seed], output_means(config, [image]))[0],
                            pixel_grid(image.width, image.height),
-                           image.targets(), opt.lr, opt.lr_min, steps, 0, seed, device, **adam_settings(opt))
+                           image.targets(), opt.lr, opt.lr_min, steps, 0, seed, device, **optimizer_settings(opt))
     curve = {}
     for step in range(1, min(stop_after, steps) + 1):
         trainer.step()

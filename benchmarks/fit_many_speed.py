@@ -62,7 +62,7 @@ def run_ours(backend, config, images, pack):
 
 
 def run_torch(torch, config, images, pack, device):
-    from benchmarks.torch_reference import BatchedTorchTrainer, adam_settings
+    from benchmarks.torch_reference import BatchedTorchTrainer, optimizer_settings
 
     spec = NetworkSpec.from_config(config, 3)
     opt, steps = config.optimizer, config.training.steps
@@ -75,7 +75,7 @@ def run_torch(torch, config, images, pack, device):
         chunk = images[first:first + pack]
         trainer = BatchedTorchTrainer(torch, spec, init_networks(spec, range(first, first + len(chunk))), coords,
                                       np.stack([im.targets() for im in chunk]), opt.lr, opt.lr_min, steps, device,
-                                      **adam_settings(opt))
+                                      **optimizer_settings(opt))
         for _ in range(steps):
             trainer.step()
         losses.append(trainer.read_loss())

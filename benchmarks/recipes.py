@@ -9,6 +9,10 @@ What the papers claim, in short (BENCHMARKS.md has the longer story and what the
 - Adam's beta2: 0.99 in tiny-cuda-nn's and instant-ngp's configurations (Müller et al. 2022),
   0.999 in PyTorch's default; a shorter memory of the squared gradients adapts each weight's step
   sooner. inr's siren preset takes 0.99 (with lr 4e-4).
+- Learning-rate warm-up (Goyal et al. 2017 for SGD; for Adam, Liu et al., ICLR 2020, "On the
+  Variance of the Adaptive Learning Rate and Beyond"): a linear rise over the first steps, while
+  Adam's second-moment estimate rests on few gradients and its step sizes vary most; claimed to
+  stabilise training and allow higher rates. inr's `optimizer.warmup`.
 - Weight scaling (Yeom, Lee & Lee, ICLR 2025, "Fast Training of Sinusoidal Neural Fields via
   Scaling Initialization"): multiply every weight of the SIREN init but the last layer's by a
   constant alpha; claims up to 10x faster training at the same generalisation for a moderate
@@ -74,6 +78,12 @@ RECIPES: dict[str, Recipe] = {
     "default-constant": Recipe("siren", {"lr_min": 4e-4}, "inr's default with a constant 4e-4"),
     "paper-cosine": Recipe("siren", {"omega0": 30.0, "lr": 1e-4, "lr_min": 1e-6},
                            "the paper's omega0 and lr, cosine-annealed to 1e-6"),
+    # Warm-up and the higher rates it is meant to allow (time-to-quality-cpu-64-warmup.json).
+    "warmup50": Recipe("siren", {"warmup": 50}, "inr's default after a 50-step linear warm-up"),
+    "warmup50-lr8e-4": Recipe("siren", {"warmup": 50, "lr": 8e-4}, "a 50-step warm-up to 8e-4, then cosine"),
+    "warmup50-lr1e-3": Recipe("siren", {"warmup": 50, "lr": 1e-3}, "a 50-step warm-up to 1e-3, then cosine"),
+    "warmup20-lr6e-4": Recipe("siren", {"warmup": 20, "lr": 6e-4}, "a 20-step warm-up to 6e-4, then cosine"),
+    "warmup100-lr1.5e-3": Recipe("siren", {"warmup": 100, "lr": 1.5e-3}, "a 100-step warm-up to 1.5e-3, then cosine"),
     "default-quarter": Recipe("siren", {}, "inr's default on random batches of a quarter of the pixels",
                               batch_fraction=0.25),
     "ws2-paper-quarter": Recipe("siren", {"weight_scale": 2.0, **PAPER},

@@ -168,14 +168,14 @@ def torch_race(config, image, spec, check: int, stop_when_done: bool, device: st
     size; its own random batches)."""
     import torch
 
-    from benchmarks.torch_reference import TorchTrainer, adam_settings
+    from benchmarks.torch_reference import TorchTrainer, optimizer_settings
     from inr_cli.core.coords import pixel_grid
 
     start = init_parameters(spec, config.training.seed, (output_means(config, [image]) or [None])[0],
                             config.network.weight_scale)
     opt, train = config.optimizer, config.training
     trainer = TorchTrainer(torch, spec, start, pixel_grid(image.width, image.height), image.targets(), opt.lr,
-                           opt.lr_min, train.steps, train.batch_size, train.seed, device, **adam_settings(opt))
+                           opt.lr_min, train.steps, train.batch_size, train.seed, device, **optimizer_settings(opt))
     synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     reached = {target_key(t): None for t in TARGETS}
     best, step = float("-inf"), 0

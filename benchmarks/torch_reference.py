@@ -2,7 +2,7 @@
 
 Used by the benchmarks only (PyTorch is never a dependency of inr): same layer sizes, same
 initialisation (copied from our parameters), Adam with the configuration's betas and epsilon
-(`adam_settings`), cosine annealing.
+(`optimizer_settings`), the same learning-rate schedule (warm-up, cosine: core/schedule.py).
 """
 
 from __future__ import annotations
@@ -11,10 +11,13 @@ import math
 
 import numpy as np
 
+from inr_cli.core.schedule import learning_rate
 
-def adam_settings(optimizer) -> dict:
-    """torch.optim.Adam's betas and eps from inr's optimizer settings: the peer runs the same recipe."""
-    return {"betas": (optimizer.beta1, optimizer.beta2), "eps": optimizer.eps}
+
+def optimizer_settings(optimizer) -> dict:
+    """torch.optim.Adam's betas and eps, and the schedule's warm-up, from inr's optimizer settings: the
+    peer runs the same recipe."""
+    return {"betas": (optimizer.beta1, optimizer.beta2), "eps": optimizer.eps, "warmup": optimizer.warmup}
 
 
 def build(torch, spec, flat_params: np.ndarray, device: str):
@@ -64,7 +67,7 @@ class TorchTrainer:
     step with torch.compile in that mode ("default", "reduce-overhead", "max-autotune")."""
 
     def __init__(self, torch, spec, flat_params, coords, targets, lr, lr_min, total_steps, batch_size, seed, device,
-                 compile_mode: str | None = None, betas=(0.9, 0.999), eps: float = 1e-8):
+                 compile_mode: str | None = None, betas=(0.9, 0.999), eps: float = 1e-8, warmup: int = 0):
         self.torch = torch
         self.spec = spec
         self.layers, self.encoding = build(torch, spec, flat_params, device)
@@ -77,7 +80,7 @@ class TorchTrainer:
         if compile_mode:
             self.loss_of = torch.compile(self._loss_of, mode=compile_mode)
             self.optimizer_step = torch.compile(self._optimizer_step, mode=compile_mode)
-        self.lr, self.lr_min, self.total = lr, lr_min, total_steps
+        self.lr, self.lr_min, self.total, self.warmup = lr, lr_min, total_steps, warmup
         self.coords = torch.from_numpy(coords).to(device)
         self.targets = torch.from_numpy(targets).to(device)
         self.batch_size = batch_size
@@ -93,8 +96,7 @@ class TorchTrainer:
 
     def step(self):
         torch = self.torch
-        progress = min(self.step_index, self.total) / self.total
-        lr = self.lr_min + 0.5 * (self.lr - self.lr_min) * (1 + math.cos(math.pi * progress))
+        lr = learning_rate(self.step_index, self.total, self.lr, self.lr_min, self.warmup)
         for group in self.optimizer.param_groups:
             if isinstance(group["lr"], torch.Tensor):
                 group["lr"].fill_(lr)
@@ -129,7 +131,7 @@ class BatchedTorchTrainer:
     it would get alone. Starts from our [N, P] parameters."""
 
     def __init__(self, torch, spec, params, coords, targets, lr, lr_min, total_steps, device="cpu",
-                 betas=(0.9, 0.999), eps: float = 1e-8):
+                 betas=(0.9, 0.999), eps: float = 1e-8, warmup: int = 0):
         from inr_cli.core.network import frequency_view, layer_views
 
         self.torch, self.spec = torch, spec
@@ -143,7 +145,7 @@ class BatchedTorchTrainer:
         frequencies = frequency_view(spec, params)
         self.frequencies = None if frequencies is None else tensor(frequencies)
         self.optimizer = torch.optim.Adam([*self.weights, *self.biases], lr=lr, betas=betas, eps=eps)
-        self.lr, self.lr_min, self.total = lr, lr_min, total_steps
+        self.lr, self.lr_min, self.total, self.warmup = lr, lr_min, total_steps, warmup
         self.coords = tensor(coords)  # [rows, 2], shared by every network
         self.targets = tensor(targets)  # [N, rows, C]
         self.step_index = 0
@@ -167,8 +169,7 @@ class BatchedTorchTrainer:
 
     def step(self):
         for group in self.optimizer.param_groups:
-            progress = min(self.step_index, self.total) / self.total
-            group["lr"] = self.lr_min + 0.5 * (self.lr - self.lr_min) * (1 + math.cos(math.pi * progress))
+            group["lr"] = learning_rate(self.step_index, self.total, self.lr, self.lr_min, self.warmup)
         self.optimizer.zero_grad(set_to_none=True)
         per_network = ((self.forward(self.coords) - self.targets) ** 2).mean(dim=(1, 2))
         per_network.sum().backward()

@@ -252,6 +252,8 @@ def validate(config: Config) -> Config:
         raise UsageError(f"lr_min ({opt.lr_min}) must not exceed lr ({opt.lr})")
     if not (opt.beta1 < 1 and opt.beta2 < 1):
         raise UsageError("beta1 and beta2 must be below 1")
+    if opt.warmup >= config.training.steps:
+        raise UsageError(f"warmup ({opt.warmup}) must be below steps ({config.training.steps})")
     return config
 
 

@@ -99,6 +99,8 @@ SETTINGS = (
             bound=POSITIVE),
     Setting("optimizer.lr_min", float, 1e-5, "Final learning rate of the cosine schedule", bound=NON_NEGATIVE,
             commands=(TRAIN, FIT_MANY)),
+    Setting("optimizer.warmup", int, 0, "Steps of linear warm-up to lr before the cosine; 0 = none",
+            bound=NON_NEGATIVE, legacy=0, commands=(TRAIN, FIT_MANY)),
     Setting("optimizer.beta1", float, 0.9, "Adam's first-moment decay", bound=POSITIVE, flag=False),
     Setting("optimizer.beta2", float, 0.999, "Adam's second-moment decay", bound=POSITIVE, flag=False),
     Setting("optimizer.eps", float, 1e-8, "Adam's epsilon", bound=POSITIVE, flag=False),

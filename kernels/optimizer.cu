@@ -2,15 +2,22 @@
 // The step counter and the learning rate live in device memory, so the launches of a training
 // step never change and the whole step can be replayed as a CUDA graph.
 
-// One thread. hyper = [lr, lr / (1 - beta1^t), sqrt(1 - beta2^t)] for update t = step + 1,
-// with lr on the cosine from lr_max (step 0) to lr_min (step total); then step += 1.
+// One thread. hyper = [lr, lr / (1 - beta1^t), sqrt(1 - beta2^t)] for update t = step + 1, with
+// lr rising linearly to lr_max over the first `warmup` steps, then on the cosine from lr_max (step
+// warmup) to lr_min (step total); then step += 1.
 extern "C" __global__ void advance_schedule(long long* step, float* hyper, double lr_max, double lr_min,
-                                            long long total, double beta1, double beta2)
+                                            long long total, long long warmup, double beta1, double beta2)
 {
     if (blockIdx.x != 0 || threadIdx.x != 0) return;
     long long s = *step;
-    double progress = (double)(s < total ? s : total) / (double)(total > 0 ? total : 1);
-    double lr = lr_min + 0.5 * (lr_max - lr_min) * (1.0 + cos(3.14159265358979323846 * progress));
+    double lr;
+    if (s < warmup) {
+        lr = lr_max * (double)(s + 1) / (double)warmup;
+    } else {
+        long long span = total - warmup;
+        double progress = (double)((s < total ? s : total) - warmup) / (double)(span > 0 ? span : 1);
+        lr = lr_min + 0.5 * (lr_max - lr_min) * (1.0 + cos(3.14159265358979323846 * progress));
+    }
     double t = (double)(s + 1);
     hyper[0] = (float)lr;
     hyper[1] = (float)(lr / (1.0 - pow(beta1, t)));

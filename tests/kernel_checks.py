@@ -95,9 +95,9 @@ def check_mse_loss(backend, rows, cols, networks=2):
 # enough from them that a kernel reading a default in place of any one of them fails the comparison
 # (a large lr and eps move the parameters by more than the tolerance).
 OPTIMIZER_SETTINGS = [
-    dict(lr=1e-3, lr_min=1e-5, beta1=0.9, beta2=0.999, eps=1e-8, momentum=0.9),
-    dict(lr=0.05, lr_min=2e-3, beta1=0.5, beta2=0.9, eps=0.1, momentum=0.3),
-    dict(lr=0.2, lr_min=0.0, beta1=0.99, beta2=0.5, eps=1e-4, momentum=0.0),
+    dict(lr=1e-3, lr_min=1e-5, warmup=0, beta1=0.9, beta2=0.999, eps=1e-8, momentum=0.9),
+    dict(lr=0.05, lr_min=2e-3, warmup=7, beta1=0.5, beta2=0.9, eps=0.1, momentum=0.3),
+    dict(lr=0.2, lr_min=0.0, warmup=50, beta1=0.99, beta2=0.5, eps=1e-4, momentum=0.0),  # Adam's steps warm up
 ]
 
 
@@ -108,13 +108,13 @@ def check_schedule_and_optimizers(backend, n, total=100):
         _check_schedule_and_optimizers(backend, n, total, **settings)
 
 
-def _check_schedule_and_optimizers(backend, n, total, lr, lr_min, beta1, beta2, eps, momentum):
-    where = f"lr {lr}, lr_min {lr_min}, beta1 {beta1}, beta2 {beta2}, eps {eps}, momentum {momentum}"
+def _check_schedule_and_optimizers(backend, n, total, lr, lr_min, warmup, beta1, beta2, eps, momentum):
+    where = f"lr {lr}, lr_min {lr_min}, warmup {warmup}, beta1 {beta1}, beta2 {beta2}, eps {eps}, momentum {momentum}"
     counter = backend.to_device(np.array([0], np.int64))
     hyper = backend.to_device(np.zeros(3, np.float32))
     for step in range(total + 3):
-        backend.advance_schedule(counter, hyper, lr, lr_min, total, beta1, beta2)
-        expected = np.array(step_hyperparameters(step, total, lr, lr_min, beta1, beta2), np.float32)
+        backend.advance_schedule(counter, hyper, lr, lr_min, total, warmup, beta1, beta2)
+        expected = np.array(step_hyperparameters(step, total, lr, lr_min, warmup, beta1, beta2), np.float32)
         np.testing.assert_allclose(backend.to_host(hyper), expected, rtol=1e-6, err_msg=f"step {step}, {where}")
     assert int(backend.to_host(counter)[0]) == total + 3
 
@@ -125,8 +125,8 @@ def _check_schedule_and_optimizers(backend, n, total, lr, lr_min, beta1, beta2, 
     counter_h, counter_d = np.array([41], np.int64), backend.to_device(np.array([41], np.int64))
     hyper_h, hyper_d = np.zeros(3, np.float32), backend.to_device(np.zeros(3, np.float32))
     for _ in range(3):
-        cpu.advance_schedule(counter_h, hyper_h, lr, lr_min, 100, beta1, beta2)
-        backend.advance_schedule(counter_d, hyper_d, lr, lr_min, 100, beta1, beta2)
+        cpu.advance_schedule(counter_h, hyper_h, lr, lr_min, 100, warmup, beta1, beta2)
+        backend.advance_schedule(counter_d, hyper_d, lr, lr_min, 100, warmup, beta1, beta2)
         cpu.adam_update(*host, hyper_h, beta1, beta2, eps)
         backend.adam_update(*dev, hyper_d, beta1, beta2, eps)
     assert int(backend.to_host(counter_d)[0]) == 44

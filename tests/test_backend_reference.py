@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from inr_cli.backends.numpy_backend import NumpyBackend, batch_indices
-from inr_cli.core.schedule import cosine_lr
+from inr_cli.core.schedule import learning_rate
 
 cpu = NumpyBackend()
 
@@ -87,9 +87,19 @@ def test_mse_loss_closed_form_per_network(rng):
 
 
 def test_cosine_schedule_endpoints():
-    assert cosine_lr(0, 100, 1e-3, 1e-5) == pytest.approx(1e-3)
-    assert cosine_lr(50, 100, 1e-3, 1e-5) == pytest.approx((1e-3 + 1e-5) / 2)
-    assert cosine_lr(100, 100, 1e-3, 1e-5) == pytest.approx(1e-5)
+    assert learning_rate(0, 100, 1e-3, 1e-5, 0) == pytest.approx(1e-3)
+    assert learning_rate(50, 100, 1e-3, 1e-5, 0) == pytest.approx((1e-3 + 1e-5) / 2)
+    assert learning_rate(100, 100, 1e-3, 1e-5, 0) == pytest.approx(1e-5)
+
+
+def test_warmup_rises_linearly_then_follows_a_cosine_over_the_rest():
+    rates = [learning_rate(step, 110, 1e-3, 1e-5, 10) for step in range(111)]
+    assert rates[:10] == pytest.approx([1e-4 * (i + 1) for i in range(10)])  # lr/10, 2 lr/10, ... lr
+    assert rates[10] == pytest.approx(1e-3)  # the cosine starts at its peak after the warm-up
+    assert rates[60] == pytest.approx((1e-3 + 1e-5) / 2)  # half way through the remaining 100
+    assert rates[110] == pytest.approx(1e-5)
+    no_warmup = [learning_rate(step, 100, 1e-3, 1e-5, 0) for step in range(101)]
+    assert rates[10:] == pytest.approx(no_warmup)  # the 100-step cosine, shifted by the warm-up
 
 
 def test_adam_matches_textbook_formula(rng):
@@ -100,9 +110,9 @@ def test_adam_matches_textbook_formula(rng):
     m_ref = np.zeros(50)
     v_ref = np.zeros(50)
     for t in range(1, 4):
-        cpu.advance_schedule(counter, hyper, 1e-2, 1e-4, 10, 0.9, 0.999)
+        cpu.advance_schedule(counter, hyper, 1e-2, 1e-4, 10, 0, 0.9, 0.999)
         cpu.adam_update(p, g, m, v, hyper, 0.9, 0.999, 1e-8)
-        lr = cosine_lr(t - 1, 10, 1e-2, 1e-4)
+        lr = learning_rate(t - 1, 10, 1e-2, 1e-4, 0)
         m_ref = 0.9 * m_ref + 0.1 * g
         v_ref = 0.999 * v_ref + 0.001 * g.astype(np.float64) ** 2
         p_ref -= lr * (m_ref / (1 - 0.9**t)) / (np.sqrt(v_ref / (1 - 0.999**t)) + 1e-8)

@@ -40,6 +40,7 @@ CHANGED = {
     "optimizer.name": ("sgd", {}),
     "optimizer.lr": (1e-3, {}),
     "optimizer.lr_min": (1e-4, {}),
+    "optimizer.warmup": (2, {}),
     "optimizer.beta1": (0.8, {}),
     "optimizer.beta2": (0.95, {}),
     "optimizer.eps": (1e-2, {}),
@@ -144,8 +145,9 @@ DEFAULTS = OPTIMIZER_SETTINGS[0]
 
 
 @pytest.mark.parametrize("operation,position,name", [
-    ("advance_schedule", 2, "lr"), ("advance_schedule", 3, "lr_min"), ("advance_schedule", 5, "beta1"),
-    ("advance_schedule", 6, "beta2"), ("adam_update", 5, "beta1"), ("adam_update", 6, "beta2"),
+    ("advance_schedule", 2, "lr"), ("advance_schedule", 3, "lr_min"), ("advance_schedule", 5, "warmup"),
+    ("advance_schedule", 6, "beta1"), ("advance_schedule", 7, "beta2"), ("adam_update", 5, "beta1"),
+    ("adam_update", 6, "beta2"),
     ("adam_update", 7, "eps"), ("sgd_update", 4, "momentum"),
 ])
 def test_the_optimizer_kernel_checks_see_each_setting(operation, position, name):

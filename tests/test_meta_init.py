@@ -203,13 +203,14 @@ def test_without_the_safetensors_package_it_is_said_before_any_learning(tmp_path
 
 def test_settings_its_inner_fits_would_ignore_are_refused_not_listed(tmp_path):
     """The inner fits' length is --inner-steps and their rate is held at --lr: --steps, --until-psnr,
-    --lr-min and --checkpoint-seconds (as flags or --set) would be ignored, so meta-init refuses them."""
+    --lr-min, --warmup and --checkpoint-seconds (as flags or --set) would be ignored, so meta-init refuses them."""
     folder = kind(tmp_path / "kind", 3, 0)
     out = ["-o", str(tmp_path / "s.safetensors")]
-    for flag in ("--steps", "--until-psnr", "--lr-min", "--checkpoint-seconds"):
+    for flag in ("--steps", "--until-psnr", "--lr-min", "--warmup", "--checkpoint-seconds"):
         result = runner.invoke(app, ["meta-init", str(folder), *out, flag, "5", *NET])
         assert result.exit_code == 2 and f"No such option: {flag}" in result.output, result.output
-    for key in ("training.steps", "training.target_psnr", "optimizer.lr_min", "training.checkpoint_seconds"):
+    for key in ("training.steps", "training.target_psnr", "optimizer.lr_min", "optimizer.warmup",
+                "training.checkpoint_seconds"):
         result = runner.invoke(app, ["meta-init", str(folder), *out, "--set", f"{key}=5", *NET])
         assert result.exit_code == 2 and f"{key} is not a setting of meta-init" in result.output, result.output
     shown = runner.invoke(app, ["meta-init", "--help"], terminal_width=200).output

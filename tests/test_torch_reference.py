@@ -15,7 +15,7 @@ from inr_cli.core.render import render_float
 
 torch = pytest.importorskip("torch", reason="PyTorch is the benchmarks' peer, not a dependency of inr")
 
-from benchmarks.torch_reference import TorchTrainer, adam_settings, use_tf32  # noqa: E402
+from benchmarks.torch_reference import TorchTrainer, optimizer_settings, use_tf32  # noqa: E402
 
 NETWORKS = {
     "siren": ("siren", dict(hidden=32, layers=2, omega0=30.0, lr=1e-3)),
@@ -33,7 +33,7 @@ def trained_pair(network: str, compile_mode: str | None):
     coords = pixel_grid(image.width, image.height)
     peer = TorchTrainer(torch, ours.spec, start, coords, image.targets(), config.optimizer.lr,
                         config.optimizer.lr_min, config.training.steps, 0, 0, "cpu", compile_mode=compile_mode,
-                        **adam_settings(config.optimizer))
+                        **optimizer_settings(config.optimizer))
     ours_losses, peer_losses = [], []
     for _ in range(STEPS):
         ours.step()

@@ -251,11 +251,12 @@ class KernelBackend(Backend):
                          i64(n_pixels), i32(batch), i32(in_features), i32(out_features), seeds[first:stop],
                          step_counter))
 
-    def advance_schedule(self, step_counter, hyper, lr_max, lr_min, total, beta1, beta2) -> None:
+    def advance_schedule(self, step_counter, hyper, lr_max, lr_min, total, warmup, beta1, beta2) -> None:
         contiguous("advance_schedule step", step_counter, (1,), np.int64)
         contiguous("advance_schedule hyper", hyper, (3,))
         self.launch("advance_schedule", (1, 1, 1), (1, 1, 1),
-                    (step_counter, hyper, f64(lr_max), f64(lr_min), i64(total), f64(beta1), f64(beta2)))
+                    (step_counter, hyper, f64(lr_max), f64(lr_min), i64(total), i64(warmup), f64(beta1),
+                     f64(beta2)))
 
     def adam_update(self, params, grads, m, v, hyper, beta1, beta2, eps) -> None:
         for what, array in (("params", params), ("grads", grads), ("m", m), ("v", v)):

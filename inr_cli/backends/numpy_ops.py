@@ -156,9 +156,9 @@ def sample_batch(coords, targets, batch_coords, batch_targets, seeds, step_count
         np.take(targets[i], idx, axis=0, out=batch_targets[i])
 
 
-def advance_schedule(step_counter, hyper, lr_max, lr_min, total, beta1, beta2) -> None:
+def advance_schedule(step_counter, hyper, lr_max, lr_min, total, warmup, beta1, beta2) -> None:
     step = int(step_counter[0])
-    hyper[:] = step_hyperparameters(step, total, lr_max, lr_min, beta1, beta2)
+    hyper[:] = step_hyperparameters(step, total, lr_max, lr_min, warmup, beta1, beta2)
     step_counter[0] = step + 1
 
 

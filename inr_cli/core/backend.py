@@ -117,9 +117,9 @@ class Backend(ABC):
         [1, n, in] and targets[i], step being step_counter[0] (an int64 array of one, on the device)."""
 
     @abstractmethod
-    def advance_schedule(self, step_counter, hyper, lr_max, lr_min, total, beta1, beta2) -> None:
+    def advance_schedule(self, step_counter, hyper, lr_max, lr_min, total, warmup, beta1, beta2) -> None:
         """hyper = [lr, lr / (1 - beta1^t), sqrt(1 - beta2^t)] for update t = step + 1, lr on the
-        cosine of core/schedule.py; then step += 1. Both live on the device, so a step's launches
+        warm-up and cosine of core/schedule.py; then step += 1. Both live on the device, so a step's launches
         never change."""
 
     @abstractmethod

@@ -1,5 +1,5 @@
 """The optimizers: each holds its hyper-parameters and updates every network's parameters through its
-backend operation (adam_update, sgd_update), at the learning rate of the cosine schedule.
+backend operation (adam_update, sgd_update), at the learning rate of the schedule (warm-up, then cosine).
 
 `create_optimizer(config.optimizer)` builds the one the configuration names; a new optimizer is a
 class here, registered in OPTIMIZER_CLASSES, plus its backend operation (backend.py, numpy_ops.py,
@@ -22,13 +22,14 @@ class Optimizer(ABC):
     name: ClassVar[str]  # optimizer.name in the configuration
 
     def __init__(self, settings: OptimizerConfig):
-        self.lr, self.lr_min = settings.lr, settings.lr_min
+        self.lr, self.lr_min, self.warmup = settings.lr, settings.lr_min, settings.warmup
         # The schedule's bias-correction terms are Adam's, worked out for every optimizer alike.
         self.beta1, self.beta2 = settings.beta1, settings.beta2
 
     def advance_schedule(self, backend: Backend, step_counter, hyper, total: int) -> None:
         """hyper = this update's learning rate (and Adam's bias corrections), on the device; step += 1."""
-        backend.advance_schedule(step_counter, hyper, self.lr, self.lr_min, total, self.beta1, self.beta2)
+        backend.advance_schedule(step_counter, hyper, self.lr, self.lr_min, total, self.warmup, self.beta1,
+                                 self.beta2)
 
     @abstractmethod
     def update(self, backend: Backend, params, grads, moment1, moment2, hyper) -> None:

@@ -10,7 +10,7 @@ The step, in order:
     sample_batch (mini-batches only)    each network draws its pixels from its own seed
     training pass                       forward, mse_loss, backward (core/batch_pass.py; the CPU
                                         engine runs it on cache-sized blocks)
-    advance_schedule                    step += 1; the cosine learning rate (schedule.py) on the device
+    advance_schedule                    step += 1; the learning rate (schedule.py) on the device
     the optimizer's update              adam_update / sgd_update (optimizers.py): every parameter of
                                         every network in one launch
 """

@@ -8,7 +8,7 @@ from pathlib import Path
 from inr_cli import settings
 from inr_cli.config import build_config, flags_to_values, with_values
 from inr_cli.console import info, notice
-from inr_cli.core.schedule import cosine_lr
+from inr_cli.core.schedule import learning_rate
 from inr_cli.core.training_loop import reached_target
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import checkpoint as ckpt
@@ -116,5 +116,6 @@ def _rates(config, saved: ckpt.Checkpoint, steps: int) -> tuple[float, float]:
     """The learning rate of the next step on the run's curve and on the curve of `steps`: the cosine
     spans the whole budget, so a new total puts the run at another point of another curve (a
     finished run, annealed to lr_min, rises again)."""
-    lr, lr_min = config.optimizer.lr, config.optimizer.lr_min
-    return cosine_lr(saved.step, saved.total_steps, lr, lr_min), cosine_lr(saved.step, steps, lr, lr_min)
+    opt = config.optimizer
+    return (learning_rate(saved.step, saved.total_steps, opt.lr, opt.lr_min, opt.warmup),
+            learning_rate(saved.step, steps, opt.lr, opt.lr_min, opt.warmup))

@@ -16,7 +16,7 @@ from inr_cli.core.metrics import psnr, psnr_from_mse
 from inr_cli.core.network import NetworkSpec, output_means
 from inr_cli.core.pixels import PixelImage
 from inr_cli.core.render import render_float
-from inr_cli.core.schedule import cosine_lr
+from inr_cli.core.schedule import learning_rate
 from inr_cli.core.sizing import fit_to_image
 from inr_cli.core.state import TrainingState
 from inr_cli.core.trainer import Trainer
@@ -108,10 +108,11 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
         last_saved = {"step": trainer.step_done}
         previews = preview_interval(train.preview_every, total)
         hinted = {"done": False}
+        opt = config.optimizer
 
         def on_reading(step, losses, rate):
             loss = float(losses[0])
-            lr = cosine_lr(step - 1, total, config.optimizer.lr, config.optimizer.lr_min)
+            lr = learning_rate(step - 1, total, opt.lr, opt.lr_min, opt.warmup)
             if step % train.log_every == 0 or step == total:  # the table keeps to its interval
                 metrics.append(step, loss, psnr_from_mse(loss), lr, trainer.seconds)
             progress.update(step, loss, psnr_from_mse(loss), lr, rate)

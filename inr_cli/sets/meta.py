@@ -3,7 +3,7 @@
 (drawn from the outer step and the seed) for k inner steps from the current start, through the
 Trainer and step loop fit-many uses, then moves the start toward the mean of the adapted weights:
 start += outer_lr * (mean(adapted) - start), outer_lr decaying linearly to 0 over the outer steps.
-The inner fits run at the optimiser's peak rate, held (lr_min = lr): they stand for the first steps
+The inner fits run at the optimiser's peak rate, held (lr_min = lr, no warm-up): they stand for the first steps
 of a fit from the start, whose cosine runs over its whole budget and has barely begun to decay there
 (a cosine over the k steps instead learned a start that needed more steps, BENCHMARKS.md).
 
@@ -156,7 +156,7 @@ def learn_start(runner, source: str, out: Path, config: Config, options: MetaOpt
     held = max(1, int(round(options.holdout * len(images))))
     heldout, training = sorted(order[:held].tolist()), order[held:]
     inner = with_values(config, {"training.steps": options.inner_steps, "training.target_psnr": 0.0,
-                                 "optimizer.lr_min": config.optimizer.lr})
+                                 "optimizer.lr_min": config.optimizer.lr, "optimizer.warmup": 0})
     settings = json.dumps({"options": options.__dict__, "spec": spec.to_json(), "names": names, "inner_lr": "held",
                            "config": {k: str(v) for k, v in sorted(vars(config.optimizer).items())}}, sort_keys=True)
     state = MetaState(out)
