@@ -86,7 +86,7 @@ SETTINGS = (
             "(weight scaling, Yeom et al. 2024): fewer steps to a sharp fit, at a cost between the pixels above 1.5",
             bound=POSITIVE, legacy=1.0),
     Setting("network.init_output_at_mean", bool, False, "Start the output biases at the image's mean colour "
-            "(the logit of it for a sigmoid output)", legacy=False),
+            "(the logit of it for a sigmoid output); a file start (--init PATH) keeps its own", legacy=False),
     Setting("encoding.name", str, "none", "Coordinates as they are (none) or Gaussian Fourier features "
             "cos/sin(2 pi B x), B ~ N(0, sigma^2) (fourier)", name="encoding", choices=ENCODINGS),
     Setting("encoding.features", int, 256, "Fourier mapping size m: the network sees 2m inputs",
@@ -95,7 +95,7 @@ SETTINGS = (
             "per pixel of its longer side, 2 to 10)", name="fourier_sigma", bound=NON_NEGATIVE),
     Setting("optimizer.name", str, "adam", "Adam (PyTorch's formula) or SGD with momentum", name="optimizer",
             choices=OPTIMIZERS),
-    Setting("optimizer.lr", float, 4e-4, "Peak learning rate, cosine-annealed to lr_min over the whole budget",
+    Setting("optimizer.lr", float, 3e-4, "Peak learning rate, cosine-annealed to lr_min over the whole budget",
             bound=POSITIVE),
     Setting("optimizer.lr_min", float, 1e-5, "Final learning rate of the cosine schedule", bound=NON_NEGATIVE,
             commands=(TRAIN, FIT_MANY)),

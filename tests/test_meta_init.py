@@ -19,7 +19,7 @@ from inr_cli.core.network import NetworkSpec, init_networks
 from inr_cli.core.training_loop import Interrupted
 from inr_cli.extras import install_hint
 from inr_cli.formats.export import write_safetensors
-from inr_cli.formats.start import read_start
+from inr_cli.formats.start import read_start, resolved_start
 from inr_cli.sets.meta import InProcess, MetaInterrupted, MetaOptions, inner_fit, learn_start, load_images
 
 runner = CliRunner()
@@ -160,10 +160,10 @@ def test_a_signal_on_the_command_says_where_the_start_is_kept(tmp_path, monkeypa
     assert "run the same command again to go on" in result.output and "Traceback" not in result.output
 
 
-def test_a_file_start_with_the_output_at_the_mean_is_refused_in_one_line(tmp_path):
-    """A file start keeps its own output biases (the same for every network); starting them at each
-    image's mean as well is refused before any work, by fit-many, train and meta-init alike, and
-    also when the sigmoid preset asks for it; --no-init-output-at-mean lifts it."""
+def test_a_file_start_keeps_its_own_output_biases(tmp_path):
+    """A file start keeps its own output biases (the same for every network): network.init_output_at_mean
+    (on in the presets) applies to the draws only, and a run or set from a file records it off, as it
+    was fitted. fit-many, train and meta-init alike."""
     folder = kind(tmp_path / "kind", 3, 0)
     spec = NetworkSpec("siren", 3, 12, 2, 20.0, "none", 0, 0.0)
     start = tmp_path / "start.safetensors"
@@ -171,18 +171,14 @@ def test_a_file_start_with_the_output_at_the_mean_is_refused_in_one_line(tmp_pat
     net = [*NET, "-q"]
     for command in (["fit-many", str(folder), "-o", str(tmp_path / "set"), "--steps", "2"],
                     ["train", str(folder / "00.png"), "--run-dir", str(tmp_path / "run"), "--steps", "2"],
-                    ["meta-init", str(folder), "-o", str(tmp_path / "learned.safetensors")]):
+                    ["meta-init", str(folder), "-o", str(tmp_path / "learned.safetensors"), "--outer-steps", "1"]):
         result = runner.invoke(app, [*command, "--init", str(start), "--init-output-at-mean", *net])
-        assert result.exit_code == 1, result.output
-        lines = [line for line in result.output.splitlines() if line.strip()]
-        assert len(lines) == 1 and "--no-init-output-at-mean" in lines[0], result.output
-    assert not (tmp_path / "set").exists() and not (tmp_path / "run").exists()
-    sigmoid = runner.invoke(app, ["fit-many", str(folder), "-o", str(tmp_path / "set"), "--init", str(start),
-                                  "--preset", "sigmoid", "--steps", "2", *net])
-    assert sigmoid.exit_code == 1 and "on in the sigmoid preset" in sigmoid.output
-    result = runner.invoke(app, ["fit-many", str(folder), "-o", str(tmp_path / "set"), "--init", str(start),
-                                 "--init-output-at-mean", "--no-init-output-at-mean", "--steps", "2", *net])
-    assert result.exit_code == 0, result.output
+        assert result.exit_code == 0, result.output
+    assert "init_output_at_mean = false" in (tmp_path / "run" / "config.toml").read_text()
+    shared = build_config(None, flags_to_values({"init_output_at_mean": True, "init": "shared"}))
+    from_file = with_values(shared, {"training.init": str(start)})
+    assert resolved_start(shared).network.init_output_at_mean  # a draw starts at each image's mean
+    assert not resolved_start(from_file).network.init_output_at_mean
 
 
 def test_ray_options_without_ray_are_refused(tmp_path):

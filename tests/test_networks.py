@@ -32,7 +32,7 @@ V1_RUNS = {
 }
 # What a preset said then and says no longer, given to the same command as a --config file.
 V1_PRESET_THEN = {
-    "siren": "[network]\nomega0 = 60.0\n[optimizer]\nbeta2 = 0.999\n",
+    "siren": "[network]\nomega0 = 60.0\ninit_output_at_mean = false\n[optimizer]\nbeta2 = 0.999\n",
     "sigmoid": '[network]\ninit_output_at_mean = false\n[encoding]\nname = "none"\n',
 }
 

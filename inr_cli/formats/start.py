@@ -44,16 +44,14 @@ def resolved_init(init: str) -> str:
 
 
 def resolved_start(config: Config) -> Config:
-    """The configuration with its start as recorded (resolved_init), refused in one line where it
-    asks for two starts of the output biases: a file start keeps its own (the ones it was learned or
-    trained with, the same for every network), which network.init_output_at_mean would replace by
-    each image's mean colour."""
+    """The configuration with its start as recorded (resolved_init). A file start keeps its own
+    output biases (the ones it was learned or trained with, the same for every network): the
+    configuration records network.init_output_at_mean off for it, as the fit does."""
     init = resolved_init(config.training.init)
-    if is_file_start(init) and config.network.init_output_at_mean:
-        raise InrError(f"--init {config.training.init} starts every network from the file's weights, output biases "
-                       f"included; --init-output-at-mean (on in the sigmoid preset) would start them at each image's "
-                       f"mean instead: pass --no-init-output-at-mean, or --init shared")
-    return with_values(config, {"training.init": init})
+    values = {"training.init": init}
+    if is_file_start(init):
+        values["network.init_output_at_mean"] = False
+    return with_values(config, values)
 
 
 def start_file(init: str) -> Path:

@@ -411,7 +411,10 @@ def _refuse_changed_settings(out: SetFolder, saved: Plan, plan: Plan) -> None:
     if old["pack"] != new["pack"]:
         raise InrError(f"{out} was started with --pack {old['pack']}, not {new['pack']}; "
                        f"rerun without --pack or with --pack {old['pack']} (--force starts it again)")
-    for key, value in old["settings"].items():
+    # The start first: a file start also records init_output_at_mean off (formats/start.py), and the
+    # start is then what the user changed.
+    for key in sorted(old["settings"], key=lambda key: key != "training.init"):
+        value = old["settings"][key]
         if new["settings"].get(key) != value:
             raise InrError(f"{out} was started with {key} = {value!r}, not {new['settings'].get(key)!r}; "
                            f"rerun with the same settings, or use another -o (--force starts it again)")
