@@ -15,12 +15,12 @@ from typer.testing import CliRunner
 from inr_cli.backends.numpy_backend import NumpyBackend
 from inr_cli.cli import app
 from inr_cli.config import build_config, flags_to_values, with_values
-from inr_cli.core.network import NetworkSpec, init_networks
+from inr_cli.core.network import NetworkSpec, init_networks, layer_views
 from inr_cli.core.training_loop import Interrupted
 from inr_cli.extras import install_hint
 from inr_cli.formats.export import write_safetensors
 from inr_cli.formats.start import read_start, resolved_start
-from inr_cli.sets.meta import InProcess, MetaInterrupted, MetaOptions, inner_fit, learn_start, load_images
+from inr_cli.sets.meta import InProcess, MetaInterrupted, MetaOptions, first_start, inner_fit, learn_start, load_images
 
 runner = CliRunner()
 NET = ["--hidden", "12", "--layers", "2", "--omega0", "20", "--lr", "1e-3", "--device", "cpu"]
@@ -84,6 +84,22 @@ def test_a_learned_start_fits_new_images_of_its_kind_better_in_k_steps(tmp_path)
     assert np.array_equal(read_start(str(start))[1], learned)
     result = runner.invoke(app, ["meta-init", str(folder), "-o", str(start), *NET, *META[:-2], "--eval-every", "5"])
     assert result.exit_code == 1 and "other settings" in result.output
+
+
+def test_a_drawn_first_start_begins_at_the_mean_colour_of_its_images(tmp_path):
+    """The siren preset starts a network's outputs at its image's mean colour; the start Reptile
+    moves begins at the mean colour of the images it learns from (and at the plain draw without)."""
+    folder = kind(tmp_path / "kind", 4, 0)
+    config = build_config(None, flags_to_values({"source": str(folder), "hidden": 12, "layers": 2, "device": "cpu"}))
+    images, _, config = load_images(str(folder), config)
+    assert config.network.init_output_at_mean
+    spec = NetworkSpec.from_config(config, images[0].n_channels)
+    start = first_start(config, spec, images)
+    set_mean = np.mean([image.values.reshape(-1, 3).mean(axis=0) for image in images], axis=0)
+    np.testing.assert_allclose(layer_views(spec, start[None])[-1][1][0], set_mean, rtol=1e-6)
+    plain = first_start(with_values(config, {"network.init_output_at_mean": False}), spec, images)
+    assert np.array_equal(plain, init_networks(spec, [config.training.seed])[0])
+    assert np.array_equal(plain[:-3], start[:-3])  # only the output biases differ
 
 
 def test_the_start_written_is_the_best_measured_not_the_last(tmp_path, monkeypatch):

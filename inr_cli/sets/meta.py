@@ -31,7 +31,7 @@ import numpy as np
 
 from inr_cli.config import Config, with_values
 from inr_cli.core.metrics import psnr_from_mse
-from inr_cli.core.network import NetworkSpec
+from inr_cli.core.network import NetworkSpec, output_means
 from inr_cli.core.pixels import PixelImage
 from inr_cli.core.sizing import fit_to_image
 from inr_cli.core.state import TrainingState
@@ -141,6 +141,17 @@ class MetaState:
         atomic_write_text(self.log, "\n".join(lines) + "\n")
 
 
+def first_start(config: Config, spec: NetworkSpec, images: list[PixelImage]) -> np.ndarray:
+    """The outer loop's first start [P]: the file's weights, or the draw of the run's seed (a random
+    start is the shared one here: there is one start), its outputs at the mean colour of `images`
+    where network.init_output_at_mean asks for it."""
+    init = config.training.init if config.training.init != "random" else "shared"
+    means = output_means(config, images)
+    return initial_params(init, spec, config.training.seed, [config.training.seed],
+                          None if means is None else [np.mean(means, axis=0)],
+                          weight_scale=config.network.weight_scale)[0].astype(np.float64)
+
+
 def learn_start(runner, source: str, out: Path, config: Config, options: MetaOptions, progress=None,
                 started=None) -> dict:
     """Reptile on the images of `source`, the inner fits done by `runner` (InProcess, or
@@ -162,8 +173,7 @@ def learn_start(runner, source: str, out: Path, config: Config, options: MetaOpt
     state = MetaState(out)
     saved = state.load(settings)
     if saved is None:
-        start = initial_params(config.training.init if config.training.init != "random" else "shared", spec, seed,
-                               [seed], weight_scale=config.network.weight_scale)[0].astype(np.float64)
+        start = first_start(config, spec, [images[i] for i in training])
         step, log, best = 0, [], start
     else:
         start, step, log, best = saved
