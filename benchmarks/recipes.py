@@ -8,7 +8,10 @@ What the papers claim, in short (BENCHMARKS.md has the longer story and what the
   layers U(±sqrt(6/in)/omega0); Adam, lr 1e-4, constant, PyTorch's betas (0.9, 0.999).
 - Adam's beta2: 0.99 in tiny-cuda-nn's and instant-ngp's configurations (Müller et al. 2022),
   0.999 in PyTorch's default; a shorter memory of the squared gradients adapts each weight's step
-  sooner. inr's siren preset takes 0.99 (with lr 4e-4).
+  sooner. inr's siren preset takes 0.99.
+- The output at the image's mean colour (inr's network.init_output_at_mean, from its sigmoid preset,
+  issue "draw well at every size"): the last layer's biases start at the mean instead of 0, so the
+  first steps need not carry a white page's 1.0 through every weight. inr's siren preset takes it.
 - Learning-rate warm-up (Goyal et al. 2017 for SGD; for Adam, Liu et al., ICLR 2020, "On the
   Variance of the Adaptive Learning Rate and Beyond"): a linear rise over the first steps, while
   Adam's second-moment estimate rests on few gradients and its step sizes vary most; claimed to
@@ -32,7 +35,8 @@ from inr_cli.core.sizing import OMEGA0_PER_PIXEL, OMEGA0_RANGE, chosen
 
 WS_FACTORS = (1.5, 2.0, 2.5, 3.0)
 SIGMOID_WS_FACTORS = (1.5, 2.0, 3.0, 5.0)
-PAPER = {"omega0": 30.0, "lr": 1e-4, "lr_min": 1e-4, "beta2": 0.999}  # lr_min = lr: a constant learning rate
+# lr_min = lr: a constant learning rate; the output starts at 0, as PyTorch's nn.Linear draws it.
+PAPER = {"omega0": 30.0, "lr": 1e-4, "lr_min": 1e-4, "beta2": 0.999, "init_output_at_mean": False}
 
 
 @dataclass(frozen=True)
@@ -57,9 +61,14 @@ def _factor(f: float) -> str:
 
 RECIPES: dict[str, Recipe] = {
     "siren-paper": Recipe("siren", dict(PAPER), "SIREN as published: omega0 30, Adam 1e-4 constant"),
-    "default": Recipe("siren", {}, "inr's siren preset: omega0 from the size, Adam 4e-4 (beta2 0.99) cosine to 1e-5"),
-    "before": Recipe("siren", {"lr": 3e-4, "beta2": 0.999},
-                     "the siren preset until 2026-11-25: Adam 3e-4 with PyTorch's beta2 0.999, cosine to 1e-5"),
+    "default": Recipe("siren", {}, "inr's siren preset: omega0 from the size, output at the mean colour, Adam 3e-4 "
+                                   "(beta2 0.99) cosine to 1e-5"),
+    "before": Recipe("siren", {"lr": 3e-4, "beta2": 0.999, "init_output_at_mean": False},
+                     "the siren preset until 2026-11-25: output at 0, Adam 3e-4 with PyTorch's beta2 0.999"),
+    "output-at-0": Recipe("siren", {"init_output_at_mean": False}, "inr's default with the output started at 0"),
+    "output-at-0-lr4e-4": Recipe("siren", {"init_output_at_mean": False, "lr": 4e-4},
+                                 "the siren preset of 2026-11-25 morning: output at 0, Adam 4e-4 (beta2 0.99)"),
+    "lr4e-4": Recipe("siren", {"lr": 4e-4}, "inr's default at Adam 4e-4"),
     "beta2-0.9": Recipe("siren", {"beta2": 0.9}, "inr's default with Adam's beta2 at 0.9"),
     **{f"ws{_factor(f)}-paper": Recipe("siren", {"weight_scale": f, **PAPER},
                                        f"weight scaling x{_factor(f)} on the paper's recipe (omega0 30, 1e-4 constant)")
@@ -75,8 +84,8 @@ RECIPES: dict[str, Recipe] = {
                                      omega0_rule=(0.2, 10.0, 60.0)),
     "lr6e-4-beta2-0.999": Recipe("siren", {"lr": 6e-4, "beta2": 0.999}, "the siren preset before beta2 0.99, at twice "
                                                                          "its learning rate (6e-4 cosine)"),
-    "default-constant": Recipe("siren", {"lr_min": 4e-4}, "inr's default with a constant 4e-4"),
-    "paper-cosine": Recipe("siren", {"omega0": 30.0, "lr": 1e-4, "lr_min": 1e-6},
+    "default-constant": Recipe("siren", {"lr_min": 3e-4}, "inr's default with a constant 3e-4"),
+    "paper-cosine": Recipe("siren", {"omega0": 30.0, "lr": 1e-4, "lr_min": 1e-6, "init_output_at_mean": False},
                            "the paper's omega0 and lr, cosine-annealed to 1e-6"),
     # Warm-up and the higher rates it is meant to allow (time-to-quality-cpu-64-warmup.json).
     "warmup50": Recipe("siren", {"warmup": 50}, "inr's default after a 50-step linear warm-up"),
