@@ -203,12 +203,12 @@ def test_config_file_and_flag_precedence(tmp_path, rgb_png):
 def test_set_reaches_every_key_and_bool_flags_undo_a_config(tmp_path, rgb_png):
     (tmp_path / "c.toml").write_text("[data]\ngray = true\n")
     result = run("train", rgb_png, "--config", tmp_path / "c.toml", "--no-gray", "--set", "optimizer.beta2=0.95",
-                 "--set", "training.steps=2", "--set", "network.init_output_at_mean=true", "--run-dir",
+                 "--set", "training.steps=2", "--set", "network.init_output_at_mean=false", "--run-dir",
                  tmp_path / "r", *SMALL)
     assert result.exit_code == 0, result.output
     saved = (tmp_path / "r" / "config.toml").read_text()
     assert "beta2 = 0.95" in saved and "steps = 2" in saved and "gray = false" in saved
-    assert "init_output_at_mean = true" in saved
+    assert "init_output_at_mean = false" in saved
 
 
 def test_doctor_runs_without_gpu():

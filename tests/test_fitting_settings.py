@@ -32,7 +32,7 @@ CHANGED = {
     "network.hidden": (9, {}),
     "network.layers": (3, {}),
     "network.omega0": (30.0, {}),  # the base's 0 is chosen from the image's size
-    "network.init_output_at_mean": (True, {}),
+    "network.init_output_at_mean": (False, {}),  # on by default
     "network.weight_scale": (2.0, {}),
     "encoding.name": ("fourier", {}),
     "encoding.features": (4, {"encoding.name": "fourier"}),

@@ -178,7 +178,7 @@ def test_a_signal_on_the_command_says_where_the_start_is_kept(tmp_path, monkeypa
 
 def test_a_file_start_keeps_its_own_output_biases(tmp_path):
     """A file start keeps its own output biases (the same for every network): network.init_output_at_mean
-    (on in the siren and sigmoid presets) applies to the draws only, and a run or set from a file
+    (on by default) applies to the draws only, and a run or set from a file
     records it off, as it was fitted. fit-many, train and meta-init alike."""
     folder = kind(tmp_path / "kind", 3, 0)
     spec = NetworkSpec("siren", 3, 12, 2, 20.0, "none", 0, 0.0)

@@ -34,6 +34,7 @@ V1_RUNS = {
 V1_PRESET_THEN = {
     "siren": "[network]\nomega0 = 60.0\ninit_output_at_mean = false\n[optimizer]\nbeta2 = 0.999\n",
     "sigmoid": '[network]\ninit_output_at_mean = false\n[encoding]\nname = "none"\n',
+    "fourier": "[network]\ninit_output_at_mean = false\n",
 }
 
 
