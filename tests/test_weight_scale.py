@@ -119,10 +119,14 @@ def test_scaled_networks_train_alike_on_the_reference_the_engine_and_the_kernels
 
 
 def trained_from_scaled_init(path, run: ckpt.Checkpoint, seed: int, weight_scale: float) -> np.ndarray:
-    """What a run of `run`'s settings on the image at `path` reaches from init_parameters(weight_scale)."""
-    state = TrainingState(init_parameters(run.spec, seed, weight_scale=weight_scale)[None], None, None, 0, 0.0,
-                          np.full(1, np.nan))
-    trainer = Trainer(CpuBackend(), run.spec, run.config, [load_image(path)], state, [seed])
+    """What a run of `run`'s settings on the image at `path` reaches from init_parameters(weight_scale)
+    (its output at the image's mean colour, as the run's settings start it)."""
+    image = load_image(path)
+    mean = image.values.reshape(-1, image.n_channels).mean(axis=0, dtype=np.float64)
+    assert run.config.network.init_output_at_mean
+    state = TrainingState(init_parameters(run.spec, seed, mean, weight_scale=weight_scale)[None], None, None, 0,
+                          0.0, np.full(1, np.nan))
+    trainer = Trainer(CpuBackend(), run.spec, run.config, [image], state, [seed])
     for _ in range(run.step):
         trainer.step()
     return trainer.state().params[0]
