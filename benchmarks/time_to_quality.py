@@ -76,7 +76,7 @@ SUITE = {  # name: (file, grey)
 }
 DRAWINGS = ("cub", "house")
 DEFAULT_IMAGES = ["coffee", "rocket-grey", "cub", "house"]
-TARGETS = (30.0, 35.0, 40.0)
+TARGETS = (30.0, 35.0, 40.0)  # the goals' targets; --targets for fewer (a run stops at its last)
 # The CPU suite: 64 px with the goals' 2,000-step budget, the "suite" recipes. Every recipe ("all",
 # 19 then) took 55 minutes on two cores shared with other work; the suite's 17 skip the slowest
 # repeats. A 128-px run costs four times as much per step: --sizes 128 --budget 1000 --recipes core
@@ -110,10 +110,10 @@ def recipe_config(recipe: Recipe, image, **overrides):
     return configure(recipe.preset, max(image.width, image.height), preview_every=0, **{**flags, **overrides})
 
 
-def race(trainer, backend, image, check: int, stop_when_done: bool) -> dict:
+def race(trainer, backend, image, check: int, stop_when_done: bool, targets=TARGETS) -> dict:
     """Train through run_steps; the step and training seconds at which each target is first
     reached, the best PSNR seen and the curve of readings."""
-    reached = {target_key(t): None for t in TARGETS}
+    reached = {target_key(t): None for t in targets}
     curve, best = [], float("-inf")
 
     def on_reading(step: int, losses, _rate: float) -> None:
@@ -126,7 +126,7 @@ def race(trainer, backend, image, check: int, stop_when_done: bool) -> dict:
             trainer.pause_clock()
         best = max(best, quality)
         curve.append([step, round(quality, 2)])
-        for target in TARGETS:
+        for target in targets:
             if reached[target_key(target)] is None and quality >= target:
                 reached[target_key(target)] = {"step": step, "seconds": round(trainer.seconds, 3)}
         if stop_when_done and all(reached.values()):
@@ -163,7 +163,7 @@ def upscale(backend, recipe: Recipe, name: str, size: int, scale: int, steps: in
             "fit_psnr": round(fit, 3), **upscale_scores(rendered, small, original)}
 
 
-def torch_race(config, image, spec, check: int, stop_when_done: bool, device: str) -> dict:
+def torch_race(config, image, spec, check: int, stop_when_done: bool, device: str, targets=TARGETS) -> dict:
     """PyTorch from the same initial parameters with the same recipe (full batch or the same batch
     size; its own random batches)."""
     import torch
@@ -177,7 +177,7 @@ def torch_race(config, image, spec, check: int, stop_when_done: bool, device: st
     trainer = TorchTrainer(torch, spec, start, pixel_grid(image.width, image.height), image.targets(), opt.lr,
                            opt.lr_min, train.steps, train.batch_size, train.seed, device, **optimizer_settings(opt))
     synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    reached = {target_key(t): None for t in TARGETS}
+    reached = {target_key(t): None for t in targets}
     best, step = float("-inf"), 0
     synchronize()
     begin = time.perf_counter()
@@ -187,7 +187,7 @@ def torch_race(config, image, spec, check: int, stop_when_done: bool, device: st
         if step == 1 or step % check == 0 or step == train.steps:
             quality = psnr_from_mse(trainer.read_loss())
             best = max(best, quality)
-            for target in TARGETS:
+            for target in targets:
                 if reached[target_key(target)] is None and quality >= target:
                     reached[target_key(target)] = {"step": step, "seconds": round(time.perf_counter() - begin, 3)}
             if stop_when_done and all(reached.values()):
@@ -197,7 +197,8 @@ def torch_race(config, image, spec, check: int, stop_when_done: bool, device: st
 
 
 def job(device: str, workers: int, recipe_name: str, recipe: Recipe, name: str, size: int, budget: int, check: int,
-        full: bool, scale: int, upscale_steps: tuple, with_race: bool, with_torch: bool) -> dict:
+        full: bool, scale: int, upscale_steps: tuple, with_race: bool, with_torch: bool,
+        targets: tuple = TARGETS) -> dict:
     backend = job_backend(device, workers)
     image = suite_image(name, size)
     config = recipe_config(recipe, image, steps=budget, log_every=check)
@@ -209,7 +210,7 @@ def job(device: str, workers: int, recipe_name: str, recipe: Recipe, name: str, 
                 warm.step()
             warm.read_loss()
         trainer = make_trainer(backend, config, [image])
-        result = race(trainer, backend, image, check, not full)
+        result = race(trainer, backend, image, check, not full, targets)
     net, enc, opt = config.network, config.encoding, config.optimizer
     settings = {"preset": recipe.preset, "model": net.model, "hidden": net.hidden, "layers": net.layers,
                 "omega0": net.omega0, "weight_scale": net.weight_scale, "encoding": enc.name,
@@ -226,20 +227,22 @@ def job(device: str, workers: int, recipe_name: str, recipe: Recipe, name: str, 
                                 for steps in upscale_steps}
     if with_torch and with_race:
         torch_device = "cuda" if backend.name == "gpu" else "cpu"
-        report["torch"] = torch_race(config, image, trainer.spec, check, not full, torch_device)
+        report["torch"] = torch_race(config, image, trainer.spec, check, not full, torch_device, targets)
     return report
 
 
 # ---- tables ----------------------------------------------------------------------------------------
 
-def steps_to(result: dict, target: float) -> int:
+def steps_to(result: dict, target: float) -> int | None:
     """The step at which a run reached the target; its budget when it never did (as the goals count)."""
+    if target_key(target) not in result["reached"]:  # a run asked for other --targets
+        return None
     hit = result["reached"][target_key(target)]
     return hit["step"] if hit else result["budget"]
 
 
 def seconds_to(result: dict, target: float) -> float | None:
-    hit = result["reached"][target_key(target)]
+    hit = result["reached"].get(target_key(target))
     return hit["seconds"] if hit else None
 
 
@@ -254,6 +257,12 @@ def _cell(value, width: int, digits: int = 0) -> str:
     return f"{value:{width}.{digits}f}"
 
 
+def targets_of(results: list[dict]) -> list[float]:
+    """The targets the runs asked for (--targets), in order."""
+    keys = {key for r in results for key in r.get("reached", {})}
+    return sorted(float(key.removesuffix("dB")) for key in keys)
+
+
 def summary_rows(results: list[dict]) -> dict:
     """Per size and recipe: medians over the images (a target not reached counts as the budget)."""
     table: dict = {}
@@ -262,10 +271,10 @@ def summary_rows(results: list[dict]) -> dict:
         for recipe in dict.fromkeys(r["recipe"] for r in at_size):
             runs = [r for r in at_size if r["recipe"] == recipe]
             row = {"images": len(runs)}
-            for target in TARGETS:
+            for target in targets_of(runs):
                 key = target_key(target)
                 row[f"steps_{key}"] = _median([steps_to(r, target) for r in runs])
-                row[f"unreached_{key}"] = sum(1 for r in runs if not r["reached"][key])
+                row[f"unreached_{key}"] = sum(1 for r in runs if key in r["reached"] and not r["reached"][key])
                 row[f"seconds_{key}"] = _median([seconds_to(r, target) for r in runs])
             row["best_psnr"] = _median([r["best_psnr"] for r in runs])
             ups = [r["upscale"] for r in runs if "upscale" in r]
@@ -296,29 +305,32 @@ def upscale_rows(results: list[dict]) -> dict:
 
 def print_tables(results: list[dict]) -> None:
     summary = summary_rows(results)
+    targets = list(map(target_key, targets_of(results)))
     for size, rows in summary.items():
         budgets = sorted({r["budget"] for r in results if r["size"] == size})
         print(f"\n== {size} px: medians over the images (a target not reached counts as the budget, "
               f"{'/'.join(map(str, budgets))} steps; [n] = images that did not reach it)")
-        print(f"{'recipe':20s} {'steps to 30':>13s} {'35':>10s} {'40':>10s}  {'s to 35':>8s} {'40':>7s}  "
+        steps_head = "".join(f"{'steps to ' + t if i == 0 else t:>11s}" for i, t in enumerate(targets))
+        seconds_head = "".join(f"{'s to ' + t:>10s}" for t in targets)
+        print(f"{'recipe':20s} {steps_head}  {seconds_head}  "
               f"{'best dB':>7s}  {'2x dB':>6s} {'vs Lanczos':>10s} {'worst':>6s} {'SSIM vs L':>9s}")
         for recipe, row in rows.items():
             steps = ""
-            for target in map(target_key, TARGETS):
-                missed = row[f"unreached_{target}"]
-                steps += f"{_cell(row[f'steps_{target}'], 7)}{f'[{missed}]' if missed else '':<4s}"
+            for target in targets:
+                missed = row.get(f"unreached_{target}")
+                steps += f"{_cell(row.get(f'steps_{target}'), 7)}{f'[{missed}]' if missed else '':<4s}"
+            seconds = "".join(_cell(row.get(f"seconds_{target}"), 10, 1) for target in targets)
             upscale_cells = (f"{_cell(row.get('upscale_psnr'), 6, 2)} {_cell(row.get('upscale_gap_mean'), 10, 2)} "
                              f"{_cell(row.get('upscale_gap_worst'), 6, 2)} "
                              f"{_cell(row.get('upscale_ssim_gap_mean'), 9, 4)}")
-            print(f"{recipe:20s} {steps}  {_cell(row['seconds_35dB'], 8, 1)} {_cell(row['seconds_40dB'], 7, 1)}  "
-                  f"{_cell(row['best_psnr'], 7, 1)}  {upscale_cells}")
+            print(f"{recipe:20s} {steps}  {seconds}  {_cell(row['best_psnr'], 7, 1)}  {upscale_cells}")
     for size, rows in upscale_rows(results).items():
         print(f"\n== {size} px: 2x render (trained at {size // 2} px) against Lanczos, mean / worst gap in dB over the "
               f"images, by training steps")
         for recipe, by_steps in rows.items():
             cells = "  ".join(f"{steps:>5s}: {g['mean']:+6.2f} / {g['worst']:+6.2f}" for steps, g in by_steps.items())
             print(f"{recipe:24s} {cells}")
-    print("\n== each run: steps to 30 / 35 / 40 dB (- = not within the budget), best PSNR, 2x gap to Lanczos")
+    print(f"\n== each run: steps to {' / '.join(targets)} (- = not within the budget), best PSNR, 2x gap to Lanczos")
     for r in results:
         if "reached" not in r:
             continue
@@ -352,9 +364,13 @@ def budgets_by_size(items: list[str], sizes: list[int]) -> dict[int, int]:
 
 
 def job_key(args_tuple) -> str:
-    _, _, recipe_name, recipe, name, size, budget, check, full, scale, upscale_steps, with_race, with_torch = args_tuple
-    return json.dumps([recipe_name, asdict(recipe), name, size, budget, check, full, scale, list(upscale_steps),
-                       with_race, with_torch], sort_keys=True, default=str)
+    (_, _, recipe_name, recipe, name, size, budget, check, full, scale, upscale_steps, with_race, with_torch,
+     targets) = args_tuple
+    key = [recipe_name, asdict(recipe), name, size, budget, check, full, scale, list(upscale_steps), with_race,
+           with_torch]
+    if targets != TARGETS:  # the goals' targets keep the keys of runs saved before --targets
+        key.append(list(targets))
+    return json.dumps(key, sort_keys=True, default=str)
 
 
 def main() -> None:
@@ -369,6 +385,8 @@ def main() -> None:
     parser.add_argument("--define", nargs="*", default=[], metavar="NAME=PRESET:key=value,...",
                         help="more recipes, e.g. 'ws2-o45=siren:weight_scale=2,omega0=45,lr=1e-4,lr_min=1e-4'")
     parser.add_argument("--check", type=int, default=10, help="steps between PSNR readings")
+    parser.add_argument("--targets", type=float, nargs="+", default=list(TARGETS),
+                        help="PSNR targets in dB (a run stops once it reaches the last, unless --full)")
     parser.add_argument("--full", action="store_true", help="train to the budget even once every target is reached")
     parser.add_argument("--scale", type=int, default=2, help="upscale factor of the between-the-pixels score; 0: none")
     parser.add_argument("--upscale-steps", type=int, nargs="*", default=[],
@@ -391,7 +409,7 @@ def main() -> None:
         raise SystemExit(f"time_to_quality: {exc}") from None
     workers = args.workers or default_workers(backend_name)
     jobs = [(args.device, workers, recipe_name, recipe, name, size, budgets[size], args.check, args.full, args.scale,
-             tuple(args.upscale_steps), args.race, args.torch)
+             tuple(args.upscale_steps), args.race, args.torch, tuple(sorted(args.targets)))
             for size in sizes for name in args.images for recipe_name, recipe in recipes.items()]
     done: dict[str, dict] = {}
     if args.resume and args.out.is_file():
@@ -399,7 +417,7 @@ def main() -> None:
             done[result.get("key", "")] = result
     todo = [j for j in jobs if job_key(j) not in done]
     header = {"environment": environment(), "backend": backend_name, "workers": workers, "sizes": sizes,
-              "budgets": budgets, "images": args.images, "targets": list(TARGETS), "check": args.check,
+              "budgets": budgets, "images": args.images, "targets": sorted(args.targets), "check": args.check,
               "full": args.full, "scale": args.scale, "upscale_steps": args.upscale_steps, "race": args.race,
               "recipes": {name: asdict(recipe) for name, recipe in recipes.items()},
               "note": "steps are the main figure; seconds are training time on this machine as it was then"}
@@ -414,7 +432,8 @@ def main() -> None:
             results.append(result)
             if "reached" in result:
                 steps = " / ".join(str(hit["step"]) if hit else "-" for hit in result["reached"].values())
-                said = f"steps to 30/35/40 dB {steps:>16s}, best {result['best_psnr']:.2f} ({result['stopped']})"
+                said = (f"steps to {'/'.join(result['reached'])} {steps:>16s}, best {result['best_psnr']:.2f} "
+                        f"({result['stopped']})")
             else:
                 said = "2x " + ", ".join(f"{u['steps']} steps {u['inr']['psnr'] - u['lanczos']['psnr']:+.2f} dB"
                                          for u in [result["upscale"], *result["upscale_at"].values()])
