@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from inr_cli.core.sizing import OMEGA0_PER_PIXEL, OMEGA0_RANGE, chosen
 
 WS_FACTORS = (1.5, 2.0, 2.5, 3.0)
-SIGMOID_WS_FACTORS = (1.5, 2.0, 3.0, 5.0)
+SIGMOID_WS_FACTORS = (1.5, 2.0, 3.0, 5.0, 7.0)
 # lr_min = lr: a constant learning rate; the output starts at 0, as PyTorch's nn.Linear draws it.
 PAPER = {"omega0": 30.0, "lr": 1e-4, "lr_min": 1e-4, "beta2": 0.999, "init_output_at_mean": False}
 
@@ -61,21 +61,22 @@ def _factor(f: float) -> str:
 
 RECIPES: dict[str, Recipe] = {
     "siren-paper": Recipe("siren", dict(PAPER), "SIREN as published: omega0 30, Adam 1e-4 constant"),
-    "default": Recipe("siren", {}, "inr's siren preset: omega0 from the size, output at the mean colour, Adam 3e-4 "
+    "default": Recipe("siren", {}, "inr's siren preset: omega0 from the size, output at the mean colour, Adam 4e-4 "
                                    "(beta2 0.99) cosine to 1e-5"),
     "before": Recipe("siren", {"lr": 3e-4, "beta2": 0.999, "init_output_at_mean": False},
                      "the siren preset until 2026-11-25: output at 0, Adam 3e-4 with PyTorch's beta2 0.999"),
     "output-at-0": Recipe("siren", {"init_output_at_mean": False}, "inr's default with the output started at 0"),
     "output-at-0-lr4e-4": Recipe("siren", {"init_output_at_mean": False, "lr": 4e-4},
                                  "the siren preset of 2026-11-25 morning: output at 0, Adam 4e-4 (beta2 0.99)"),
-    "lr4e-4": Recipe("siren", {"lr": 4e-4}, "inr's default at Adam 4e-4"),
+    "lr3e-4": Recipe("siren", {"lr": 3e-4}, "the siren preset of 2026-11-25 afternoon: Adam 3e-4"),
+    "lr5e-4": Recipe("siren", {"lr": 5e-4}, "inr's default at Adam 5e-4"),
     "beta2-0.9": Recipe("siren", {"beta2": 0.9}, "inr's default with Adam's beta2 at 0.9"),
     **{f"ws{_factor(f)}-paper": Recipe("siren", {"weight_scale": f, **PAPER},
                                        f"weight scaling x{_factor(f)} on the paper's recipe (omega0 30, 1e-4 constant)")
        for f in WS_FACTORS},
     **{f"ws{_factor(f)}-cosine": Recipe("siren", {"weight_scale": f},
                                         f"weight scaling x{_factor(f)} on inr's default (omega0 from the size, "
-                                        f"3e-4 cosine)")
+                                        f"4e-4 cosine)")
        for f in WS_FACTORS},
     # Found on the way (time-to-quality-cpu-64-explore.json, -128.json): the gentler trade-offs.
     "ws1.25-cosine": Recipe("siren", {"weight_scale": 1.25}, "weight scaling x1.25 on inr's default"),
@@ -84,7 +85,7 @@ RECIPES: dict[str, Recipe] = {
                                      omega0_rule=(0.2, 10.0, 60.0)),
     "lr6e-4-beta2-0.999": Recipe("siren", {"lr": 6e-4, "beta2": 0.999}, "the siren preset before beta2 0.99, at twice "
                                                                          "its learning rate (6e-4 cosine)"),
-    "default-constant": Recipe("siren", {"lr_min": 3e-4}, "inr's default with a constant 3e-4"),
+    "default-constant": Recipe("siren", {"lr_min": 4e-4}, "inr's default with a constant 4e-4"),
     "paper-cosine": Recipe("siren", {"omega0": 30.0, "lr": 1e-4, "lr_min": 1e-6, "init_output_at_mean": False},
                            "the paper's omega0 and lr, cosine-annealed to 1e-6"),
     # Warm-up and the higher rates it is meant to allow (time-to-quality-cpu-64-warmup.json).

@@ -95,7 +95,7 @@ SETTINGS = (
             "per pixel of its longer side, 2 to 10)", name="fourier_sigma", bound=NON_NEGATIVE),
     Setting("optimizer.name", str, "adam", "Adam (PyTorch's formula) or SGD with momentum", name="optimizer",
             choices=OPTIMIZERS),
-    Setting("optimizer.lr", float, 3e-4, "Peak learning rate, cosine-annealed to lr_min over the whole budget",
+    Setting("optimizer.lr", float, 4e-4, "Peak learning rate, cosine-annealed to lr_min over the whole budget",
             bound=POSITIVE),
     Setting("optimizer.lr_min", float, 1e-5, "Final learning rate of the cosine schedule", bound=NON_NEGATIVE,
             commands=(TRAIN, FIT_MANY)),

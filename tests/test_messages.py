@@ -145,7 +145,7 @@ def test_help_lists_every_command_whole_and_options_with_their_defaults_and_meta
         assert not [line for line in options if "<" in line.split("  ")[1]], (name, options)
     train = " ".join(runner.invoke(app, ["train", "--help"], env={"COLUMNS": "80"}).output.split())
     assert "--hidden N Neurons per hidden layer. Default: 256 (sigmoid preset: 128)." in train
-    assert "Default: 0.0003 (fourier, sigmoid presets: 0.003)." in train
+    assert "Default: 0.0004 (fourier, sigmoid presets: 0.003)." in train
     assert "--gray / --no-gray Train on one grey channel. Default: false." in train
 
 
@@ -155,7 +155,7 @@ def test_presets_are_listed_and_printed_whole_for_a_config_file(tmp_path):
     listed = run("presets")
     assert listed.exit_code == 0
     assert [line.split()[0] for line in listed.stdout.splitlines()] == presets()
-    assert "siren 3x256, lr 0.0003, 1000 steps" in listed.stdout and "inr presets NAME" in listed.stderr
+    assert "siren 3x256, lr 0.0004, 1000 steps" in listed.stdout and "inr presets NAME" in listed.stderr
     whole = run("presets", "sigmoid")
     assert whole.exit_code == 0
     (tmp_path / "mine.toml").write_text(whole.stdout)

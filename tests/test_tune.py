@@ -83,7 +83,7 @@ def test_a_small_study_in_process(study):
     assert result.finished == 5 == sum(map(counted, trials))
     # The first trial is the configuration's own settings: the siren preset's, omega0 from the size.
     first = trials[0].user_attrs["settings"]
-    assert first["network.omega0"] == 15.0 and first["optimizer.lr"] == 3e-4
+    assert first["network.omega0"] == 15.0 and first["optimizer.lr"] == 4e-4
     assert first["optimizer.lr_min"] == pytest.approx(1e-5)
     complete = [t for t in trials if t.state == State.COMPLETE]
     assert result.value == max(t.value for t in complete)

@@ -61,7 +61,7 @@ def _option(setting: Setting) -> inspect.Parameter:
 
 
 def _default_text(setting: Setting) -> str:
-    """`Default: 0.0003 (fourier, sigmoid presets: 0.003)`, in the help text: the option's own default
+    """`Default: 0.0004 (fourier, sigmoid presets: 0.003)`, in the help text: the option's own default
     is None (not given). The README's table says the same (settings.default_text)."""
     tuned: dict[str, list[str]] = {}
     for preset, values in _presets().items():
