@@ -40,7 +40,7 @@ from inr_cli.formats.images import resample  # noqa: E402
 RECIPES = {
     "siren-paper": ("sine", 30.0, 1.0, None, 1e-4, 1.0, "constant"),
     "ws2-paper": ("sine", 30.0, 2.0, None, 1e-4, 1.0, "constant"),
-    "inr-default": ("sine", None, 1.0, None, 3e-4, 1e-5 / 3e-4, "cosine"),
+    "inr-default": ("sine", None, 1.0, None, 3e-4, 1e-5 / 3e-4, "cosine"),  # the preset of 2026-11-24
     "finer-paper-lr": ("finer", 30.0, 1.0, None, 1e-4, 1.0, "constant"),
     "finer-k1": ("finer", 30.0, 1.0, 1.0, 1e-4, 1.0, "constant"),
     "finer-theirs": ("finer", 30.0, 1.0, None, 5e-4, 0.1, "exponential"),

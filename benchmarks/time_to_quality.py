@@ -77,10 +77,9 @@ SUITE = {  # name: (file, grey)
 DRAWINGS = ("cub", "house")
 DEFAULT_IMAGES = ["coffee", "rocket-grey", "cub", "house"]
 TARGETS = (30.0, 35.0, 40.0)  # the goals' targets; --targets for fewer (a run stops at its last)
-# The CPU suite: 64 px with the goals' 2,000-step budget, the "suite" recipes. Every recipe ("all",
-# 19 then) took 55 minutes on two cores shared with other work; the suite's 17 skip the slowest
-# repeats. A 128-px run costs four times as much per step: --sizes 128 --budget 1000 --recipes core
-# adds that size (where today's default reaches 35 dB in a couple of hundred steps).
+# The CPU suite: 64 px with the goals' 2,000-step budget, the "suite" recipes ("all" less the slowest
+# repeats; nineteen recipes took 55 minutes on two shared cores). A 128-px run costs four times as
+# much per step: --sizes 128 --budget 1000 --recipes core adds that size.
 CPU_SIZES, CPU_BUDGETS = [64], ["2000", "128=1000"]
 GPU_SIZES, GPU_BUDGETS = [64, 128, 256, 512], ["2000"]
 
@@ -310,9 +309,9 @@ def print_tables(results: list[dict]) -> None:
         budgets = sorted({r["budget"] for r in results if r["size"] == size})
         print(f"\n== {size} px: medians over the images (a target not reached counts as the budget, "
               f"{'/'.join(map(str, budgets))} steps; [n] = images that did not reach it)")
-        steps_head = "".join(f"{'steps to ' + t if i == 0 else t:>11s}" for i, t in enumerate(targets))
+        steps_head = "steps to " + "".join(f"{t:>11s}" for t in targets)
         seconds_head = "".join(f"{'s to ' + t:>10s}" for t in targets)
-        print(f"{'recipe':20s} {steps_head}  {seconds_head}  "
+        print(f"{'recipe':11s} {steps_head}  {seconds_head}  "
               f"{'best dB':>7s}  {'2x dB':>6s} {'vs Lanczos':>10s} {'worst':>6s} {'SSIM vs L':>9s}")
         for recipe, row in rows.items():
             steps = ""
@@ -364,12 +363,13 @@ def budgets_by_size(items: list[str], sizes: list[int]) -> dict[int, int]:
 
 
 def job_key(args_tuple) -> str:
+    """What a run is, for --resume: the recipe and every setting it trains with (a preset's default
+    that changed since a run was saved makes it a new run), the image, the size and the options."""
     (_, _, recipe_name, recipe, name, size, budget, check, full, scale, upscale_steps, with_race, with_torch,
      targets) = args_tuple
-    key = [recipe_name, asdict(recipe), name, size, budget, check, full, scale, list(upscale_steps), with_race,
-           with_torch]
-    if targets != TARGETS:  # the goals' targets keep the keys of runs saved before --targets
-        key.append(list(targets))
+    trains_with = asdict(configure(recipe.preset, size, **recipe.flags))
+    key = [recipe_name, asdict(recipe), trains_with, name, size, budget, check, full, scale, list(upscale_steps),
+           with_race, with_torch, list(targets)]
     return json.dumps(key, sort_keys=True, default=str)
 
 
@@ -416,6 +416,8 @@ def main() -> None:
         for result in json.loads(args.out.read_text()).get("results", []):
             done[result.get("key", "")] = result
     todo = [j for j in jobs if job_key(j) not in done]
+    # Runs in --out that this command does not ask for stay in the file (out of its tables).
+    kept = [r for key, r in done.items() if key not in {job_key(j) for j in jobs}]
     header = {"environment": environment(), "backend": backend_name, "workers": workers, "sizes": sizes,
               "budgets": budgets, "images": args.images, "targets": sorted(args.targets), "check": args.check,
               "full": args.full, "scale": args.scale, "upscale_steps": args.upscale_steps, "race": args.race,
@@ -439,12 +441,12 @@ def main() -> None:
                                          for u in [result["upscale"], *result["upscale_at"].values()])
             print(f"[{len(results)}/{len(jobs)} {time.perf_counter() - started:5.0f} s] {result['size']} px "
                   f"{result['image']:12s} {result['recipe']:20s} {said}", flush=True)
-            save_json({**header, "results": results}, args.out)
+            save_json({**header, "results": results + kept}, args.out)
     order = {job_key(j): i for i, j in enumerate(jobs)}
     results.sort(key=lambda r: order.get(r["key"], len(order)))
     summary = {str(size): rows for size, rows in summary_rows(results).items()}
     upscales = {str(size): rows for size, rows in upscale_rows(results).items()}
-    save_json({**header, "summary": summary, "upscale_by_steps": upscales, "results": results}, args.out)
+    save_json({**header, "summary": summary, "upscale_by_steps": upscales, "results": results + kept}, args.out)
     print_tables(results)
     print(f"\nsaved {args.out}")
 

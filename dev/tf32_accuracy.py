@@ -19,7 +19,7 @@ image and a 2x render as benchmarks/upscaling.py does. The modes:
                            FP32 rounding, no TF32): how far rounding noise alone moves the result
 
 The target (issue 14): at the siren preset's 1000 steps on both sample photos, within 0.2 dB of FP32.
-At the preset's settings (lr 3e-4, omega0 60) Adam's path is chaotic: FP32 through another order of
+At the preset's settings of then (lr 3e-4, omega0 60) Adam's path is chaotic: FP32 through another order of
 additions (cuBLAS) already ends 0.9 / 2.1 dB away (BENCHMARKS.md, "agreement"). The fp32-f64 control
 measures that noise here; `--set omega0=30 lr=1e-4` gives the stable settings where FP32 paths agree to
 the hundredth of a dB, so TF32's own effect shows.
