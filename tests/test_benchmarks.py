@@ -69,3 +69,36 @@ def test_the_emoji_faces_are_aligned_faces_split_by_the_seed(tmp_path):
     assert np.median(yellow[:, 12:20, 4:8].mean(axis=(1, 2))) > 0.8
     assert np.median(yellow[:, 1:4, 14:18].mean(axis=(1, 2))) > 0.8  # and the top of the disc
     assert (faces[:, 0, 0] > 0.95).all(axis=1).mean() > 0.9  # white corners
+
+
+def test_a_time_to_quality_run_is_keyed_by_the_settings_it_trains_with(monkeypatch):
+    """--resume must not reuse a run saved before a preset's default changed: the key holds the
+    settings the recipe trains with, not only the recipe's own flags."""
+    from benchmarks import time_to_quality
+    from benchmarks.recipes import RECIPES
+
+    def key(recipe, targets=time_to_quality.TARGETS):
+        return time_to_quality.job_key(("cpu", 1, "default", recipe, "cub", 64, 2000, 10, False, 2, (), True, False,
+                                        targets))
+
+    before = key(RECIPES["default"])
+    assert key(RECIPES["default"], (30.0,)) != before
+    real = time_to_quality.configure
+    monkeypatch.setattr(time_to_quality, "configure",
+                        lambda preset, size, **flags: real(preset, size, **{"lr": 1e-3, **flags}))
+    assert key(RECIPES["default"]) != before  # the same recipe, a preset whose lr changed
+
+
+def test_time_to_quality_tables_count_a_missed_target_as_the_budget():
+    from benchmarks.time_to_quality import summary_rows, targets_of
+
+    def run(image, steps, budget=100):
+        reached = {f"{t:g}dB": ({"step": s, "seconds": 1.0} if s else None) for t, s in steps.items()}
+        return {"size": 64, "recipe": "r", "image": image, "budget": budget, "reached": reached, "best_psnr": 40.0}
+
+    runs = [run("a", {30.0: 10, 35.0: 20}), run("b", {30.0: 30, 35.0: None}), run("c", {30.0: 50})]
+    assert targets_of(runs) == [30.0, 35.0]
+    row = summary_rows(runs)[64]["r"]
+    assert row["steps_30dB"] == 30  # median of 10, 30, 50
+    assert row["steps_35dB"] == 60  # median of 20 and the budget (100); run c did not ask for 35 dB
+    assert row["unreached_35dB"] == 1
