@@ -122,7 +122,7 @@ SETTINGS = (
     Setting("training.checkpoint_every", int, 250, "Steps between checkpoints", bound=POSITIVE, fits=False,
             commands=(TRAIN,)),
     Setting("training.log_every", int, 10, "Steps between loss reads and metrics rows", bound=POSITIVE,
-            fits=False, commands=(TRAIN,)),
+            fits=False, commands=(TRAIN, FIT_MANY)),
     Setting("training.checkpoint_seconds", float, 60.0, "Also write a checkpoint when this many seconds have "
             "passed since the last one; 0 = off", bound=NON_NEGATIVE, fits=False, legacy=0.0,
             commands=(TRAIN, FIT_MANY)),

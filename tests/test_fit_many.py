@@ -574,6 +574,17 @@ def test_until_psnr_stops_each_network_as_it_would_alone(tmp_path):
         assert np.array_equal(alone.params, networks.weights[row])
 
 
+def test_log_every_sets_where_until_psnr_is_checked(tmp_path):
+    """fit-many reads the loss every --log-every steps: a network stops at the first such reading at
+    or above its target."""
+    folder = make_folder(tmp_path / "images")
+    net = [*NET[:NET.index("--steps")], "--steps", "300", "--device", "cpu", "-q"]
+    result = fit(folder, "-o", tmp_path / "out", "--pack", "5", "--until-psnr", "22", "--log-every", "7", *net)
+    assert result.exit_code == 0, result.output
+    stopped = [int(row["steps"]) for row in load_network_set(tmp_path / "out").index if int(row["steps"]) < 300]
+    assert stopped and all(s % 7 == 0 for s in stopped) and any(s % 10 for s in stopped), stopped
+
+
 def test_progress_never_goes_back_when_networks_leave_their_pack():
     """With --until-psnr, networks that reach their target leave the pack: their work counts as done,
     not as lost until the shard is written."""
