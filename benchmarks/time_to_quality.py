@@ -415,9 +415,10 @@ def main() -> None:
     if args.resume and args.out.is_file():
         for result in json.loads(args.out.read_text()).get("results", []):
             done[result.get("key", "")] = result
-    todo = [j for j in jobs if job_key(j) not in done]
+    order = {job_key(j): i for i, j in enumerate(jobs)}  # each job's key, once (it builds the job's config)
+    todo = [(j, key) for j, key in zip(jobs, order) if key not in done]
     # Runs in --out that this command does not ask for stay in the file (out of its tables).
-    kept = [r for key, r in done.items() if key not in {job_key(j) for j in jobs}]
+    kept = [r for key, r in done.items() if key not in order]
     header = {"environment": environment(), "backend": backend_name, "workers": workers, "sizes": sizes,
               "budgets": budgets, "images": args.images, "targets": sorted(args.targets), "check": args.check,
               "full": args.full, "scale": args.scale, "upscale_steps": args.upscale_steps, "race": args.race,
@@ -425,12 +426,12 @@ def main() -> None:
               "note": "steps are the main figure; seconds are training time on this machine as it was then"}
     print(f"{len(jobs)} runs ({len(jobs) - len(todo)} already in {args.out}), {workers} at a time on {backend_name}",
           flush=True)
-    results = [done[job_key(j)] for j in jobs if job_key(j) in done]
+    results = [done[key] for key in order if key in done]
     started = time.perf_counter()
     with worker_pool(workers) as pool:
-        futures = [(j, pool.submit(job, *j)) for j in todo]
-        for j, future in futures:
-            result = {"key": job_key(j), **future.result()}
+        futures = [(key, pool.submit(job, *j)) for j, key in todo]
+        for key, future in futures:
+            result = {"key": key, **future.result()}
             results.append(result)
             if "reached" in result:
                 steps = " / ".join(str(hit["step"]) if hit else "-" for hit in result["reached"].values())
@@ -442,7 +443,6 @@ def main() -> None:
             print(f"[{len(results)}/{len(jobs)} {time.perf_counter() - started:5.0f} s] {result['size']} px "
                   f"{result['image']:12s} {result['recipe']:20s} {said}", flush=True)
             save_json({**header, "results": results + kept}, args.out)
-    order = {job_key(j): i for i, j in enumerate(jobs)}
     results.sort(key=lambda r: order.get(r["key"], len(order)))
     summary = {str(size): rows for size, rows in summary_rows(results).items()}
     upscales = {str(size): rows for size, rows in upscale_rows(results).items()}

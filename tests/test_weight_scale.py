@@ -15,7 +15,7 @@ from inr_cli import api
 from inr_cli.backends.cpu_backend import CpuBackend
 from inr_cli.backends.numpy_backend import NumpyBackend
 from inr_cli.cli import app
-from inr_cli.core.network import NetworkSpec, frequency_view, init_parameters, layer_views
+from inr_cli.core.network import NetworkSpec, frequency_view, init_parameters, layer_views, output_means
 from inr_cli.core.state import TrainingState
 from inr_cli.core.trainer import Trainer
 from inr_cli.errors import InrError
@@ -122,8 +122,8 @@ def trained_from_scaled_init(path, run: ckpt.Checkpoint, seed: int, weight_scale
     """What a run of `run`'s settings on the image at `path` reaches from init_parameters(weight_scale)
     (its output at the image's mean colour, as the run's settings start it)."""
     image = load_image(path)
-    mean = image.values.reshape(-1, image.n_channels).mean(axis=0, dtype=np.float64)
     assert run.config.network.init_output_at_mean
+    mean = output_means(run.config, [image])[0]
     state = TrainingState(init_parameters(run.spec, seed, mean, weight_scale=weight_scale)[None], None, None, 0,
                           0.0, np.full(1, np.nan))
     trainer = Trainer(CpuBackend(), run.spec, run.config, [image], state, [seed])
