@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import signal
 import sys
 import time
 import webbrowser
@@ -38,6 +39,9 @@ def command(
 
     if not 0 <= port <= 65535:
         raise UsageError(f"--port is 0..65535, got {port}")
+    # "Ctrl-C stops", also when started from a shell that ignored SIGINT for it (a script's `&`):
+    # Python raises KeyboardInterrupt only where SIGINT was not ignored at its start.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if _run_without_checkpoint(run):
         _wait_for_first_checkpoint(run)
     view = open_view(run, trust)
