@@ -1,4 +1,4 @@
-"""The README's pictures of `inr view`: a run zoomed in, a run while it trains, a set's gallery.
+"""The pictures of `inr view` in docs/viewer.md and the README: a run zoomed in, a run while it trains, a set's gallery.
 
     PYTHONPATH=. python dev/view_screenshots.py      # writes docs/view-run.png, view-training.png, view-set.png
 

@@ -1,7 +1,7 @@
 """inr: learn an image as a function of its pixel coordinates.
 
 From Python: `inr_cli.load(path)`, `inr_cli.fit(image, **settings)`, `inr_cli.fit_many(folder, out,
-**settings)` (see inr_cli/api.py and the README). They are imported on first use, so that
+**settings)` (see inr_cli/api.py and docs/python.md). They are imported on first use, so that
 `import inr_cli` stays light.
 """
 

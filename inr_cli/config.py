@@ -296,5 +296,5 @@ def from_flat_v1(values: dict) -> Config:
 
 
 def options_table() -> str:
-    """The README's table of training options, with each preset's tuned values beside the defaults."""
+    """The table of training options (docs/training.md), with each preset's tuned values beside the defaults."""
     return markdown_table({name: read_toml(preset_path(name)) for name in presets()})

@@ -3,8 +3,8 @@
 A Setting holds all that belongs to one key of the configuration: its section and name, type,
 bounds, default, help text, flag, the commands that take it and whether it changes what is fitted.
 config.py builds the configuration classes, the TOML reading and the validation from SETTINGS; the
-`train` and `fit-many` commands get their flags from it (commands/setting_options.py); the README's
-table of training options is rendered from it (markdown_table). Adding a setting is adding one
+`train` and `fit-many` commands get their flags from it (commands/setting_options.py); the table of
+training options in docs/training.md is rendered from it (markdown_table). Adding a setting is adding one
 Setting below.
 
 Defaults: a Setting's default is what a run gets unless a preset (configs/NAME.toml), a --config
@@ -38,7 +38,7 @@ class Setting:
     key: str  # "section.field", as in the TOML files
     type: type  # int | float | str | bool
     default: object
-    help: str  # one sentence for --help and the README
+    help: str  # one sentence for --help and the options table
     name: str = ""  # the flag (--fourier-sigma for fourier_sigma) and checkpoint format 1's field; "": the field
     choices: tuple = ()
     bound: str | None = None  # POSITIVE | NON_NEGATIVE
@@ -181,7 +181,7 @@ def _short(value) -> str:
 
 
 def markdown_table(presets: dict[str, dict]) -> str:
-    """The README's table of training options: one row per setting."""
+    """The table of training options (docs/training.md): one row per setting."""
     rows = ["| flag | key (`--set`, `--config`) | meaning | default; presets' own values |",
             "| --- | --- | --- | --- |"]
     for s in SETTINGS:

@@ -293,6 +293,7 @@ def ray_available():
     pytest.importorskip("ray", reason="Ray is the optional extra inr[cluster]")
 
 
+@pytest.mark.cluster
 def test_on_a_local_ray_with_a_worker_killed_mid_shard(ray_available, reference, tmp_path):
     """A real local Ray. The worker fitting img2.png's shard is SIGKILLed (the failpoint, once): Ray
     restarts it, the shard is sent again, and the set is the in-process set, bit for bit."""
@@ -306,6 +307,7 @@ def test_on_a_local_ray_with_a_worker_killed_mid_shard(ray_available, reference,
     assert np.array_equal(np.load(target / WEIGHTS), np.load(out / WEIGHTS))
 
 
+@pytest.mark.cluster
 def test_on_a_local_ray_driver_killed_then_rerun(ray_available, reference, tmp_path):
     folder, out = reference
     target = tmp_path / "ray"

@@ -28,7 +28,7 @@ from tests.test_fit_many_urls import served  # noqa: F401 - a fixture: images on
 reference = test_fit_many.reference  # the in-process set every run here must reproduce, bit for bit
 
 ray = pytest.importorskip("ray", reason="Ray is the optional extra inr[cluster]")
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 
 @pytest.fixture(scope="module")

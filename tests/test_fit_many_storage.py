@@ -239,6 +239,7 @@ needs_ray = pytest.mark.skipif(cluster is None, reason="Ray is the optional extr
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
 @needs_ray
 def test_nfs_with_workers_on_two_machines_gets_whole_shards(cluster, reference, tmp_path, monkeypatch):  # noqa: F811
     folder, out = reference
@@ -254,6 +255,7 @@ def test_nfs_with_workers_on_two_machines_gets_whole_shards(cluster, reference, 
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
 @needs_ray
 def test_blind_workers_on_a_fuse_mount_with_one_shard_read_ahead(cluster, reference, tmp_path, capsys,  # noqa: F811
                                                                  monkeypatch):

@@ -279,6 +279,7 @@ def test_tune_on_the_gpu(tmp_path):
 
 
 
+@pytest.mark.cluster
 def test_fit_many_on_a_local_ray_with_a_gpu_worker(tmp_path):
     """fit-many --ray local --device gpu: a Ray worker given the GPU fits the shards there (it says
     where), and the set is the one fitted on the GPU in this process."""

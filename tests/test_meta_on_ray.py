@@ -22,7 +22,7 @@ from tests.test_fit_many import ROOT, finish
 from tests.test_meta_init import kind
 
 ray = pytest.importorskip("ray", reason="Ray is the optional extra inr[cluster]")
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 NET = ["--hidden", "8", "--layers", "2", "--omega0", "20", "--lr", "1e-3", "--device", "cpu"]
 META = ["--outer-steps", "4", "--inner-steps", "3", "--meta-batch", "4", "--eval-every", "2"]

@@ -1,4 +1,4 @@
-"""The settings, defined once: the README's table, the generated flags, --set, help at 80 columns."""
+"""The settings, defined once: the training guide's table, the generated flags, --set, help at 80 columns."""
 
 from __future__ import annotations
 
@@ -18,23 +18,23 @@ from inr_cli.commands.setting_options import COMMAND_LINE
 from inr_cli.config import given_settings, options_table
 from inr_cli.errors import UsageError
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "training.md"
 
 
-def readme_options_table() -> str:
-    """The first table after the "### Training options" heading."""
-    section = README.read_text(encoding="utf-8").split("### Training options\n", 1)[1].splitlines()
+def guide_options_table() -> str:
+    """The first table after the "### Training options" heading of docs/training.md."""
+    section = GUIDE.read_text(encoding="utf-8").split("### Training options\n", 1)[1].splitlines()
     lines = itertools.dropwhile(lambda line: not line.startswith("|"), section)
     return "".join(line + "\n" for line in itertools.takewhile(lambda line: line.startswith("|"), lines))
 
 
-def test_readme_table_is_rendered_from_the_settings(monkeypatch):
+def test_the_options_table_is_rendered_from_the_settings(monkeypatch):
     """Regenerate with: python -c 'from inr_cli.config import options_table; print(options_table())'."""
-    assert readme_options_table() == options_table()
+    assert guide_options_table() == options_table()
     changed = [dataclasses.replace(s, help=s.help + " (changed)") if s.key == "optimizer.lr" else s
                for s in settings.SETTINGS]
     monkeypatch.setattr(settings, "SETTINGS", tuple(changed))
-    assert readme_options_table() != options_table()  # the check above can fail
+    assert guide_options_table() != options_table()  # the check above can fail
 
 
 def test_every_flag_setting_is_an_option_of_the_commands_that_take_it():

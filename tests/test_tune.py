@@ -331,6 +331,7 @@ def cluster():
 
 
 @pytest.mark.slow
+@pytest.mark.cluster
 def test_on_ray_two_trials_run_at_once_and_a_lost_one_runs_again(cluster, picture, tmp_path):
     """Each trial waits at its start until two have started (it fails otherwise), so the study
     finishes only if two ran at once; trial 1's worker is SIGKILLed at its first reading and its

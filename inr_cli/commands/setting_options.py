@@ -62,7 +62,7 @@ def _option(setting: Setting) -> inspect.Parameter:
 
 def _default_text(setting: Setting) -> str:
     """`Default: 0.0004 (fourier, sigmoid presets: 0.003)`, in the help text: the option's own default
-    is None (not given). The README's table says the same (settings.default_text)."""
+    is None (not given). The options table (docs/training.md) says the same (settings.default_text)."""
     tuned: dict[str, list[str]] = {}
     for preset, values in _presets().items():
         if values.get(setting.key, setting.default) != setting.default:
