@@ -1,4 +1,4 @@
-"""The README and the guides under docs/ as a user reads them: every Python block runs as written, on
+"""The README, BENCHMARKS.md and the guides under docs/ as a user reads them: every Python block runs as written, on
 images this test makes; every `inr` command they show names a command and options it takes, with
 values it accepts; every link between them leads to a file and heading that exist. So the documented
 API, file format and command lines cannot drift from the code."""
@@ -22,7 +22,7 @@ COMMANDS = typer.main.get_command(app)
 click = importlib.import_module(
     next(c.__module__ for c in type(COMMANDS).__mro__ if c.__module__.endswith("click.core"))[: -len("core")]
     + "exceptions")
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = [ROOT / "README.md", ROOT / "BENCHMARKS.md", *sorted((ROOT / "docs").glob("*.md"))]
 # The Python blocks run in this order, one namespace per file, in one folder: the Python guide fits the
 # set that the file formats' forward pass reads.
 PYTHON_BLOCKS_IN_ORDER = ["README.md", "docs/python.md", "docs/file-formats.md"]
@@ -169,6 +169,8 @@ def test_every_link_leads_somewhere():
             elif anchor and anchor not in anchors(linked):
                 broken.append(f"{name(doc)}: {target}: no such heading")
     assert not broken, "\n".join(broken)
+    assert {"quick-start", "the-users-path"} <= anchors(ROOT / "README.md")  # the check can fail
+    assert "no-such-heading" not in anchors(ROOT / "README.md")
 
 
 def anchors(doc: Path) -> set[str]:
