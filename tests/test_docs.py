@@ -111,7 +111,7 @@ def words_of(line: str) -> tuple[object, list[str]]:
     lexer = shlex.shlex(line, posix=True, punctuation_chars="|&;<>")
     lexer.whitespace_split = True
     words = list(lexer)[1:]
-    words = words[: next((i for i, w in enumerate(words) if w in (">", "|", "&&", ";", "2>")), len(words))]
+    words = words[: next((i for i, w in enumerate(words) if w in (">", "|", "&", "&&", ";")), len(words))]
     while words and words[0] == "--debug":  # the one option before the command
         words = words[1:]
     command = COMMANDS.commands.get(words[0] if words else "")

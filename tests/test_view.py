@@ -8,10 +8,12 @@ import dataclasses
 import http.client
 import io
 import json
+import os
 import shutil
 import signal
 import struct
 import subprocess
+import sys
 import threading
 import urllib.request
 from contextlib import contextmanager
@@ -336,10 +338,38 @@ def test_cli_waits_for_the_first_checkpoint_of_a_run_that_has_just_started(run_d
         process.wait()
 
 
+def test_cli_follows_the_next_run_started_after_it(run_dir, tmp_path):
+    """`inr view --next`, started before `inr train`: an earlier run under runs/ is not the one it
+    follows; the next run to write its config.toml is, once its first checkpoint is there."""
+    runs = tmp_path / "runs"
+    shutil.copytree(run_dir, runs / "photo")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    process = subprocess.Popen([sys.executable, "-m", "inr_cli", "view", "--next", "--no-browser", "--device", "cpu"],
+                               cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "waiting for the next run under runs/" in process.stderr.readline()
+        (runs / "photo-2").mkdir()
+        shutil.copy(run_dir / "config.toml", runs / "photo-2" / "config.toml")
+        assert "following runs/photo-2" in process.stderr.readline()
+        assert "waiting for the first checkpoint of runs/photo-2" in process.stderr.readline()
+        shutil.copy(run_dir / "checkpoint.npz", runs / "photo-2" / "checkpoint.npz.part")
+        (runs / "photo-2" / "checkpoint.npz.part").rename(runs / "photo-2" / "checkpoint.npz")
+        address = process.stdout.readline().strip()
+        with urllib.request.urlopen(address + "api/info", timeout=60) as response:
+            assert json.loads(response.read())["name"] == "photo-2"
+    finally:
+        process.kill()
+        process.wait()
+
+
 def test_cli_errors_are_one_line(tmp_path):
     result = runner.invoke(app, ["view", str(tmp_path / "nothing")])
-    assert result.exit_code == 1 and "no such run directory" in result.output
+    assert result.exit_code == 1 and "no such run directory" in result.output and "inr view --next" in result.output
     assert len(result.output.strip().splitlines()) == 1
+    result = runner.invoke(app, ["view", str(tmp_path)])
+    assert result.exit_code == 1 and "an empty folder" in result.output
+    result = runner.invoke(app, ["view", str(tmp_path), "--next"])
+    assert result.exit_code == 2 and "not both" in result.output
     result = runner.invoke(app, ["view", str(tmp_path), "--port", "70000"])
     assert result.exit_code == 2 and "--port" in result.output
 

@@ -5,6 +5,7 @@ import sys
 import time
 import webbrowser
 from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -13,6 +14,7 @@ from inr_cli.commands.paths import shown_path
 from inr_cli.config import Device
 from inr_cli.console import info
 from inr_cli.errors import InrError, UsageError
+from inr_cli.runs.directory import RUNS_ROOT
 
 NAME = "view"
 HELP = "Look at a run or a set in the browser: zoom into the function, follow a training run, browse a set."
@@ -20,8 +22,10 @@ NEEDS_ARGS = True
 
 
 def command(
-    run: Path = typer.Argument(..., metavar="RUN|SET", help="Run directory, checkpoint.npz, or an inr fit-many "
-                               "folder."),
+    run: Optional[Path] = typer.Argument(None, metavar="RUN|SET", show_default=False, help="Run directory, "
+                                         "checkpoint.npz, or an inr fit-many folder."),
+    next_run: bool = typer.Option(False, "--next", help="Wait for the next run that inr train starts under runs/ "
+                                  "(here), and follow it: start the viewer first, then train."),
     port: int = typer.Option(0, "--port", metavar="N", show_default=False, help="Port to listen on. Default: 0, "
                              "a free one."),
     host: str = typer.Option("127.0.0.1", "--host", metavar="ADDRESS", show_default=False, help="Address to "
@@ -42,6 +46,13 @@ def command(
     # "Ctrl-C stops", also when started from a shell that ignored SIGINT for it (a script's `&`):
     # Python raises KeyboardInterrupt only where SIGINT was not ignored at its start.
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    if next_run == (run is not None):
+        raise UsageError("give a run or set to view, or --next for the next run inr train starts (not both)")
+    if next_run:
+        run = _wait_for_next_run()
+    elif not run.exists() or (run.is_dir() and not any(run.iterdir())):
+        what = "an empty folder" if run.exists() else "no such run directory or checkpoint"
+        raise InrError(f"{run}: {what}; inr view --next waits for the next run inr train starts")
     if _run_without_checkpoint(run):
         _wait_for_first_checkpoint(run)
     view = open_view(run, trust)
@@ -79,9 +90,28 @@ def _wait_for_first_checkpoint(run: Path) -> None:
     from inr_cli.formats import checkpoint as ckpt
 
     info(f"waiting for the first checkpoint of {shown_path(run)} (Ctrl-C stops)")
+    _wait_until(lambda: ckpt.resolve_exists(run))
+
+
+def _wait_for_next_run() -> Path:
+    """The first run directory under runs/ whose config.toml (the first file `inr train` writes, on a
+    start and on a resume) appears or changes after this call."""
+    def started() -> dict[Path, int]:
+        return {config.parent: config.stat().st_mtime_ns for config in RUNS_ROOT.glob("*/config.toml")}
+
+    before = started()
+    info(f"waiting for the next run under {RUNS_ROOT}/: start inr train here (Ctrl-C stops)")
+    new = _wait_until(lambda: [run for run, stamp in started().items() if before.get(run) != stamp])
+    info(f"following {shown_path(new[0])}")
+    return new[0]
+
+
+def _wait_until(condition):
+    """condition()'s first true value, asked five times a second; Ctrl-C ends the command."""
     try:
-        while not ckpt.resolve_exists(run):
-            time.sleep(0.2)  # a user waits on this, not a test: polling the file is enough
+        while not (found := condition()):
+            time.sleep(0.2)  # a user waits on this, not a test: polling the files is enough
+        return found
     except KeyboardInterrupt:
         info("stopped")
         raise typer.Exit(0) from None
