@@ -19,7 +19,7 @@ from inr_cli.core.state import TrainingState
 from inr_cli.core.trainer import Trainer
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.runs.directory import RunLock
-from inr_cli.runs.training import slow_run_hint
+from inr_cli.runs.training import slow_run_hint, suggested_rate
 from inr_cli.sets import driver
 from inr_cli.sets.storage import shard_name
 from tests.conftest import FIXTURES
@@ -39,12 +39,43 @@ def train(*args):
     return runner.invoke(app, ["train", *map(str, args)])
 
 
-def test_a_blow_up_at_the_first_steps_stops_and_keeps_the_last_good_checkpoint(photo, tmp_path):
+def test_a_blow_up_before_any_checkpoint_leaves_no_run_and_names_the_presets_rate(photo, tmp_path):
+    """Nothing past the start was saved: the run is removed (the same command at a better rate starts
+    it again), and the rate to try is the preset's, which trains, not a tenth of one that blew up."""
     run = tmp_path / "run"
     result = train(photo, "--lr", "1e6", "--steps", "60", "--run-dir", run, *NET)
     assert result.exit_code == 1, result.output
-    assert "training blew up" in result.output and "--lr 100000" in result.output
-    assert ckpt.load(run).step == 0  # the run stopped at once; its start is kept
+    assert "training blew up" in result.output and f"{run} is removed" in result.output
+    assert "--lr 0.0004 (the siren preset's rate)" in result.output
+    assert not run.exists()
+    assert train(photo, "--lr", "0.0004", "--steps", "60", "--run-dir", run, *NET).exit_code == 0
+    kept = tmp_path / "made-by-hand"
+    kept.mkdir()
+    assert train(photo, "--lr", "1e6", "--steps", "60", "--run-dir", kept, *NET).exit_code == 1
+    assert kept.is_dir() and not any(kept.iterdir())  # a folder it did not make stays, emptied of the run
+    at_or_below = build_config(None, flags_to_values({"lr": 1e-4, "model": "sigmoid"}))
+    assert suggested_rate(at_or_below) == "a smaller learning rate, e.g. --lr 1e-05"  # the preset's is no help
+    assert suggested_rate(build_config(None, flags_to_values({"lr": 1.0, "model": "sigmoid"}))) == (
+        "--lr 0.003 (the sigmoid preset's rate)")
+
+
+def test_a_bare_resume_passes_by_a_run_that_blew_up(photo, tmp_path, monkeypatch):
+    """A run that blew up after a good checkpoint is kept, and marked: a bare --resume would blow it up
+    again at the same rate, so it takes the latest other run; named, the run still resumes."""
+    monkeypatch.chdir(tmp_path)
+    assert train(photo, "--steps", "20", *NET).exit_code == 0  # runs/photo, finished
+    result = train(photo, "--steps", "200", "--lr", "1e3", "--lr-min", "1e3", "--checkpoint-every", "1",
+                   "--log-every", "1", *NET)
+    assert result.exit_code == 1 and "blew up" in result.output, result.output
+    assert "is kept in runs/photo-2" in result.output and "passes it by" in result.output
+    assert 0 < ckpt.load("runs/photo-2").step < 200
+    result = train("--resume")
+    assert "runs/photo " in result.output + " " and "photo-2" not in result.output, result.output
+    (tmp_path / "runs" / "photo" / "checkpoint.npz").unlink()
+    result = train("--resume")
+    assert result.exit_code == 1 and "1 that blew up passed by" in result.output, result.output
+    result = train("--resume", "runs/photo-2")
+    assert "resuming runs/photo-2 at step" in result.output  # named, it goes on (and fails again, here)
 
 
 def test_a_run_that_learned_nothing_ends_with_an_error(photo, tmp_path):
@@ -52,7 +83,7 @@ def test_a_run_that_learned_nothing_ends_with_an_error(photo, tmp_path):
     run = tmp_path / "run"
     result = train(photo, "--model", "relu", "--lr", "1e3", "--steps", "100", "--run-dir", run, *NET)
     assert result.exit_code == 1, result.output
-    assert "learned nothing" in result.output and "--lr 100" in result.output
+    assert "learned nothing" in result.output and "--lr 0.003 (the fourier preset's rate)" in result.output
     assert ckpt.load(run).step == 100 and (run / "render.png").is_file()  # the run is kept, as it ended
 
 

@@ -11,6 +11,7 @@ from inr_cli.formats.checkpoint import FILENAME
 
 RUNS_ROOT = Path("runs")
 IMAGE_IN_RUN = "image.npy"  # an image given as pixels (the API's fit) is kept in its run, for --resume
+BLEW_UP = "blew-up.txt"  # in a run whose training blew up: a bare --resume passes it by
 
 
 def new_run_dir(stem: str, root: Path = RUNS_ROOT) -> Path:
@@ -23,9 +24,13 @@ def new_run_dir(stem: str, root: Path = RUNS_ROOT) -> Path:
 
 
 def latest_run(root: Path = RUNS_ROOT) -> Path:
+    """The most recently updated run under root, but for runs that blew up (named, they still resume)."""
     runs = [p.parent for p in root.glob(f"*/{FILENAME}")] if root.is_dir() else []
+    blown = [run for run in runs if (run / BLEW_UP).exists()]
+    runs = [run for run in runs if run not in blown]
     if not runs:
-        raise InrError(f"--resume: no run with a {FILENAME} under {root}/ to continue")
+        passed = f" ({len(blown)} that blew up passed by: name one to resume it)" if blown else ""
+        raise InrError(f"--resume: no run with a {FILENAME} under {root}/ to continue{passed}")
     return max(runs, key=lambda p: (p / FILENAME).stat().st_mtime)
 
 

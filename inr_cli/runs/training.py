@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from inr_cli.backends import make_backend
-from inr_cli.config import Config, to_toml
+from inr_cli.config import MODEL_PRESETS, Config, build_config, to_toml
 from inr_cli.console import info, notice
 from inr_cli.core.metrics import psnr, psnr_from_mse
 from inr_cli.core.network import NetworkSpec, output_means
@@ -28,7 +28,7 @@ from inr_cli.formats.data import fingerprint
 from inr_cli.formats.images import save_image
 from inr_cli.formats.start import initial_state
 from inr_cli.progress import TrainingProgress
-from inr_cli.runs.directory import RunLock
+from inr_cli.runs.directory import BLEW_UP, RunLock
 from inr_cli.runs.metrics_csv import MetricsLog, read_metrics
 from inr_cli.runs.pictures import side_by_side, write_previews_animation, write_psnr_svg
 
@@ -62,9 +62,67 @@ class TrainingResult:
     seconds: float
 
 
+class BlewUp(Exception):
+    """Training blew up (core's Diverged, not `ended`): said once the run directory is unlocked."""
+
+    def __init__(self, diverged: Diverged, last_saved: int, config: Config):
+        super().__init__(diverged.describe())
+        self.last_saved, self.config = last_saved, config
+
+
 def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: ckpt.Checkpoint | None = None,
                  quiet: bool = False) -> TrainingResult:
     """`inr train`: a run directory, its checkpoints, metrics, previews and pictures, around the loop."""
+    created = not run_dir.exists()
+    try:
+        return _run_training(config, image, run_dir, resume_from, quiet)
+    except BlewUp as exc:
+        raise InrError(_after_blowing_up(exc, run_dir, created, new_run=resume_from is None)) from None
+
+
+def _after_blowing_up(exc: BlewUp, run_dir: Path, created: bool, new_run: bool) -> str:
+    """What is left of a run that blew up, and the rate to try. A new run with nothing saved past its
+    start is removed (the same command at a better rate starts it again); a run with a good
+    checkpoint is kept, marked so that a bare `inr train --resume`, which would blow up the same way,
+    passes it by."""
+    advice = f"train again with {suggested_rate(exc.config)}"
+    if new_run and exc.last_saved == 0:
+        _remove_run(run_dir, created)
+        return f"{exc}; nothing learned was saved, so {run_dir} is removed: {advice}"
+    try:
+        (run_dir / BLEW_UP).write_text(f"{exc}\n")
+    except OSError:
+        pass  # the marker only steers a bare --resume; the run itself is intact
+    return (f"{exc}; stopped, the last good checkpoint (step {exc.last_saved}) is kept in {run_dir} (a bare "
+            f"inr train --resume passes it by: it would blow up again at this rate); {advice}")
+
+
+def suggested_rate(config: Config) -> str:
+    """A learning rate to try after this one blew up or learned nothing: the model's preset's, tuned,
+    when this one is higher, else a tenth of this one."""
+    preset = MODEL_PRESETS[config.network.model]
+    tuned = build_config(None, {}, preset).optimizer.lr
+    if config.optimizer.lr > tuned:
+        return f"--lr {tuned:g} (the {preset} preset's rate)"
+    return f"a smaller learning rate, e.g. --lr {config.optimizer.lr / 10:g}"
+
+
+def _remove_run(run_dir: Path, created: bool) -> None:
+    """The files a new run wrote, and its folder when this run made it and nothing else is in it."""
+    try:
+        for name in ("config.toml", ckpt.FILENAME, "metrics.csv", RunLock(run_dir).path.name):
+            (run_dir / name).unlink(missing_ok=True)
+        for preview in (run_dir / "previews").glob("step-*.png"):
+            preview.unlink()
+        for folder in (run_dir / "previews", run_dir) if created else (run_dir / "previews",):
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+    except OSError:
+        pass  # left as it was: the run is unfinished, and a bare --resume would say what it holds
+
+
+def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: ckpt.Checkpoint | None,
+                  quiet: bool) -> TrainingResult:
     backend = make_backend(config.training.device, config.training.matmul, quiet)
     seed = config.training.seed
     if resume_from is not None:
@@ -98,6 +156,7 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
         # so checkpoint.npz is the last complete one and the leftovers can go.
         for leftover in run_dir.glob(f".{ckpt.FILENAME}.*.tmp"):
             leftover.unlink(missing_ok=True)
+        (run_dir / BLEW_UP).unlink(missing_ok=True)  # a run resumed by its name is given its chance again
         try:
             atomic_write_text(run_dir / "config.toml", to_toml(config))
         except OSError as exc:
@@ -147,9 +206,7 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
                     raise SystemExit(128 + exc.signum) from None  # 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP
         except Diverged as exc:
             if not exc.ended:
-                raise InrError(f"{exc.describe()}; stopped, the last good checkpoint (step {last_saved['step']}) is "
-                               f"kept in {run_dir}. Try a smaller learning rate, e.g. --lr {config.optimizer.lr / 10:g}"
-                               ) from None
+                raise BlewUp(exc, last_saved["step"], config) from None
             ended = exc
         else:
             ended = None
@@ -161,8 +218,8 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
                       run_dir / "comparison.png")
         _write_run_pictures(run_dir, rendered)
     if ended is not None:
-        raise InrError(f"{ended.describe()} (the run is saved in {run_dir}). Try a smaller learning rate, e.g. "
-                       f"--lr {config.optimizer.lr / 10:g}")
+        raise InrError(f"{ended.describe()} (the run is saved in {run_dir}); train again with "
+                       f"{suggested_rate(config)}")
     loss = float(trainer.loss[0])
     if trainer.step_done < total and not quiet:
         info(f"reached {train.target_psnr:g} dB (--until-psnr) at step {trainer.step_done} of {total}")
