@@ -311,6 +311,7 @@ def test_readme_path_decode_after_encode_and_honest_notices(tmp_path):
     result = run("decode", tmp_path / "photo.csv")
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == str(tmp_path / "photo-decoded.png")
+    assert f"{tmp_path / 'photo.png'} exists (the image encoded, perhaps) and is kept" in result.stderr
     assert (np.asarray(Image.open(tmp_path / "photo-decoded.png")) == np.asarray(Image.open(src))).all()
     result = run("decode", tmp_path / "photo.csv")  # both names taken: the tool's own one is replaced
     assert result.exit_code == 0 and "replacing" in result.output and "photo-decoded.png" in result.output
