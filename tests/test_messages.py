@@ -41,7 +41,8 @@ def test_eval_says_when_the_reference_has_another_shape(small_run, tmp_path):
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found on this machine")
 def test_doctor_compiles_the_kernels_with_nvcc():
-    """No GPU here (CuPy absent or no device): doctor compiles every kernel file with nvcc -ptx."""
+    """No GPU here (CuPy absent or no device): doctor --compile compiles every kernel file with nvcc -ptx,
+    saying so first; plain doctor says that it skipped them and how to check them."""
     from inr_cli.backends.gpu_probe import gpu_unavailable_reason
     from inr_cli.resources import kernels_dir
 
@@ -49,6 +50,11 @@ def test_doctor_compiles_the_kernels_with_nvcc():
         pytest.skip("a GPU is usable: doctor compiles with CuPy (tests/test_gpu.py)")
     result = run("doctor")
     assert result.exit_code == 0, result.output
+    assert "skipped: no usable GPU to run the kernels; inr doctor --compile checks" in result.stdout
+    assert ": ok" not in result.stdout
+    result = run("doctor", "--compile")
+    assert result.exit_code == 0, result.output
+    assert "compiling" in result.stderr and "kernel files with nvcc" in result.stderr
     assert "nvcc" in result.stdout
     for path in kernels_dir().glob("*.cu"):
         assert f"{path.name}: ok" in result.stdout, result.stdout
@@ -62,15 +68,15 @@ def test_doctor_reports_a_kernel_that_fails_and_a_skipped_check(tmp_path, monkey
     (tmp_path / "bad.cu").write_text('extern "C" __global__ void k(float* x) { x[0] = undefined_name; }\n')
     monkeypatch.setattr(doctor, "kernels_dir", lambda: tmp_path)
     if shutil.which("nvcc") is not None:
-        result = run("doctor", "--json")
+        result = run("doctor", "--json", "--compile")
         assert result.exit_code == 1
-        assert result.stderr.strip().splitlines() == [f"error: kernels that do not compile: bad.cu (in {tmp_path})"]
+        assert result.stderr.strip().splitlines()[-1] == f"error: kernels that do not compile: bad.cu (in {tmp_path})"
         report = json.loads(result.stdout)
         assert report["kernel_files"]["good.cu"] == "ok"
         assert (report["kernel_files"]["bad.cu"].startswith("FAILED")
                 and "undefined_name" in report["kernel_files"]["bad.cu"])
     monkeypatch.setattr(doctor.shutil, "which", lambda name: None)
-    result = run("doctor")
+    result = run("doctor", "--compile")
     assert result.exit_code == 0
     assert "skipped: no usable GPU (no GPU in this test) and nvcc is not on PATH" in result.stdout
 
