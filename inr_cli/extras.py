@@ -30,7 +30,7 @@ def extra_packages(extra: str) -> list[str]:
 
 
 def install_hint(extra: str, package: str | None = None) -> str:
-    """`pip install 'onnx>=1.14' 'safetensors>=0.4' (inr's export extra)` (only the requirement of
+    """`pip install 'onnx>=1.14' 'safetensors>=0.4' ... (inr's export extra)` (only the requirement of
     `package` where the extra names it), or the extra itself where inr runs from its source folder
     uninstalled."""
     packages = extra_packages(extra)

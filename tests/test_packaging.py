@@ -85,7 +85,8 @@ def test_install_hints_give_each_extras_packages_as_pyproject_lists_them(monkeyp
     written = [f"{requirement}; extra == '{extra}'" for extra, requirements in declared.items()
                for requirement in requirements] + ["numpy>=1.26"]
     monkeypatch.setattr(metadata, "requires", lambda name: written if name == "inr" else None)
-    assert extras.install_hint("export") == "pip install 'onnx>=1.14' 'safetensors>=0.4' (inr's export extra)"
+    assert extras.install_hint("export") == ("pip install 'onnx>=1.14' 'safetensors>=0.4' 'onnxruntime>=1.16' (inr's "
+                                             "export extra)")
     assert extras.install_hint("export", "safetensors") == "pip install 'safetensors>=0.4' (inr's export extra)"
     for extra, requirements in declared.items():
         assert extras.extra_packages(extra) == requirements
