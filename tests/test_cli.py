@@ -323,6 +323,22 @@ def test_readme_path_decode_after_encode_and_honest_notices(tmp_path):
     assert result.exit_code == 0 and "Fourier features" in result.output and "--encoding none" in result.output
 
 
+def test_the_commands_that_take_a_set_say_so_in_their_help(tmp_path):
+    """info, render, export and view read an inr fit-many folder as well as a run: their help says so,
+    and info does what its help says."""
+    for command in ("info", "render", "export", "view"):
+        result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "100"})
+        assert "RUN|SET" in result.output and "fit-many folder" in result.output, (command, result.output)
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for seed in range(2):
+        make_image(folder / f"{seed}.png", "RGB", seed=seed)
+    assert run("fit-many", folder, "-o", tmp_path / "set", "--steps", "2", "--hidden", "8", "--device", "cpu",
+               "-q").exit_code == 0
+    result = run("info", tmp_path / "set", "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["count"] == 2
+
+
 def test_short_help_completion_and_listed_choices():
     result = CliRunner().invoke(app, ["train", "-h"], env={"COLUMNS": "250"})
     assert result.exit_code == 0 and "--model" in result.output

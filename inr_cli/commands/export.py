@@ -19,7 +19,7 @@ NEEDS_ARGS = True
 
 
 def command(
-    run: Path = typer.Argument(..., metavar="RUN", help="Run directory, checkpoint.npz, or an inr fit-many folder "
+    run: Path = typer.Argument(..., metavar="RUN|SET", help="Run directory, checkpoint.npz, or an inr fit-many folder "
                                "(the whole set, or one network with --image)."),
     output: Path = typer.Option(..., "-o", "--output", metavar="FILE", help="model.safetensors or model.onnx."),
     image: Optional[str] = typer.Option(None, "--image", metavar="NAME", help="With an inr fit-many folder: export "

@@ -11,12 +11,14 @@ from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.network_set import is_network_set, load_network_set
 
 NAME = "info"
-HELP = "What a run holds: network, parameters, step reached, last loss and PSNR, sizes."
+HELP = ("What a run or set holds: network, parameters, step reached, last loss and PSNR, sizes; for a set, "
+        "its count, mean and worst PSNR, bytes per image.")
 NEEDS_ARGS = True
 
 
 def command(
-    run: Path = typer.Argument(..., metavar="RUN", help="Run directory or checkpoint.npz."),
+    run: Path = typer.Argument(..., metavar="RUN|SET", help="Run directory, checkpoint.npz, or an inr fit-many "
+                               "folder."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     if is_network_set(run):

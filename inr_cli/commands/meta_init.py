@@ -25,7 +25,8 @@ NEEDS_ARGS = True
 
 @with_setting_options(META_INIT)
 def command(
-    source: str = typer.Argument(..., metavar="FOLDER", help="Images of one kind and one size (or --size N).",
+    source: str = typer.Argument(..., metavar="FOLDER", help="Images of one kind and one size (or --size N): a "
+                                 "folder, a list file (.txt) or a folder URL, as fit-many reads them.",
                                  show_default=False),
     out: Path = typer.Option(..., "-o", "--output", metavar="FILE", help="The start: start.safetensors."),
     config_file: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML config."),

@@ -25,7 +25,7 @@ NEEDS_ARGS = True
 
 
 def command(
-    run: Path = typer.Argument(..., metavar="RUN", help="Run directory, checkpoint.npz, or an inr fit-many folder "
+    run: Path = typer.Argument(..., metavar="RUN|SET", help="Run directory, checkpoint.npz, or an inr fit-many folder "
                                "(with --image)."),
     image: Optional[str] = typer.Option(None, "--image", metavar="NAME", help="With an inr fit-many folder: the "
                                         "image whose network to draw (its file name)."),
