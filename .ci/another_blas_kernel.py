@@ -34,7 +34,7 @@ def main() -> int:
         forced = kernel_under(candidate)
         if forced and forced != own:
             print(candidate)
-            print(f"BLAS kernel: {own} on this processor, {forced} forced for the second pass", file=sys.stderr)
+            print(f"BLAS kernel: {own} in the first pass, {forced} forced for the second", file=sys.stderr)
             return 0
     print(f"no other OpenBLAS kernel than {own} found for {platform.machine()}", file=sys.stderr)
     return 1

@@ -110,6 +110,7 @@ CASES = {  # preset and flags: every activation, both optimizers, full and mini-
 }
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_networks_together_equal_networks_alone_bit_for_bit(case):
     preset, flags = CASES[case]
@@ -180,6 +181,7 @@ def test_trainer_refuses_images_of_different_sizes():
                 [0, 1])
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("case", ["siren-full", "fourier-sampled"])
 def test_cpu_row_blocks(monkeypatch, case):
     """On the CPU a big batch runs in row blocks whose gradients are added in order: networks
@@ -206,6 +208,7 @@ def test_cpu_row_blocks(monkeypatch, case):
     assert np.array_equal(together.state().params[:, :size], start[:, :size])
 
 
+@pytest.mark.numerics
 def test_cpu_network_groups_change_no_bit(monkeypatch):
     """Networks are spread over the CPU's threads in groups: the very bits of one block of all."""
     config = config_for("siren", hidden=128, layers=2, lr=1e-3, steps=2)
@@ -219,6 +222,7 @@ def test_cpu_network_groups_change_no_bit(monkeypatch):
     assert np.array_equal(grouped_losses, whole_losses)
 
 
+@pytest.mark.numerics
 def test_cpu_threads_change_no_bit():
     """The blocks of a step share one workspace per thread (block_slots): one, two or four threads,
     blocks of two shapes, the very same bits."""

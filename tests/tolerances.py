@@ -35,7 +35,8 @@ def assert_reproduced(new: np.ndarray, old: np.ndarray, what: str = "array") -> 
     assert np.isfinite(new).all(), f"{what}: not finite"
     scale = float(np.abs(old).max()) if old.size else 0.0
     worst = float(np.abs(new.astype(np.float64) - old).max()) if old.size else 0.0
-    assert worst <= REPRODUCED_SHARE * scale, f"{what}: off by {worst:.3g} where {REPRODUCED_SHARE * scale:.3g} is allowed"
+    allowed = REPRODUCED_SHARE * scale
+    assert worst <= allowed, f"{what}: off by {worst:.3g} where {allowed:.3g} is allowed"
 
 
 def assert_same_pixels(actual: np.ndarray, reference: np.ndarray, what: str = "pixels") -> None:
