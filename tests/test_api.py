@@ -80,6 +80,7 @@ def random_coords(rows: int, seed: int = 0, networks: int | None = None) -> np.n
     return np.random.default_rng(seed).uniform(-1, 1, shape).astype(np.float32)
 
 
+@pytest.mark.numerics
 def test_render_is_the_file_inr_render_writes(trained, tmp_path):
     import tifffile
 
@@ -102,6 +103,7 @@ def test_render_is_the_file_inr_render_writes(trained, tmp_path):
                           np.asarray(Image.open(tmp_path / "s.png")))
 
 
+@pytest.mark.numerics
 def test_networks_evaluate_the_format_the_readme_describes(trained):
     net = inr_cli.load(trained / "run")
     coords = random_coords(300)

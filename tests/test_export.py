@@ -31,6 +31,7 @@ def run_dir(request, tmp_path_factory):
     return base / "run"
 
 
+@pytest.mark.numerics
 def test_onnx_draws_the_pixels_inr_render_draws(run_dir, tmp_path):
     onnxruntime = pytest.importorskip("onnxruntime")
     result = runner.invoke(app, ["export", str(run_dir), "-o", str(tmp_path / "model.onnx")])

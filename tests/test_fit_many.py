@@ -117,6 +117,7 @@ def test_output_is_a_data_set_of_networks(reference):
     assert result.exit_code == 1 and "no image named 'nope.png'" in result.output
 
 
+@pytest.mark.numerics
 def test_same_network_whatever_the_pack_and_as_inr_train(reference, tmp_path):
     folder, out = reference
     result = fit(folder, "-o", tmp_path / "one-pack", "--pack", "5", *NET)

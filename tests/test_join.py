@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 import inr_cli
@@ -21,6 +22,7 @@ def fit(folder, out, *extra):
     assert result.exit_code == 0, result.output
 
 
+@pytest.mark.numerics
 def test_a_grown_set_is_the_set_fitted_at_once(tmp_path):
     everything = make_folder(tmp_path / "all", count=5)
     first, later = tmp_path / "first", tmp_path / "later"

@@ -4,6 +4,7 @@ a file; the start is part of what a set and a run are, so a changed one is refus
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from inr_cli.cli import app
@@ -31,6 +32,7 @@ def test_shared_draws_one_start_for_every_network_and_random_one_each():
     assert not np.array_equal(drawn[0], drawn[1])
 
 
+@pytest.mark.numerics
 def test_a_shared_set_holds_the_networks_inr_train_fits_alone(tmp_path):
     """The default start of fit-many is shared: every network starts from the draw of --seed, so
     (full batch: the image's seed then picks nothing) each is `inr train IMAGE --init shared`."""

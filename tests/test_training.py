@@ -22,6 +22,7 @@ def train(args):
     return result
 
 
+@pytest.mark.numerics
 def test_same_command_twice_gives_identical_checkpoints(tmp_path, rgb_png):
     for name in ("a", "b"):
         result = train([str(rgb_png), "--steps", "12", "--run-dir", str(tmp_path / name), *SMALL])
@@ -31,6 +32,7 @@ def test_same_command_twice_gives_identical_checkpoints(tmp_path, rgb_png):
     assert a.step == 12
 
 
+@pytest.mark.numerics
 @pytest.mark.parametrize("extra", [[], ["--batch-size", "40"], ["--optimizer", "sgd", "--lr", "0.01"]])
 def test_resume_equals_uninterrupted(tmp_path, rgb_png, monkeypatch, extra):
     args = [str(rgb_png), "--steps", "20", "--checkpoint-every", "100", *SMALL, *extra]

@@ -7,8 +7,11 @@ NumPy's elementwise functions use one core, and each makes a full pass over memo
 for every intermediate. So the operations below run on blocks of rows small enough to stay in
 cache, spread over the threads (NumPy releases the GIL inside a ufunc and the BLAS call); a layer's
 product and its activation run on one block in turn, with the BLAS held to one thread inside each
-worker. Every element sees the same operations in the same order as in the reference's whole-array
-expression, so blocks and threads change no bit.
+worker. The blocks depend on the operation's shape alone, never on the threads, so the threads change
+no bit. Elementwise, every element sees the operations of the reference's whole-array expression in
+the same order: the same bits. A product over a block of rows may differ from the whole array's in
+the last bit (the BLAS may add a dot product's terms in another order for another shape of operand),
+so a layer's output is the reference's within rounding.
 
 A training step goes further (training_pass -> BlockedPass): the whole forward and backward pass
 runs on blocks, one block per thread at a time, so that a block's activations never leave the

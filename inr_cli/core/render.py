@@ -53,7 +53,8 @@ def render_float(backend, spec, flat_params, width: int, height: int, clip: bool
 def render_uint8(backend, spec, flat_params, width: int, height: int, on_chunk=None,
                  region: tuple[int, int, int, int] | None = None) -> np.ndarray:
     """(H, W, C) uint8: a quarter of the float image's memory, for large canvases. region (left, top,
-    right, bottom): only that part of the W x H canvas, the same pixels as the whole canvas has there."""
+    right, bottom): only that part of the W x H canvas, the pixels the whole canvas has there (within
+    one 8-bit level: its chunks have other shapes, see viewer/tiles.py)."""
     left, top, right, bottom = region if region is not None else (0, 0, width, height)
     image = np.empty((bottom - top, right - left, spec.out_features), dtype=np.uint8)
     for start, stop, values in render_rows(backend, spec, flat_params, width, height, region=region):
@@ -78,29 +79,38 @@ def evaluate_points(backend, spec: NetworkSpec, params, coords: np.ndarray, clip
     clipped to [0, 1] as a render is unless asked not to."""
     if isinstance(params, np.ndarray):
         params = backend.to_device(params)
-    network = Network(spec, params)
-    n = network.count
+    n = params.shape[0]
     coords = np.asarray(coords, dtype=np.float32)
     table = coords[None] if coords.ndim == 2 else coords
     total = table.shape[1]
     out = np.empty((n, total, spec.out_features), dtype=np.float32)
-    rows_per_chunk = max(1, min(total, chunk_pixels // n))
-    ws = None
-    for start in range(0, total, rows_per_chunk):
-        stop = min(total, start + rows_per_chunk)
-        rows = stop - start
-        if ws is None or rows != ws.batch:  # a workspace of the chunk's own size keeps operands contiguous
-            ws = Workspace(spec, n, rows, backend, training=False)
-            x = backend.empty((table.shape[0], rows, spec.in_features), np.float32)
-        backend.copy_from_host(x, np.ascontiguousarray(table[:, start:stop]))
-        values = backend.to_host(network.forward(backend, ws, x, rows))
-        out[:, start:stop] = np.clip(values, 0.0, 1.0) if clip else values
+    # Chunks of rows whose count does not depend on how many networks are drawn, and as many networks
+    # at once as fit in chunk_pixels: each network's products then have the same shapes in any pack,
+    # so its values (and a set's scores) are the same bits whichever networks it is drawn with.
+    rows_per_chunk = max(1, min(total, chunk_pixels))
+    group = max(1, chunk_pixels // rows_per_chunk)
+    shapes = None
+    for first in range(0, n, group):
+        last = min(n, first + group)
+        network = Network(spec, params[first:last])
+        own = table[first:last] if table.shape[0] > 1 else table
+        for start in range(0, total, rows_per_chunk):
+            stop = min(total, start + rows_per_chunk)
+            rows = stop - start
+            if shapes != (last - first, own.shape[0], rows):  # buffers of the chunk's own size: operands contiguous
+                shapes = (last - first, own.shape[0], rows)
+                ws = Workspace(spec, last - first, rows, backend, training=False)
+                x = backend.empty((own.shape[0], rows, spec.in_features), np.float32)
+            backend.copy_from_host(x, np.ascontiguousarray(own[:, start:stop]))
+            values = backend.to_host(network.forward(backend, ws, x, rows))
+            out[first:last, start:stop] = np.clip(values, 0.0, 1.0) if clip else values
     return out
 
 
 def render_networks(backend, spec: NetworkSpec, params, width: int, height: int,
                     chunk_pixels: int = CHUNK_PIXELS) -> np.ndarray:
     """Every network of [N, P] parameters drawn on one canvas: (N, H, W, C) float32, clipped to [0, 1].
-    One forward pass per chunk covers all N (for scoring a pack of fitted networks at once)."""
+    One forward pass per chunk covers as many of the N as fit in it (for scoring a pack of fitted
+    networks at once)."""
     values = evaluate_points(backend, spec, params, pixel_grid(width, height), chunk_pixels=chunk_pixels)
     return values.reshape(len(values), height, width, spec.out_features)

@@ -254,7 +254,8 @@ class ShardWorker:
                                      shard=index).result()
         # A straggler's second copy may have finished first: its shard file says its rows are
         # written, and this copy leaves them alone. The two copies may still both be past this check;
-        # then both write the same bits to the same rows (the fit is deterministic), which is harmless.
+        # then both write the image's network to the same rows (the fit is deterministic: the same bits on
+        # nodes of one processor kind, equal within rounding across kinds), which is harmless.
         if not self.out.exists(shard_name(index)):
             write_shard(self.out, index, result, rows)
             remove_partials(self.out, [index])
@@ -750,7 +751,7 @@ class Scheduler:
             # Not a loss: the worker is out of reach for now and may still be fitting the shard.
             # It is asked for its check; once it answers, the shard is counted if written, else
             # sent again (to it or another: the fit is deterministic, so a second write is the
-            # same bits).
+            # same network).
             self.ask(worker, [index])
             return
         except self.lost as exc:

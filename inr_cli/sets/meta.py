@@ -15,8 +15,9 @@ resumes where it stopped and learns the start an uninterrupted run learns; the s
 network description.
 
 The inner fits run where a Runner puts them: in this process (InProcess, here) or on a Ray cluster
-(meta_on_ray.OnRay); either way each image's fit is the same to the bit (its own seed, and a
-network's fit does not depend on the others of its pack), so the start is too.
+(meta_on_ray.OnRay); either way each image's fit is the same to the bit on machines whose BLAS
+adds a product's terms in the same order (its own seed, and a network's fit does not depend on the
+others of its pack), so the start is too; on other processors, the same within rounding.
 """
 
 from __future__ import annotations

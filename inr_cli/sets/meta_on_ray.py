@@ -5,7 +5,8 @@ The images of a meta-init are few and small: the driver reads them (as it does w
 sends each call its images' pixels, so that the workers need no shared storage. The images of a
 call are split over the workers, one part each; each image's fit is its own (its own seed, and a
 network's fit does not depend on the others of its pack), so the adapted weights, gathered in the
-order drawn, and with them the start, are the in-process run's to the bit.
+order drawn, and with them the start, are the in-process run's to the bit (on nodes whose processors
+get the same BLAS kernel as the driver's; within rounding on others).
 
 Workers are placed as fit-many's (cluster.place_workers) and started within its deadline
 (cluster.start_workers, INR_RAY_START_TIMEOUT); every wait on Ray is short (cluster.POLL), so that a

@@ -4,8 +4,10 @@ page asks for in batches, with a bounded cache.
 The pyramid is a stack of canvases in the coordinate convention every part shares: level `base` is
 the training image's own size, each level above it twice the one below, up to a canvas of about a
 million pixels a side (where float32 coordinates still tell neighbouring pixels apart); the levels
-below `base` halve it down to one tile. A tile is a 256 x 256 part of one level's canvas, drawn with
-the very pixels `inr render --width W --height H` gives that canvas there.
+below `base` halve it down to one tile. A tile is a 256 x 256 part of one level's canvas, drawn as
+`inr render --width W --height H` draws that canvas there: the same pixels, each within one 8-bit
+level, since a tile's products are computed in chunks of other shapes than the render's, and the BLAS
+may add a product's terms in another order for another shape (tests/tolerances.py).
 """
 
 from __future__ import annotations
@@ -145,8 +147,9 @@ def draw_tiles(backend, spec, params, jobs: list[TileJob],
                chunk_pixels: int = CHUNK_PIXELS) -> Iterator[tuple[int, np.ndarray]]:
     """Every job's pixels, (H, W, C) uint8 as `inr render` draws them, from one forward pass in chunks
     over all their pixels together: yields (position in jobs, pixels) as each job's last pixel is drawn.
-    Each pixel's value depends on its coordinates alone, so packing the parts of several canvases into
-    one chunk changes no bit."""
+    Each pixel's value depends on its coordinates alone (up to the order in which the BLAS adds a
+    product's terms, which may follow the chunk's shape), so packing the parts of several canvases into
+    one chunk changes nothing beyond the last bit of the network's values."""
     coords = np.concatenate([pixel_grid(job.width, job.height, job.region[1], job.region[3],
                                         (job.region[0], job.region[2])) for job in jobs])
     ends = np.cumsum([rows * columns for rows, columns in (job.shape for job in jobs)])
