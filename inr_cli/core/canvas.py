@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from inr_cli.core.pixels import MAX_IMAGE_PIXELS, fit_longer_side
 from inr_cli.errors import UsageError
-
-MAX_SIDE = 65535  # PNG and Pillow both handle this; larger sides are refused up front
+from inr_cli.limits import MAX_SIDE
 
 
 def canvas_size(train_width: int, train_height: int, size: int | None, width: int | None,

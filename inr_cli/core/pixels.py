@@ -7,9 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# The largest image inr reads, writes or draws, whatever its format (about 1 GB of RGBA in memory).
-# Pillow's own bomb guard is a warning up to 2x this and an error beyond; we make both an error.
-MAX_IMAGE_PIXELS = 1 << 28
+from inr_cli.limits import MAX_IMAGE_PIXELS  # noqa: F401 - the limit every image meets, where it was always read
 
 
 @dataclass

@@ -16,7 +16,7 @@ import numpy as np
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
 from inr_cli.errors import InrError
 from inr_cli.extras import require
-from inr_cli.formats.atomic import atomic_path
+from inr_cli.formats.atomic import atomic_path, is_special
 
 FORMATS = {".safetensors": "safetensors", ".onnx": "onnx"}
 CONVENTION = "input (u, v) = ((x + 0.5) / W * 2 - 1, (y + 0.5) / H * 2 - 1); output channels in [0, 1]"
@@ -56,7 +56,16 @@ def _save_safetensors(tensors: dict[str, np.ndarray], metadata: dict[str, str], 
     from safetensors.numpy import save_file
 
     with atomic_path(path, suffix=".safetensors") as tmp:
-        save_file(tensors, str(tmp), metadata=metadata)
+        if is_special(tmp):  # a pipe or a device: save_file would put a file of its own in its place
+            from safetensors.numpy import save
+
+            with open(tmp, "wb") as handle:
+                handle.write(save(tensors, metadata=metadata))
+            return
+        try:
+            save_file(tensors, str(tmp), metadata=metadata)
+        except Exception as exc:  # noqa: BLE001 - safetensors' own error type, for an OS error underneath
+            raise OSError(str(exc).rpartition(": ")[2] or str(exc)) from None
 
 
 def write_safetensors(spec: NetworkSpec, params: np.ndarray, channels, path: Path,

@@ -33,6 +33,7 @@ from inr_cli.errors import InrError
 from inr_cli.formats.network_description import BadDescription, spec_from_dict
 from inr_cli.formats.pixel_csv import CHANNEL_SETS
 from inr_cli.formats.versions import refuse_newer
+from inr_cli.limits import MAX_TEXT_BYTES
 
 PLAN = "fit-many.json"
 SHARDS = "shards"
@@ -96,7 +97,7 @@ def index_text(cell: str) -> str:
     return cell[1:] if cell[:1] == ESCAPE and cell[1:2] in FORMULA_STARTS + (ESCAPE,) else cell
 
 
-MAX_DESCRIPTION_BYTES = 1 << 20  # network.json: the spec and the configuration, a few kilobytes
+MAX_DESCRIPTION_BYTES = MAX_TEXT_BYTES  # network.json: the spec and the configuration, a few kilobytes
 
 
 def load_network_set(out: Path) -> NetworkSet:

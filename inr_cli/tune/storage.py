@@ -41,6 +41,11 @@ def study_lock(out: Path) -> FolderLock:
     return FolderLock(out, "inr tune", "study folder")
 
 
+def holds_study(out: Path) -> bool:
+    """Whether a folder is a study folder of inr tune's (its journal is there, even empty)."""
+    return os.path.lexists(Path(out) / JOURNAL)
+
+
 def has_study(out: Path) -> bool:
     path = Path(out) / JOURNAL
     return path.is_file() and path.stat().st_size > 0

@@ -20,6 +20,7 @@ from inr_cli.config import Config, build_config, flags_to_values
 from inr_cli.console import info, notice
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.data import SAMPLE
+from inr_cli.outputs import folder_output, make_folder, refuse_special
 from inr_cli.sets import inputs
 from inr_cli.settings import FIT_MANY_FREE_KEYS
 from inr_cli.tune import require_optuna
@@ -28,7 +29,16 @@ from inr_cli.tune.sample import Sample, load_sample
 from inr_cli.tune.search import PRUNERS, make_pruner, make_sampler, pruner_settings, quiet_optuna
 from inr_cli.tune.session import START, Session, TuneResult, queue_again
 from inr_cli.tune.space import Space, build_space, start_parameters
-from inr_cli.tune.storage import DEFINITION, STUDY_NAME, has_study, open_storage, repair, study_lock
+from inr_cli.tune.storage import (
+    DEFINITION,
+    JOURNAL,
+    STUDY_NAME,
+    has_study,
+    holds_study,
+    open_storage,
+    repair,
+    study_lock,
+)
 from inr_cli.tune.trial import DIRECTIONS, OBJECTIVES
 
 
@@ -100,15 +110,15 @@ def tune(source: str, out: str | Path, flags: dict, config_file: Path | None = N
     quiet_optuna(optuna)
     check_options(options)
     config, fixed = study_config(source, flags, config_file, preset, options)
+    out = Path(out).resolve()
+    folder_output(out, holds_study, "study of inr tune", protected=[config.data.source, config_file or ""],
+                  inside=[config.data.source])
+    refuse_special(out / JOURNAL)
     notices: list[str] = []
     sample = load_sample(source, config, options.sample, notices)
     space = build_space(config, fixed, list(options.searches), options.max_params, sample.channels, sample.width,
                         sample.height)
-    out = Path(out).resolve()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InrError(f"cannot create the study folder {out} ({exc.strerror})") from None
+    make_folder(out)
     runner = None
     if options.ray:
         from inr_cli.tune.on_ray import OnRay
