@@ -14,12 +14,12 @@ from __future__ import annotations
 MAX_IMAGE_PIXELS = 1 << 28
 MAX_SIDE = 65535  # pixels a side of a canvas or a resize: PNG and Pillow both handle this
 # A picture made for looking at (the frames of a run's previews.png, the panels of comparison.png
-# and of a study's best.png): drawn at most this many pixels, whatever the image's size or shape.
-MAX_PICTURE_PIXELS = 1 << 21
-MAX_PICTURE_SIDE = 2048
+# and of a study's best.png): drawn within these, whatever the image's size or shape.
+MAX_PICTURE_PIXELS = 1 << 22
+MAX_PICTURE_SIDE = 4096
 
 # Bytes of what a file declares before its contents are read.
-MAX_HEADER_BYTES = 1 << 24  # a safetensors header (JSON: tensor names, shapes, metadata)
+MAX_HEADER_BYTES = 100_000_000  # a safetensors header (tensor names, shapes, metadata): safetensors' own
 MAX_TEXT_BYTES = 1 << 20  # a network's description or configuration, in any file (a few kB)
 MAX_METADATA_BYTES = 1 << 28  # a set's index as a safetensors export carries it (one row per network)
 MAX_LINE_BYTES = 1 << 24  # one line of a study's journal (a trial's record: kilobytes)

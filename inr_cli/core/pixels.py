@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from inr_cli.limits import MAX_IMAGE_PIXELS  # noqa: F401 - the limit every image meets, where it was always read
+from inr_cli.errors import UsageError
+from inr_cli.limits import MAX_IMAGE_PIXELS, MAX_SIDE
 
 
 @dataclass
@@ -36,7 +37,13 @@ class PixelImage:
 
 
 def fit_longer_side(width: int, height: int, size: int) -> tuple[int, int]:
-    """Width and height with the longer side `size` and the aspect ratio kept."""
+    """Width and height with the longer side `size` and the aspect ratio kept, within inr's limits
+    (a resize is refused before anything is allocated for it)."""
     if width >= height:
-        return size, max(1, round(height * size / width))
-    return max(1, round(width * size / height)), size
+        fitted = size, max(1, round(height * size / width))
+    else:
+        fitted = max(1, round(width * size / height)), size
+    if size > MAX_SIDE or fitted[0] * fitted[1] > MAX_IMAGE_PIXELS:
+        raise UsageError(f"a longer side of {size} pixels gives a {fitted[0]}x{fitted[1]} image, beyond inr's limit of "
+                         f"{MAX_SIDE} pixels a side and {MAX_IMAGE_PIXELS:,} in all")
+    return fitted

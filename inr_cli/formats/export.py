@@ -26,18 +26,23 @@ def need_writer(module: str):
     return require(module, f"writing {module} files", "export")
 
 
-def stacked_tensors(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarray]:
-    """The tensors of [N, P] parameters stacked over the networks: layers.I.weight [N, out, in],
-    layers.I.bias [N, out], and encoding.frequencies [N, m, 2] with Fourier features."""
-    flat = np.asarray(params, dtype=np.float32)
-    tensors = {}
-    frequencies = frequency_view(spec, flat)
+def tensor_views(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarray]:
+    """Each tensor of an export by its name, as a view into [N, P] float32 parameters:
+    encoding.frequencies [N, m, 2] with Fourier features, layers.I.weight [N, out, in] and
+    layers.I.bias [N, out] (a reader fills them; N = 0 gives their shapes without a byte)."""
+    views = {}
+    frequencies = frequency_view(spec, params)
     if frequencies is not None:
-        tensors["encoding.frequencies"] = np.ascontiguousarray(frequencies)
-    for i, (weight, bias) in enumerate(layer_views(spec, flat)):
-        tensors[f"layers.{i}.weight"] = np.ascontiguousarray(weight)
-        tensors[f"layers.{i}.bias"] = np.ascontiguousarray(bias)
-    return tensors
+        views["encoding.frequencies"] = frequencies
+    for i, (weight, bias) in enumerate(layer_views(spec, params)):
+        views[f"layers.{i}.weight"], views[f"layers.{i}.bias"] = weight, bias
+    return views
+
+
+def stacked_tensors(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarray]:
+    """The tensors of [N, P] parameters stacked over the networks (tensor_views), each contiguous."""
+    return {name: np.ascontiguousarray(view)
+            for name, view in tensor_views(spec, np.asarray(params, dtype=np.float32)).items()}
 
 
 def named_tensors(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarray]:

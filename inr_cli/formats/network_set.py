@@ -203,7 +203,7 @@ def read_index(path: Path, rows: int) -> list[dict]:
                     if len(index) == rows:
                         raise InrError(f"{path}, line {reader.line_num}: more rows than the {rows} networks of "
                                        f"{WEIGHTS}")
-                    row = _index_row(path, reader.line_num, header, cells)
+                    row = index_row(path, reader.line_num, header, cells)
                     if row["name"] in seen:
                         raise InrError(f"{path}, line {reader.line_num}: '{row['name'][:60]}' is also on line "
                                        f"{seen[row['name']]}")
@@ -218,7 +218,7 @@ def read_index(path: Path, rows: int) -> list[dict]:
     return index
 
 
-def _index_row(path: Path, line: int, header: list[str], cells: list[str]) -> dict:
+def index_row(path: Path, line: int, header: list[str], cells: list[str]) -> dict:
     if len(cells) != len(header):
         raise InrError(f"{path}, line {line}: {len(cells)} values, expected {len(header)} ({','.join(header)})")
     row = dict(zip(header, cells))

@@ -19,7 +19,7 @@ from inr_cli import config as configuration
 from inr_cli.config import Config, build_config, flags_to_values
 from inr_cli.console import info, notice
 from inr_cli.errors import InrError, UsageError
-from inr_cli.formats.data import SAMPLE
+from inr_cli.formats.data import SAMPLE, fingerprint
 from inr_cli.outputs import folder_output, make_folder, refuse_special
 from inr_cli.sets import inputs
 from inr_cli.settings import FIT_MANY_FREE_KEYS
@@ -33,10 +33,10 @@ from inr_cli.tune.storage import (
     DEFINITION,
     JOURNAL,
     STUDY_NAME,
+    check_journal,
     has_study,
     holds_study,
     open_storage,
-    repair,
     study_lock,
 )
 from inr_cli.tune.trial import DIRECTIONS, OBJECTIVES
@@ -146,14 +146,15 @@ def definition(config: Config, space: Space, sample: Sample, options: TuneOption
     """What a resumed study must be run with again: all but the number of trials and where they run."""
     settings = {key: config.get(key) for key in configuration.KEY_TYPES if key not in FIT_MANY_FREE_KEYS}
     return json.loads(json.dumps({"source": config.data.source, "images": sample.names, "objective": options.objective,
-                                  "pruner": options.pruner, "space": space.to_json(), "settings": settings}))
+                                  "pruner": options.pruner, "space": space.to_json(), "settings": settings,
+                                  "fingerprints": [fingerprint(image) for image in sample.images]}))
 
 
 def open_study(optuna, out: Path, config: Config, space: Space, sample: Sample, options: TuneOptions,
                parallel: int):
     """The study in `out`, new or resumed (its running trials from before queued again), its storage,
     and how many trials it has finished."""
-    repair(out)
+    check_journal(out)
     exists = has_study(out)
     if exists and not options.resume:
         raise UsageError(f"{out} holds a study already: continue it with --resume, or pick another -o")
@@ -186,11 +187,19 @@ def open_study(optuna, out: Path, config: Config, space: Space, sample: Sample, 
 
 
 def _refuse_changes(out: Path, saved: dict, wanted: dict) -> None:
+    if not isinstance(saved, dict) or not isinstance(saved.get("settings", {}), dict):
+        raise InrError(f"{out / JOURNAL}: its record of how the study was started is damaged; pick another -o")
     for key in ("source", "images", "objective", "pruner", "space"):
         if saved.get(key) != wanted[key]:
             what = {"images": "sample of images", "space": "space to search", "source": "image or folder"}.get(key, key)
             raise UsageError(f"{out} was started with another {what}; resume it with the options it was started "
                              f"with, or pick another -o")
+    if "fingerprints" in saved and saved["fingerprints"] != wanted["fingerprints"]:  # a study of an older inr has none
+        known = saved["fingerprints"] if isinstance(saved["fingerprints"], list) else []
+        changed = next((name for name, old, new in zip(wanted["images"], known, wanted["fingerprints"]) if old != new),
+                       wanted["images"][0])
+        raise InrError(f"{changed} has changed since the study in {out} started (its pixels differ); resume it on the "
+                       f"images it was started on, or pick another -o")
     for key, value in wanted["settings"].items():
         if saved.get("settings", {}).get(key) != value:
             raise UsageError(f"{out} was started with {key} = {saved.get('settings', {}).get(key)!r}, not {value!r}; "
