@@ -180,9 +180,10 @@ class MetaState:
             step, settings = int(need("step", "iu", 0)), str(need("settings", "U", 0))
             log = _log_rows(str(need("log", "U", 0)), archive)
             fingerprints = str(need("fingerprints", "U", 0)) if "fingerprints" in archive.headers else ""
-        if best.shape != start.shape or not np.isfinite(start).all() or not np.isfinite(best).all():
-            raise InrError(f"{self.path}: damaged meta-init checkpoint, its start holds NaN or infinite values or "
-                           f"its two starts differ in size")
+        if best.shape != start.shape:
+            raise InrError(f"{self.path}: damaged meta-init checkpoint, its start and its best start differ in size")
+        if not np.isfinite(start).all() or not np.isfinite(best).all():
+            raise InrError(f"{self.path}: damaged meta-init checkpoint, its start holds NaN or infinite values")
         if step < 0 or any(row["step"] > step for row in log):
             raise InrError(f"{self.path}: damaged meta-init checkpoint, outer step {step} with a log up to step "
                            f"{max((row['step'] for row in log), default=0):g}")

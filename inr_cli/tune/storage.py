@@ -9,6 +9,7 @@ system releases when a process dies: a trial killed while it writes leaves no st
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -77,8 +78,14 @@ def check_journal(out: Path) -> None:
             if len(line) > MAX_LINE_BYTES:
                 raise InrError(f"{path}, line {number}: longer than a record of a study's journal can be "
                                f"({MAX_LINE_BYTES:,} bytes); the study cannot be resumed: pick another -o")
-            if line.endswith(b"\n"):
-                kept = handle.tell()
+            if not line.endswith(b"\n"):
+                break
+            try:  # Optuna skips a last line it cannot read (a write in progress): a finished one is damage
+                json.loads(line)
+            except (ValueError, RecursionError):
+                raise InrError(f"{path}, line {number}: not a record of a study's journal; the study cannot be "
+                               f"resumed: pick another -o") from None
+            kept = handle.tell()
         if kept < size:
             handle.truncate(kept)
 
