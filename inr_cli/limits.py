@@ -19,6 +19,10 @@ MAX_PICTURE_PIXELS = 1 << 22
 MAX_PICTURE_SIDE = 4096
 
 # Bytes of what a file declares before its contents are read.
+# Deflate shrinks the zeros of a zip bomb about a thousandfold and float parameters hardly at all: an
+# .npz archive whose members declare more than this many times the bytes it holds is refused.
+MAX_COMPRESSION_RATIO = 20
+RATIO_EXEMPT_BYTES = 1 << 20  # declared sizes below this are too small to matter, whatever the ratio
 MAX_HEADER_BYTES = 100_000_000  # a safetensors header (tensor names, shapes, metadata): safetensors' own
 MAX_TEXT_BYTES = 1 << 20  # a network's description or configuration, in any file (a few kB)
 MAX_METADATA_BYTES = 1 << 28  # a set's index as a safetensors export carries it (one row per network)

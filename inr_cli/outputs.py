@@ -178,6 +178,7 @@ def folder_output(folder: Path, own, what: str, flag: str = "-o", force: bool | 
         raise UsageError(f"{folder} is {'a file' if folder.is_file() else 'not a folder'}; {flag} names a "
                          f"folder: choose another")
     if own(folder):
+        takes_files(folder, f"{flag} {folder}")
         return True
     try:
         others = sorted(set(os.listdir(folder)) - IGNORED - set(placed))
@@ -187,6 +188,7 @@ def folder_output(folder: Path, own, what: str, flag: str = "-o", force: bool | 
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
         later = "" if force is None else " (--force writes beside them)"
         raise UsageError(f"{folder} is not empty ({shown}) and holds no {what}: choose another {flag}{later}")
+    takes_files(folder, f"{flag} {folder}")
     return False
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from inr_cli.errors import InrError
 from inr_cli.formats.atomic import atomic_path
-from inr_cli.sets.inputs import fsspec_module, is_url
+from inr_cli.formats.input_files import url_to_fs
+from inr_cli.sets.inputs import is_url
 
 
 class SetFolder:
@@ -37,12 +38,10 @@ class SetFolder:
 
     @property
     def fs(self):
-        """The fsspec file system of a URL, and the folder's path in it."""
+        """The fsspec file system of a URL, and the folder's path in it, each read bounded by the
+        network deadline (input_files.network_timeout)."""
         if self._fs is None:
-            try:
-                self._fs = fsspec_module().core.url_to_fs(self.where)
-            except (ValueError, ImportError, OSError) as exc:
-                raise InrError(f"{self.where}: cannot open ({exc})") from None
+            self._fs = url_to_fs(self.where, file=False)
         return self._fs
 
     def _remote(self, name: str) -> str:
