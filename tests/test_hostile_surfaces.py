@@ -24,27 +24,15 @@ from inr_cli.cli import app
 from inr_cli.formats.network_set import INDEX, PLAN, WEIGHTS
 from inr_cli.sets.storage import shard_name
 from tests.test_hostile_inputs import inr, refused, refused_leaving_all, snapshot
-from tests.test_output_policy import make_images
+from tests.test_output_policy import NET, inputs_in, make_images
 
 runner = CliRunner()
-NET = ["--hidden", "8", "--layers", "1", "--device", "cpu", "-q"]
 META = ["--outer-steps", "2", "--inner-steps", "2", "--meta-batch", "2", "--eval-every", "1"]
 MINE = b"the user's own bytes\n"
 
 
 def run(*args):
     return runner.invoke(app, [str(a) for a in args])
-
-
-def one_line(result, *fragments: str) -> str:
-    """An in-process command refused in one line on stderr, naming each of `fragments`."""
-    assert result.exit_code != 0, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 def ok(result):
@@ -54,18 +42,11 @@ def ok(result):
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory) -> Path:
-    """Images, a run, two sets fitted alike, a labelled set, a start, a finished meta-init."""
-    base = tmp_path_factory.mktemp("surfaces")
-    make_images(base / "imgs", 4)
-    make_images(base / "more", 2, first=4)
+    """The policy test's inputs (test_output_policy.inputs_in), a labelled set and a finished meta-init."""
+    base = inputs_in(tmp_path_factory.mktemp("surfaces"))
     for label, first in (("a", 6), ("b", 8)):
         make_images(base / "classes" / label, 2, first=first)
-    shutil.copy(base / "imgs" / "i0.png", base / "img.png")
-    ok(run("train", base / "img.png", "--run-dir", base / "run", "--steps", "2", *NET))
-    ok(run("fit-many", base / "imgs", "-o", base / "set", "--steps", "2", *NET))
-    ok(run("fit-many", base / "more", "-o", base / "set2", "--steps", "2", *NET))
     ok(run("fit-many", base / "classes", "-o", base / "labelled", "--steps", "2", *NET))
-    ok(run("export", base / "run", "-o", base / "start.safetensors"))
     (base / "meta").mkdir()
     ok(run("meta-init", base / "imgs", "-o", base / "meta" / "learned.safetensors", *META, *NET))
     return base

@@ -66,10 +66,9 @@ def make_images(folder: Path, count: int, first: int = 0) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def base(tmp_path_factory) -> Path:
-    """What the recipes read: images, a pixel CSV, a run, two sets fitted alike, a start."""
-    base = tmp_path_factory.mktemp("inputs")
+def inputs_in(base: Path) -> Path:
+    """What a command reads: images (imgs/, more/, img.png), a pixel CSV, a run, two sets fitted
+    alike (set/, set2/) and a start exported from the run."""
     make_images(base / "imgs", 4)
     make_images(base / "more", 2, first=4)
     shutil.copy(base / "imgs" / "i0.png", base / "img.png")
@@ -81,6 +80,11 @@ def base(tmp_path_factory) -> Path:
         result = run(*args)
         assert result.exit_code == 0, result.output
     return base
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    return inputs_in(tmp_path_factory.mktemp("inputs"))
 
 
 @dataclass
