@@ -90,6 +90,7 @@ def rewrite(checkpoint: Path, **changes) -> None:
     (lambda c: rewrite(c, log=np.array('[{"step": "x"}]')), "'log' is not a list of outer steps"),
     (lambda c: rewrite(c, log=np.array("[" * 100000 + "]" * 100000)), "'log' is not JSON"),
     (lambda c: rewrite(c, start=np.full(51, np.nan)), "NaN or infinite"),
+    (lambda c: rewrite(c, fingerprints=np.array("[1]")), "'fingerprints' are not one per image"),
     (lambda c: np.save(c.with_suffix(".x.npy"), np.array([{"x": 1}], dtype=object), allow_pickle=True)
      or os.replace(c.with_suffix(".x.npy"), c), "not a readable .npz archive"),
     (lambda c: rewrite(c, start=np.array([{"evil": 1}], dtype=object)), "pickled"),

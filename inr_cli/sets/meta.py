@@ -129,9 +129,9 @@ class InnerFitsDiverged(InrError):
 class MetaState:
     """The checkpoint beside the output (OUT.meta.npz), the log (OUT.csv) and the chart (OUT.svg).
     The start is kept in float64, as the outer loop holds it, so that a resumed run goes on from the
-    very same start. The checkpoint is read as untrusted (sets of arrays checked from their headers,
-    every field checked, NaN refused), and it records a fingerprint of every image, so that a
-    resumed run on images changed since is refused, as `inr train --resume` refuses one."""
+    very same start. The checkpoint is read as untrusted (each array checked from its header before
+    it is read, every field checked, NaN refused), and it records a fingerprint of every image, so
+    that a run resumed on images changed since is refused, as `inr train --resume` refuses one."""
 
     def __init__(self, out: Path):
         self.out = Path(out)
@@ -179,7 +179,9 @@ class MetaState:
             best = need("best", "f", 1) if "best" in archive.headers else start  # a checkpoint of an older inr
             step, settings = int(need("step", "iu", 0)), str(need("settings", "U", 0))
             log = _log_rows(str(need("log", "U", 0)), archive)
-            fingerprints = str(need("fingerprints", "U", 0)) if "fingerprints" in archive.headers else ""
+            # {name: fingerprint} of the images it learned from; a checkpoint of an older inr has none
+            fingerprints = _fingerprints(str(need("fingerprints", "U", 0)), archive) \
+                if "fingerprints" in archive.headers else {}
         if best.shape != start.shape:
             raise InrError(f"{self.path}: damaged meta-init checkpoint, its start and its best start differ in size")
         if not np.isfinite(start).all() or not np.isfinite(best).all():
@@ -204,8 +206,8 @@ class MetaState:
             if saved["start"].shape != (parameters,) or saved["step"] > outer_steps:
                 raise InrError(f"{self.path}: damaged meta-init checkpoint, a start of {saved['start'].size} "
                                f"parameters at outer step {saved['step']}, not of {parameters} within {outer_steps}")
-            if saved["fingerprints"]:
-                known = json.loads(saved["fingerprints"])
+            known = saved["fingerprints"]
+            if known:
                 changed = sorted(name for name, digest in fingerprints.items() if known.get(name) != digest)
                 if changed:
                     raise InrError(f"{changed[0]} has changed since {self.path} was learned from it (its pixels "
@@ -225,6 +227,16 @@ class MetaState:
         lines = ["outer_step,heldout_loss,heldout_psnr,seconds"] + [
             f"{r['step']},{r['loss']:.8g},{r['psnr']:.4f},{r['seconds']:.2f}" for r in log]
         atomic_write_text(self.log, "\n".join(lines) + "\n")
+
+
+def _fingerprints(text: str, archive: npz.Archive) -> dict[str, str]:
+    try:
+        found = json.loads(text)
+    except (ValueError, RecursionError):
+        found = None
+    if not isinstance(found, dict) or not all(isinstance(value, str) for value in found.values()):
+        raise archive.damaged("its 'fingerprints' are not one per image")
+    return found
 
 
 def _log_rows(text: str, archive: npz.Archive) -> list[dict]:
