@@ -500,3 +500,18 @@ def test_nan_weights_are_never_handed_out(made, tmp_path):
         nets[2]
     batches = nets.batches(1, shuffle=False)
     assert [labels for _, labels in (next(batches), next(batches))]  # the networks before it are handed out
+
+
+def test_add_refuses_an_image_the_set_holds_that_changed(made, tmp_path):
+    out = copy(made, "set", tmp_path)
+    both = both_folders(made, tmp_path)
+    Image.fromarray(np.zeros((8, 10, 3), np.uint8)).save(both / "i1.png")  # another size of file
+    refused_leaving_all(tmp_path, ["fit-many", both, "-o", out, "--add", "--steps", "2", *NET],
+                        "i1.png changed since the set")
+
+
+def test_a_label_left_empty_is_refused(made, tmp_path):
+    labels = tmp_path / "labels.csv"
+    labels.write_text("i0.png,a\ni1.png,\ni2.png,a\ni3.png,a\n")
+    refused_leaving_all(tmp_path, ["fit-many", made / "imgs", "-o", tmp_path / "set", "--labels", labels,
+                                   "--steps", "2", *NET], "line 2: expected name,label")

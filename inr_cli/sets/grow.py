@@ -21,12 +21,19 @@ from inr_cli.sets.plan import Plan
 
 def new_names(source: str, out: Path) -> set[str] | None:
     """The inputs of `source` that the set in `out` does not hold; None when there is no finished
-    set there yet (the fit then starts it as usual)."""
+    set there yet (the fit then starts it as usual). An image the set holds whose file changed since
+    is refused: its network would no longer be its own."""
     if not (out / PLAN).is_file() or not (out / WEIGHTS).is_file():
         return None
     saved = Plan.read(out / PLAN)
+    listed = {item.name: item.size for item in inputs.list_inputs(source)}
+    changed = next((e.name for e in saved.images if min(e.bytes, listed.get(e.name, -1)) >= 0
+                    and listed[e.name] != e.bytes), None)
+    if changed is not None:
+        raise InrError(f"{changed} changed since the set in {out} was fitted; --add fits new images only: restore it, "
+                       f"or fit the set again")
     held = {e.name for e in saved.images} | {name for name, _ in saved.skipped}
-    return {item.name for item in inputs.list_inputs(source)} - held
+    return set(listed) - held
 
 
 def scratch_names(out: Path) -> tuple[Path, Path, Path]:

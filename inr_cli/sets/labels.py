@@ -22,7 +22,7 @@ def read_labels(path: Path) -> dict[str, str]:
     for number, row in enumerate(rows, 1):
         if not row or (number == 1 and [cell.strip().lower() for cell in row] == ["name", "label"]):
             continue
-        if len(row) != 2 or not row[0].strip():
+        if len(row) != 2 or not row[0].strip() or not row[1].strip():
             raise InrError(f"{path}, line {number}: expected name,label, got {','.join(row)!r}")
         name, label = row[0].strip(), row[1].strip()
         if "\0" in name + label:  # index.csv could not hold it
