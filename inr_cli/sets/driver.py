@@ -22,6 +22,7 @@ from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.network_set import INDEX, PLAN, SHARDS, WEIGHTS
 from inr_cli.formats.start import is_file_start, resolved_start, start_params, start_sha256
 from inr_cli.hooks import hook
+from inr_cli.limits import MAX_LIST_BYTES
 from inr_cli.outputs import SCRATCH_MARKER, refuse_inside
 from inr_cli.sets import inputs
 from inr_cli.sets.cluster import OnRay
@@ -331,7 +332,7 @@ def _saved_plan(folder: SetFolder, force: bool, notices: list) -> Plan | None:
                                  f"replaces it: choose another -o")
     if folder.exists(PLAN):
         try:
-            return Plan.from_json(folder.read_bytes(PLAN).decode(), folder.join(PLAN))
+            return Plan.from_json(folder.read_bytes(PLAN, MAX_LIST_BYTES).decode(), folder.join(PLAN))
         except (BadPlan, UnicodeDecodeError) as exc:
             if not force:
                 raise InrError(f"{folder.join(PLAN)}: not a plan this inr can read ({exc}); --force starts a new "
