@@ -172,7 +172,8 @@ def folder_output(folder: Path, own, what: str, flag: str = "-o", force: bool | 
     refuse_inside(folder, inside, flag)
     if not os.path.lexists(folder):
         existing = next(parent for parent in _resolved(folder).parents if parent.exists())
-        takes_files(existing, f"{flag} {folder}")  # where it will be made, before the work
+        if existing.is_dir():  # where it will be made, checked before the work (a file there: making it says so)
+            takes_files(existing, f"{flag} {folder}")
         return False
     if not folder.is_dir():
         raise UsageError(f"{folder} is {'a file' if folder.is_file() else 'not a folder'}; {flag} names a "

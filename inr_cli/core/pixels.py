@@ -36,14 +36,19 @@ class PixelImage:
         return np.ascontiguousarray(self.values.reshape(-1, self.n_channels), dtype=np.float32)
 
 
+def within_limits(width: int, height: int, what: str = "image") -> tuple[int, int]:
+    """(width, height), refused in one line beyond inr's limits (limits.py) before anything is
+    allocated for it."""
+    if width > MAX_SIDE or height > MAX_SIDE:
+        raise UsageError(f"a {width}x{height} {what} exceeds the limit of {MAX_SIDE} pixels a side")
+    if width * height > MAX_IMAGE_PIXELS:
+        raise UsageError(f"a {width}x{height} {what} ({width * height} pixels) exceeds the limit of {MAX_IMAGE_PIXELS} "
+                         f"pixels")
+    return width, height
+
+
 def fit_longer_side(width: int, height: int, size: int) -> tuple[int, int]:
-    """Width and height with the longer side `size` and the aspect ratio kept, within inr's limits
-    (a resize is refused before anything is allocated for it)."""
+    """Width and height with the longer side `size` and the aspect ratio kept, within inr's limits."""
     if width >= height:
-        fitted = size, max(1, round(height * size / width))
-    else:
-        fitted = max(1, round(width * size / height)), size
-    if size > MAX_SIDE or fitted[0] * fitted[1] > MAX_IMAGE_PIXELS:
-        raise UsageError(f"a longer side of {size} pixels gives a {fitted[0]}x{fitted[1]} image, beyond inr's limit of "
-                         f"{MAX_SIDE} pixels a side and {MAX_IMAGE_PIXELS:,} in all")
-    return fitted
+        return within_limits(size, max(1, round(height * size / width)))
+    return within_limits(max(1, round(width * size / height)), size)
