@@ -14,9 +14,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import select
 import shutil
+import signal
 import stat
 import subprocess
+import sys
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -30,6 +34,7 @@ from typer.testing import CliRunner
 from inr_cli.cli import app
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parent.parent
 NET = ["--hidden", "8", "--layers", "1", "--device", "cpu", "-q"]
 MINE = b"the user's own bytes\n"
 
@@ -125,14 +130,17 @@ RECIPES = [
     Recipe("eval", lambda b, o: ["eval", o, b / "img.png", "--train-size", "8", "--steps", "2", "--device", "cpu"],
            inputs=("img.png",)),
 ]
-# The commands that write nothing, each run as a user would (None: not run here, and why).
+# The commands that write nothing, each run as a user would (doctor without nvcc on its PATH: its
+# compile of the kernels goes to a temporary folder of its own, and takes a minute).
 WRITES_NOTHING = {
     "info": [lambda b: ["info", b / "run"], lambda b: ["info", b / "set"]],
     "presets": [lambda b: ["presets"], lambda b: ["presets", "siren"]],
     "eval": [lambda b: ["eval", b / "run", b / "img.png", "--device", "cpu"]],
-    "view": None,  # a server until stopped: tests/test_view.py checks that it writes nothing
-    "doctor": None,  # compiles the kernels in a temporary folder of its own; a minute of nvcc
+    "doctor": [lambda b: ["doctor"]],
 }
+# The commands that serve until stopped, and write nothing while they do.
+SERVES = {"view": [lambda b: ["view", b / "run", "--no-browser", "--device", "cpu"],
+                   lambda b: ["view", b / "set", "--no-browser", "--device", "cpu"]]}
 
 
 def all_commands(command, prefix: str = "") -> list[str]:
@@ -146,16 +154,36 @@ def all_commands(command, prefix: str = "") -> list[str]:
 def test_every_command_says_how_it_writes():
     commands = all_commands(typer.main.get_command(app))
     assert len(commands) >= 14
-    described = {recipe.command for recipe in RECIPES} | set(WRITES_NOTHING)
+    described = {recipe.command for recipe in RECIPES} | set(WRITES_NOTHING) | set(SERVES)
     assert not set(commands) - described, f"commands with no recipe here: {sorted(set(commands) - described)}"
 
 
-@pytest.mark.parametrize("command", sorted(name for name, ways in WRITES_NOTHING.items() if ways))
-def test_a_command_that_writes_nothing_writes_nothing(base, command):
+@pytest.mark.parametrize("command", sorted(WRITES_NOTHING))
+def test_a_command_that_writes_nothing_writes_nothing(base, command, monkeypatch):
+    monkeypatch.setenv("PATH", str(Path(sys.executable).parent))
     for way in WRITES_NOTHING[command]:
         before = snapshot(base)
         result = run(*way(base))
         assert result.exit_code == 0, result.output
+        assert snapshot(base) == before
+
+
+@pytest.mark.parametrize("command", sorted(SERVES))
+def test_a_server_writes_nothing_while_it_serves(base, command):
+    for way in SERVES[command]:
+        before = snapshot(base)
+        server = subprocess.Popen([sys.executable, "-m", "inr_cli", *map(str, way(base))], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        try:
+            ready, _, _ = select.select([server.stdout], [], [], 120)
+            assert ready, "the server did not say where it serves"
+            url = server.stdout.readline().strip()
+            with urllib.request.urlopen(url, timeout=60) as page:
+                assert page.status == 200
+        finally:
+            server.send_signal(signal.SIGINT)
+            server.communicate(timeout=60)
+        assert server.returncode == 0, server.stderr
         assert snapshot(base) == before
 
 
