@@ -172,7 +172,8 @@ class TrainedSet:
         else:
             row = self._saved.row(str(key))
         entry = self.index[row]
-        return TrainedNetwork(self.spec, self._saved.params(row), self.channels, entry["width"], entry["height"])
+        return TrainedNetwork(self.spec, self._saved.params(row), self.channels, entry.get("width", 1),
+                              entry.get("height", 1))  # a set exported by an older inr: its names alone
 
     def __iter__(self) -> Iterator[TrainedNetwork]:
         return (self[i] for i in range(len(self)))
@@ -226,9 +227,7 @@ def _load_exported(path: Path) -> TrainedNetwork | TrainedSet:
 
     exported = read_exported(path)
     if not exported.stacked:
-        size = exported.metadata
-        return TrainedNetwork(exported.spec, exported.params[0], exported.channels, int(size.get("width", 1)),
-                              int(size.get("height", 1)))
+        return TrainedNetwork(exported.spec, exported.params[0], exported.channels, exported.width, exported.height)
     saved = NetworkSet(exported.spec, exported.channels, exported.index, exported.params)
     return TrainedSet(path, saved)
 

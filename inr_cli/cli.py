@@ -108,6 +108,12 @@ def handles_errors(command):
                 raise
             error("out of memory; try a smaller size or batch")
             raise typer.Exit(1) from None
+        except OSError as exc:  # what the system refused (a full disk, a read-only folder) that no reader named
+            if _debug["on"]:
+                raise
+            where = f"{exc.filename}: " if exc.filename else ""
+            error(f"{where}{exc.strerror or exc}")
+            raise typer.Exit(1) from None
 
     return wrapper
 

@@ -12,12 +12,14 @@ Every array handed out is a writable copy, never a view of the set's memory-mapp
 
 from __future__ import annotations
 
+import re
 from typing import Iterator, Sequence
 
 import numpy as np
 
 from inr_cli.errors import InrError
 
+WHOLE = re.compile(r"-?[0-9]+")  # a label that is a whole number (class folders 0, 1, 2 ...)
 STD_FLOOR = 1e-8  # a parameter that does not vary across the split (a shared, untrained one) stays finite
 
 
@@ -30,7 +32,7 @@ def label_codes(labels: Sequence[str]) -> tuple[np.ndarray, list[str]]:
 
 
 def _whole(text: str) -> bool:
-    return text.lstrip("-").isdigit()
+    return WHOLE.fullmatch(text) is not None
 
 
 class WeightsView:
@@ -71,6 +73,10 @@ class WeightsView:
         order = np.argsort(rows, kind="stable")
         taken = np.empty((len(rows), self._weights.shape[1]), dtype=np.float32)
         taken[order] = self._weights[rows[order]]
+        finite = np.isfinite(taken).all(axis=1)
+        if not finite.all():  # as set[i] and the checkpoint reader refuse them
+            raise InrError(f"{self._names[rows[int(np.argmin(finite))]]}: its network's parameters hold NaN or "
+                           f"infinite values (a damaged set)")
         if self.mean is not None:
             taken -= self.mean
             taken /= self.std

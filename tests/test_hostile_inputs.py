@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import shutil
 import socket
 import struct
@@ -54,17 +55,23 @@ sys.exit(main())
 """
 
 
-def inr(*args, env: dict | None = None, timeout: float = 300, measure: bool = False) -> Ran:
+def inr(*args, env: dict | None = None, timeout: float = 300, measure: bool = False,
+        limit_bytes: int | None = None) -> Ran:
     """`inr ARGS` in a process of its own, as a user runs it (the interpreter's own warning filters);
-    with `measure`, the most memory it held."""
+    with `measure`, the most memory it held; with `limit_bytes`, no file it writes may grow beyond
+    that (RLIMIT_FSIZE: a write past it fails as on a full disk, "File too large")."""
     environment = {key: value for key, value in os.environ.items() if key != "PYTHONWARNINGS"}
     environment.update({"PYTHONPATH": str(ROOT), **(env or {})})
     with tempfile.TemporaryDirectory() as scratch:
         peak_file = Path(scratch) / "peak"
         environment["INR_TEST_PEAK_FILE"] = str(peak_file)
         program = ["-c", PEAK_REPORTER] if measure else ["-m", "inr_cli"]
+        def limited():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+
         process = subprocess.Popen([sys.executable, *program, *map(str, args)], env=environment,
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   preexec_fn=limited if limit_bytes is not None else None)
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:

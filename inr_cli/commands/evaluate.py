@@ -17,6 +17,8 @@ from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.data import load_training_data
 from inr_cli.formats.images import fit_longer_side, resample, resize
+from inr_cli.outputs import folder_output
+from inr_cli.runs.directory import holds_run
 from inr_cli.runs.training import run_training
 
 NAME = "eval"
@@ -44,6 +46,7 @@ def command(
         raise UsageError(f"--train-size must be a positive number of pixels, got {train_size}")
     ref = load_training_data(str(reference))
     if train_size is not None and not ckpt.resolve_exists(run):
+        folder_output(run, holds_run, "run of inr train", "RUN")
         small = resize(ref, train_size)
         config = build_config(None, flags_to_values({"steps": steps, "device": device,
                                                      "source": str(reference.resolve()),

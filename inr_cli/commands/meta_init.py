@@ -44,11 +44,13 @@ def command(
     workers: Optional[int] = workers_option(),
     gpus_per_worker: Optional[float] = gpus_per_worker_option(),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress lines."),
+    force: bool = typer.Option(False, "--force", help="Replace the start named by -o, its OUT.csv and OUT.svg if "
+                               "they exist, and start again where its checkpoint was learned otherwise."),
     **options,
 ) -> None:
     from inr_cli.sets.meta_command import meta_init
 
     meta_init(source, out, given_settings(META_INIT, options, overrides), config_file, preset,
               dict(outer_steps=outer_steps, inner_steps=inner_steps, meta_batch=meta_batch, outer_lr=outer_lr,
-                   holdout=holdout, eval_every=eval_every), quiet, ray_address, workers, gpus_per_worker)
+                   holdout=holdout, eval_every=eval_every), quiet, ray_address, workers, gpus_per_worker, force)
     typer.echo(str(out))

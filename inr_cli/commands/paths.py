@@ -1,23 +1,13 @@
-"""Where a command writes: the one rule for output files, shared by every command that takes -o.
-
-- A file named with -o that exists is refused unless --force (a usage problem: exit code 2).
-- A default name chosen by the tool (RUN/render-WxH.png, IMAGE.csv, ...) that exists is replaced,
-  with a one-line notice.
-- A command's own input, or the image a run was trained on, is never written over, even with --force.
-- A target that is not a regular file (a pipe, /dev/stdout) is written through, as a stream.
-"""
+"""Where a command writes: the names it picks and shows; the rule every output follows is the
+output policy's (inr_cli/outputs.py), from where output_target and say_replacing are taken."""
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Iterable
 from pathlib import Path
 
-from inr_cli.console import notice
-from inr_cli.errors import InrError, UsageError
-from inr_cli.formats.atomic import is_special
+from inr_cli.errors import InrError
 from inr_cli.formats.network_set import PLAN, is_network_set
+from inr_cli.outputs import output_target, say_replacing  # noqa: F401 - the commands' -o rule
 
 
 def default_output(source: Path, suffix: str, fallback: str | None = None) -> Path:
@@ -38,64 +28,25 @@ def shown_path(path: Path | str) -> str:
         return str(path)
 
 
-def check_parent(path: Path) -> None:
-    parent = Path(path).resolve().parent
-    if not parent.is_dir():
-        raise InrError(f"{path}: the folder {parent} does not exist")
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
-def output_target(output: Path | None, default: Path | None, force: bool, protected: Iterable[Path | str] = (),
-                  flag: str = "-o", announce: bool = True) -> Path:
-    """The path to write: `output` as named by the user, else `default`; refused or announced by the
-    rule above. Standard output ("-") passes through. Checked before any work is done; announce=False
-    leaves the notice to say_replacing, once the input has been read (a bad input is then the only
-    message)."""
-    if output is not None and str(output) == "-":
-        return Path("-")
-    named = output is not None
-    target = Path(output) if named else Path(default)
-    check_parent(target)
-    if target.is_dir():
-        raise UsageError(f"{target} is a folder; {flag} names the file to write")
-    for source in protected:
-        if source and str(source) != "-" and _same_file(target, Path(source)):
-            raise UsageError(f"{target} is the input ({source}); it is never overwritten, even with --force: "
-                             f"choose another {flag}")
-    if not target.exists() or is_special(target):
-        return target
-    if named and not force:
-        raise UsageError(f"{target} already exists; --force replaces it")
-    if not named and announce:
-        say_replacing(target, flag)
-    return target
-
-
-def say_replacing(target: Path, flag: str = "-o") -> None:
-    """The notice for a default output name that exists and is about to be replaced."""
-    if target.exists() and not is_special(target):
-        notice(f"replacing {target} (the default output name; {flag} chooses another)")
-
-
 def run_sources(run: Path, image: str | None = None) -> list[Path]:
-    """The images a run (or, with --image, a fit-many set) was trained on, as far as it recorded them:
-    never to be overwritten by its renders or exports. Best effort: an unreadable record protects nothing
-    (loading the network reports it)."""
-    run = Path(run)
-    try:
-        plan = run / PLAN
-        if is_network_set(run):
-            folder = json.loads(plan.read_text()).get("folder")
-            return [Path(folder) / image] if folder and image else []
-        from inr_cli.formats import checkpoint as ckpt
+    """What a render or an export of `run` never writes over, even with --force: the run's checkpoint
+    or the set's files, and the image it was trained on (with --image, a set's) as far as the record
+    says. Best effort: an unreadable record protects its files only (loading the network reports it)."""
+    from inr_cli.formats import checkpoint as ckpt
+    from inr_cli.sets.plan import Plan
+    from inr_cli.sets.storage import SET_FILES
 
+    run = Path(run)
+    if is_network_set(run):
+        own = [run / name for name in SET_FILES]
+        try:
+            folder = Plan.read(run / PLAN).folder
+        except InrError:
+            return own
+        return own + ([Path(folder) / image] if image and "://" not in folder else [])
+    own = [ckpt.resolve(run)] if ckpt.resolve_exists(run) else []
+    try:
         source = ckpt.load(run).config.data.source
-    except (InrError, OSError, ValueError, AttributeError, TypeError, RecursionError):  # a plan as anyone wrote it
-        return []
-    return [Path(source)] if source else []
+    except InrError:
+        return own
+    return own + ([Path(source)] if source else [])

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from inr_cli.core.pixels import MAX_IMAGE_PIXELS, fit_longer_side
+from inr_cli.core.pixels import fit_longer_side, within_limits
 from inr_cli.errors import UsageError
-
-MAX_SIDE = 65535  # PNG and Pillow both handle this; larger sides are refused up front
 
 
 def canvas_size(train_width: int, train_height: int, size: int | None, width: int | None,
@@ -25,8 +23,4 @@ def canvas_size(train_width: int, train_height: int, size: int | None, width: in
         w, h = max(1, round(height * train_width / train_height)), height
     else:
         w, h = train_width, train_height
-    if w > MAX_SIDE or h > MAX_SIDE:
-        raise UsageError(f"a {w}x{h} canvas exceeds the limit of {MAX_SIDE} pixels a side")
-    if w * h > MAX_IMAGE_PIXELS:
-        raise UsageError(f"a {w}x{h} canvas ({w * h} pixels) exceeds the limit of {MAX_IMAGE_PIXELS} pixels")
-    return w, h
+    return within_limits(w, h, "canvas")

@@ -7,9 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# The largest image inr reads, writes or draws, whatever its format (about 1 GB of RGBA in memory).
-# Pillow's own bomb guard is a warning up to 2x this and an error beyond; we make both an error.
-MAX_IMAGE_PIXELS = 1 << 28
+from inr_cli.errors import UsageError
+from inr_cli.limits import MAX_IMAGE_PIXELS, MAX_SIDE
 
 
 @dataclass
@@ -37,8 +36,19 @@ class PixelImage:
         return np.ascontiguousarray(self.values.reshape(-1, self.n_channels), dtype=np.float32)
 
 
+def within_limits(width: int, height: int, what: str = "image") -> tuple[int, int]:
+    """(width, height), refused in one line beyond inr's limits (limits.py) before anything is
+    allocated for it."""
+    if width > MAX_SIDE or height > MAX_SIDE:
+        raise UsageError(f"a {width}x{height} {what} exceeds the limit of {MAX_SIDE} pixels a side")
+    if width * height > MAX_IMAGE_PIXELS:
+        raise UsageError(f"a {width}x{height} {what} ({width * height} pixels) exceeds the limit of {MAX_IMAGE_PIXELS} "
+                         f"pixels")
+    return width, height
+
+
 def fit_longer_side(width: int, height: int, size: int) -> tuple[int, int]:
-    """Width and height with the longer side `size` and the aspect ratio kept."""
+    """Width and height with the longer side `size` and the aspect ratio kept, within inr's limits."""
     if width >= height:
-        return size, max(1, round(height * size / width))
-    return max(1, round(width * size / height)), size
+        return within_limits(size, max(1, round(height * size / width)))
+    return within_limits(max(1, round(width * size / height)), size)

@@ -13,6 +13,8 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+from inr_cli.errors import WriteError
+
 
 def _umask() -> int:
     mask = os.umask(0o022)
@@ -33,29 +35,38 @@ def is_special(path: Path) -> bool:
 
 @contextmanager
 def atomic_path(target: Path, suffix: str = ""):
-    """Yield a temporary path in target's folder; on success it replaces target."""
+    """Yield a temporary path in target's folder; on success it replaces target. A write that fails
+    (here or in the block) is a WriteError naming the target; the earlier file is kept."""
     target = Path(target)
-    if is_special(target):
-        if target.is_dir():
-            raise IsADirectoryError(21, "is a directory", str(target))
-        yield target
-        return
-    if target.is_symlink():
-        target = target.resolve()
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix + ".tmp", dir=target.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    existed = False
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode) if target.exists() else 0o666 & ~UMASK
-        yield tmp_path
-        with open(tmp_path, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.chmod(tmp_path, mode)
-        os.replace(tmp_path, target)
-        _fsync_dir(target.parent)
-    except BaseException:
-        tmp_path.unlink(missing_ok=True)
+        if is_special(target):
+            if target.is_dir():
+                raise IsADirectoryError(21, "Is a directory", str(target))
+            yield target
+            return
+        if target.is_symlink():
+            target = target.resolve()
+        existed = target.exists()
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix + ".tmp", dir=target.parent)
+        os.close(fd)
+        tmp_path = Path(tmp)
+        try:
+            mode = stat.S_IMODE(os.stat(target).st_mode) if existed else 0o666 & ~UMASK
+            yield tmp_path
+            with open(tmp_path, "rb+") as handle:
+                os.fsync(handle.fileno())
+            os.chmod(tmp_path, mode)
+            os.replace(tmp_path, target)
+            _fsync_dir(target.parent)
+        except BaseException:
+            tmp_path.unlink(missing_ok=True)
+            raise
+    except WriteError:
         raise
+    except OSError as exc:
+        kept = "; the earlier file is kept" if existed else ""
+        raise WriteError(f"cannot write {target} ({exc.strerror or exc}){kept}", exc.errno, exc.strerror) from None
 
 
 def atomic_write_text(target: Path, text: str) -> None:

@@ -26,6 +26,7 @@ from inr_cli.formats.atomic import atomic_path
 from inr_cli.formats.network_description import spec_from_json
 from inr_cli.formats.pixel_csv import CHANNEL_SETS
 from inr_cli.formats.versions import refuse_newer
+from inr_cli.limits import MAX_TEXT_BYTES
 
 MAGIC = "inr-checkpoint"
 FORMAT_VERSION = 2  # 2: [N, P] parameters, nested configuration, training seconds; 1 still loads
@@ -122,7 +123,6 @@ ARRAY_KINDS = {
     "data_fingerprint": ("U", (0,)), "data_shape": ("iu", (1,)), "channels": ("U", (0,)), "last_loss": ("fiu", (0,)),
 }
 KIND_WORDS = {"U": "text", "iu": "an integer", "f": "floats", "fiu": "a number"}
-MAX_TEXT_BYTES = 1 << 20  # the network and configuration descriptions take a few hundred bytes
 
 
 class _CheckedArrays(Mapping):

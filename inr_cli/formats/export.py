@@ -16,7 +16,7 @@ import numpy as np
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
 from inr_cli.errors import InrError
 from inr_cli.extras import require
-from inr_cli.formats.atomic import atomic_path
+from inr_cli.formats.atomic import atomic_path, is_special
 
 FORMATS = {".safetensors": "safetensors", ".onnx": "onnx"}
 CONVENTION = "input (u, v) = ((x + 0.5) / W * 2 - 1, (y + 0.5) / H * 2 - 1); output channels in [0, 1]"
@@ -26,18 +26,23 @@ def need_writer(module: str):
     return require(module, f"writing {module} files", "export")
 
 
-def stacked_tensors(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarray]:
-    """The tensors of [N, P] parameters stacked over the networks: layers.I.weight [N, out, in],
-    layers.I.bias [N, out], and encoding.frequencies [N, m, 2] with Fourier features."""
-    flat = np.asarray(params, dtype=np.float32)
-    tensors = {}
-    frequencies = frequency_view(spec, flat)
+def tensor_views(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarray]:
+    """Each tensor of an export by its name, as a view into [N, P] float32 parameters:
+    encoding.frequencies [N, m, 2] with Fourier features, layers.I.weight [N, out, in] and
+    layers.I.bias [N, out] (a reader fills them; N = 0 gives their shapes without a byte)."""
+    views = {}
+    frequencies = frequency_view(spec, params)
     if frequencies is not None:
-        tensors["encoding.frequencies"] = np.ascontiguousarray(frequencies)
-    for i, (weight, bias) in enumerate(layer_views(spec, flat)):
-        tensors[f"layers.{i}.weight"] = np.ascontiguousarray(weight)
-        tensors[f"layers.{i}.bias"] = np.ascontiguousarray(bias)
-    return tensors
+        views["encoding.frequencies"] = frequencies
+    for i, (weight, bias) in enumerate(layer_views(spec, params)):
+        views[f"layers.{i}.weight"], views[f"layers.{i}.bias"] = weight, bias
+    return views
+
+
+def stacked_tensors(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarray]:
+    """The tensors of [N, P] parameters stacked over the networks (tensor_views), each contiguous."""
+    return {name: np.ascontiguousarray(view)
+            for name, view in tensor_views(spec, np.asarray(params, dtype=np.float32)).items()}
 
 
 def named_tensors(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarray]:
@@ -56,7 +61,16 @@ def _save_safetensors(tensors: dict[str, np.ndarray], metadata: dict[str, str], 
     from safetensors.numpy import save_file
 
     with atomic_path(path, suffix=".safetensors") as tmp:
-        save_file(tensors, str(tmp), metadata=metadata)
+        if is_special(tmp):  # a pipe or a device: save_file would put a file of its own in its place
+            from safetensors.numpy import save
+
+            with open(tmp, "wb") as handle:
+                handle.write(save(tensors, metadata=metadata))
+            return
+        try:
+            save_file(tensors, str(tmp), metadata=metadata)
+        except Exception as exc:  # noqa: BLE001 - safetensors' own error type, for an OS error underneath
+            raise OSError(str(exc).rpartition(": ")[2] or str(exc)) from None
 
 
 def write_safetensors(spec: NetworkSpec, params: np.ndarray, channels, path: Path,

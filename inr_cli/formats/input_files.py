@@ -15,9 +15,10 @@ from pathlib import Path
 
 from inr_cli.errors import InrError, UsageError
 from inr_cli.extras import require
+from inr_cli.limits import NETWORK_TIMEOUT
 
 TIMEOUT_VARIABLE = "INR_NETWORK_TIMEOUT"
-DEFAULT_TIMEOUT = 60.0
+DEFAULT_TIMEOUT = NETWORK_TIMEOUT
 
 
 def network_timeout() -> float:
@@ -105,13 +106,21 @@ def check_regular(path: str | Path, where: str | None = None, expected: str = "a
         raise InrError(f"{where}: {kind}, not a file inr reads (it could block or never end)")
 
 
-def read_local(path: str | Path) -> bytes:
+def read_local(path: str | Path, limit: int | None = None, what: str = "the file") -> bytes:
+    """A local file's bytes: a regular file only, and, with `limit`, of at most that many bytes
+    (checked before a byte is read)."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             check_regular(path)  # says what it is instead
-        return Path(path).read_bytes()
+        with open(path, "rb") as handle:
+            if limit is None:
+                return handle.read()
+            data = handle.read(limit + 1)
     except OSError as exc:
         raise InrError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise InrError(f"{path}: larger than {limit:,} bytes, more than {what} could be")
+    return data
 
 
 def read_url(url: str) -> bytes:

@@ -8,14 +8,8 @@ import json
 import math
 
 from inr_cli.core.network import IN_FEATURES, NetworkSpec
+from inr_cli.limits import MAX_CHANNELS, MAX_LAYERS, MAX_PARAMETERS, MAX_WIDTH
 from inr_cli.settings import ENCODINGS, MODELS
-
-# Far beyond any network inr fits (a few hundred neurons, a few layers), and small enough that
-# what is sized from them stays a number of bytes a machine could hold.
-MAX_WIDTH = 1 << 16  # neurons per hidden layer, Fourier features
-MAX_LAYERS = 1 << 10
-MAX_PARAMETERS = 1 << 31  # per network: 8 GiB of float32
-MAX_CHANNELS = 4  # r, g, b, a
 
 FIELD_TYPES = {"model": str, "out_features": int, "hidden": int, "layers": int, "omega0": float, "encoding": str,
                "fourier_features": int, "fourier_sigma": float, "in_features": int}

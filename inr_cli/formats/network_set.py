@@ -33,6 +33,7 @@ from inr_cli.errors import InrError
 from inr_cli.formats.network_description import BadDescription, spec_from_dict
 from inr_cli.formats.pixel_csv import CHANNEL_SETS
 from inr_cli.formats.versions import refuse_newer
+from inr_cli.limits import MAX_TEXT_BYTES
 
 PLAN = "fit-many.json"
 SHARDS = "shards"
@@ -96,7 +97,7 @@ def index_text(cell: str) -> str:
     return cell[1:] if cell[:1] == ESCAPE and cell[1:2] in FORMULA_STARTS + (ESCAPE,) else cell
 
 
-MAX_DESCRIPTION_BYTES = 1 << 20  # network.json: the spec and the configuration, a few kilobytes
+MAX_DESCRIPTION_BYTES = MAX_TEXT_BYTES  # network.json: the spec and the configuration, a few kilobytes
 
 
 def load_network_set(out: Path) -> NetworkSet:
@@ -202,7 +203,7 @@ def read_index(path: Path, rows: int) -> list[dict]:
                     if len(index) == rows:
                         raise InrError(f"{path}, line {reader.line_num}: more rows than the {rows} networks of "
                                        f"{WEIGHTS}")
-                    row = _index_row(path, reader.line_num, header, cells)
+                    row = index_row(path, reader.line_num, header, cells)
                     if row["name"] in seen:
                         raise InrError(f"{path}, line {reader.line_num}: '{row['name'][:60]}' is also on line "
                                        f"{seen[row['name']]}")
@@ -217,7 +218,7 @@ def read_index(path: Path, rows: int) -> list[dict]:
     return index
 
 
-def _index_row(path: Path, line: int, header: list[str], cells: list[str]) -> dict:
+def index_row(path: Path, line: int, header: list[str], cells: list[str]) -> dict:
     if len(cells) != len(header):
         raise InrError(f"{path}, line {line}: {len(cells)} values, expected {len(header)} ({','.join(header)})")
     row = dict(zip(header, cells))

@@ -18,11 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from inr_cli.errors import InrError
+from inr_cli.limits import MAX_COMPRESSION_RATIO, RATIO_EXEMPT_BYTES
 
-# Deflate shrinks the zeros of a zip bomb about a thousandfold and float parameters hardly at all;
-# an archive whose members declare more than this many times the bytes it holds is refused.
-MAX_COMPRESSION_RATIO = 20
-RATIO_EXEMPT_BYTES = 1 << 20  # declared sizes below this are too small to matter, whatever the ratio
 METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)  # np.savez and np.savez_compressed
 # What opening or decompressing a damaged archive can raise, besides our own InrError.
 READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError, RuntimeError)

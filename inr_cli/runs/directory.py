@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -21,6 +22,11 @@ def new_run_dir(stem: str, root: Path = RUNS_ROOT) -> Path:
         n += 1
         candidate = root / f"{stem}-{n}"
     return candidate
+
+
+def holds_run(folder: Path) -> bool:
+    """Whether a folder is a run directory of inr train's (its checkpoint is there)."""
+    return os.path.lexists(Path(folder) / FILENAME)
 
 
 def latest_run(root: Path = RUNS_ROOT) -> Path:

@@ -3,6 +3,7 @@ curve (psnr.svg) and the previews as one animation (previews.png, an animated PN
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -10,8 +11,10 @@ from PIL import Image, ImageDraw
 
 from inr_cli.core.pixels import PixelImage
 from inr_cli.formats.atomic import atomic_path, atomic_write_text
+from inr_cli.limits import MAX_PICTURE_PIXELS, MAX_PICTURE_SIDE
 
 LABEL_MIN_WIDTH = 64  # narrower panels get no caption: it would not fit
+MAX_FRAMES = 64  # frames of previews.png: a glance at how the picture formed, not every preview
 LABEL_HEIGHT = 14
 
 ERROR_GAIN = 4.0  # an absolute error of 0.25 shows as white
@@ -34,8 +37,18 @@ def error_map(render: np.ndarray, reference: np.ndarray) -> np.ndarray:
     return heat
 
 
+def shrink_factor(width: int, height: int) -> int:
+    """The whole factor a picture for looking at is shrunk by, so that it keeps within inr's limits
+    (limits.py) whatever the image's size or shape: 1 for every ordinary image."""
+    return max(1, math.ceil(max(width, height) / MAX_PICTURE_SIDE),
+               math.ceil(math.sqrt(width * height / MAX_PICTURE_PIXELS)))
+
+
 def side_by_side(render: np.ndarray, reference: np.ndarray, gap: int = 4, psnr: float | None = None) -> PixelImage:
-    """reference | render | error map; with panels at least LABEL_MIN_WIDTH wide, a caption under each."""
+    """reference | render | error map; with panels at least LABEL_MIN_WIDTH wide, a caption under each.
+    A large image's panels are drawn from every k-th pixel (shrink_factor)."""
+    k = shrink_factor(reference.shape[1], reference.shape[0])
+    render, reference = render[::k, ::k], reference[::k, ::k]
     h, w = reference.shape[:2]
     canvas = np.ones((h, 3 * w + 2 * gap, 3), np.float32)
     canvas[:, :w] = to_rgb(reference)
@@ -145,10 +158,17 @@ def labelled_frame(image: Image.Image, text: str, width: int, height: int) -> Im
 
 def write_previews_animation(previews: list[Path], path: Path, frame_ms: int = 400) -> None:
     """The numbered previews as one animated PNG (any browser plays it), each frame labelled with its
-    step, the last (the final render) held longer."""
+    step, the last (the final render) held longer: at most MAX_FRAMES of them, evenly chosen, each
+    shrunk to a picture's limits."""
     if len(previews) < 2:
         return
-    images = [Image.open(p).convert("RGB") for p in previews]
+    chosen = sorted({round(i * (len(previews) - 1) / (MAX_FRAMES - 1)) for i in range(MAX_FRAMES)})
+    previews = [previews[i] for i in chosen]
+    images = []
+    for preview in previews:
+        with Image.open(preview) as im:
+            k = shrink_factor(im.width, im.height)
+            images.append((im.reduce(k) if k > 1 else im).convert("RGB"))
     labels = [preview_label(p) for p in previews]
     font = _font(11)
     text_width = max(int(ImageDraw.Draw(images[0]).textlength(label, font=font)) for label in labels) + 6

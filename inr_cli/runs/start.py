@@ -14,7 +14,8 @@ from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.data import SAMPLE, fingerprint, load_training_data
 from inr_cli.formats.start import resolved_start
-from inr_cli.runs.directory import IMAGE_IN_RUN, RunLock, latest_run, new_run_dir
+from inr_cli.outputs import folder_output
+from inr_cli.runs.directory import IMAGE_IN_RUN, RunLock, holds_run, latest_run, new_run_dir
 from inr_cli.runs.training import TrainingResult, run_training
 
 # Settings that may change when a run is resumed; the rest define the run and stay as they were.
@@ -42,7 +43,7 @@ def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> Training
         run_dir = new_run_dir(Path(source).stem if source else SAMPLE)
         plain = run_dir.parent / (Path(source).stem if source else SAMPLE)
         taken = f" ({plain} holds an earlier run)" if run_dir != plain else ""
-    elif (run_dir / ckpt.FILENAME).exists():
+    elif folder_output(run_dir, holds_run, "run of inr train", "--run-dir", placed=[IMAGE_IN_RUN]):
         with RunLock(run_dir):  # a run in use is said as such: resuming it would fail the same way
             pass
         raise UsageError(f"{run_dir} already holds a run; continue it with --resume {run_dir} or pick another "

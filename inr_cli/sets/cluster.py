@@ -43,6 +43,7 @@ from inr_cli.extras import require
 from inr_cli.formats.network_set import PLAN, SHARDS, WEIGHTS_PART
 from inr_cli.formats.start import start_sha256
 from inr_cli.hooks import hook
+from inr_cli.limits import MAX_LIST_BYTES
 from inr_cli.sets import inputs
 from inr_cli.sets.output_kind import output_storage, storage_kind
 from inr_cli.sets.packs import default_pack, fit_shard, load_entry
@@ -280,7 +281,7 @@ def assemble_task(out: str, config_json: str) -> tuple[int, str]:
 
     hook("assembly-task")
     folder = SetFolder(out)
-    plan = Plan.from_json(folder.read_bytes(PLAN).decode(), folder.join(PLAN))
+    plan = Plan.from_json(folder.read_bytes(PLAN, MAX_LIST_BYTES).decode(), folder.join(PLAN))
     plan.config = configuration.from_json(config_json)
     return assemble(folder, plan), f"{ray.util.get_node_ip_address()} (pid {os.getpid()})"
 

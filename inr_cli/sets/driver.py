@@ -22,6 +22,8 @@ from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.network_set import INDEX, PLAN, SHARDS, WEIGHTS
 from inr_cli.formats.start import is_file_start, resolved_start, start_params, start_sha256
 from inr_cli.hooks import hook
+from inr_cli.limits import MAX_LIST_BYTES
+from inr_cli.outputs import SCRATCH_MARKER, refuse_inside
 from inr_cli.sets import inputs
 from inr_cli.sets.cluster import OnRay
 from inr_cli.sets.grow import grow
@@ -80,7 +82,9 @@ def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, pre
     config = resolved_start(config)
     if add:  # the new images apart, with the set's own settings (checked as a rerun's), then joined
         def fit_new(scratch: Path, names: set[str]) -> None:
-            saved = Plan.from_json((Path(out) / PLAN).read_text(), Path(out) / PLAN)
+            saved = Plan.read(Path(out) / PLAN)
+            if labels is not None:
+                _refuse_relabelling(Path(out), saved, read_labels(labels), labels)
             sized = with_values(config, {key: saved.config.get(key) for key in SIZED_KEYS
                                          if config.get(key) == AUTO})
             _refuse_changed_settings(SetFolder(out), saved, Plan(saved.folder, sized, saved.spec, [], [], saved.pack,
@@ -89,9 +93,18 @@ def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, pre
                     quiet, only=names, labels=labels)
 
         grow(source, Path(out), fit_new)
-        return Plan.from_json((Path(out) / PLAN).read_text(), Path(out) / PLAN)
+        return Plan.read(Path(out) / PLAN)
     return fit_set(source, out, config, pack, ray, workers, gpus_per_worker, skip_unreadable, quiet, force,
                    labels=labels)
+
+
+def _refuse_relabelling(out: Path, saved: Plan, labels: dict[str, str], where: Path) -> None:
+    """--add keeps the networks and labels of the images the set holds: a label file that says
+    otherwise for one of them is refused, not dropped."""
+    for entry in saved.images:
+        if entry.name in labels and labels[entry.name] != entry.label:
+            raise InrError(f"{where} labels {entry.name} {labels[entry.name]!r}, the set in {out} holds it as "
+                           f"{entry.label!r}; --add keeps the set's labels: make them agree, or fit a new set")
 
 
 class Runner(Protocol):
@@ -280,21 +293,14 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
 
 def _refuse_output_in_input(source: str, folder: SetFolder) -> None:
     """A set inside its input folder would be listed as its own images when the command is run again."""
-    if folder.local is not None:  # both resolved (fit_folder): links followed
-        if inputs.is_url(source) or not Path(source).is_dir():
-            return  # a list file names its images one by one
-        same, inside = folder.local == Path(source), Path(source) in folder.local.parents
-        # the listing leaves hidden files and folders out: a set in one is never listed
-        inside = inside and not any(part.startswith(".") for part in folder.local.relative_to(source).parts)
+    if folder.local is not None:
+        refuse_inside(folder.local, [source])
     elif inputs.is_url(source):
         out, root = str(folder).rstrip("/"), source.rstrip("/")
-        same, inside = out == root, out.startswith(root + "/")
-    else:
-        return
-    if same or inside:
-        where = "the input folder" if same else f"inside the input folder {source}"
-        raise UsageError(f"-o {folder} is {where}: its files would be listed as images when the command is run "
-                         f"again; choose an -o outside it")
+        if out == root or out.startswith(root + "/"):
+            where = "the input folder" if out == root else f"inside the input folder {source}"
+            raise UsageError(f"-o {folder} is {where}: its files would be read as inputs the next time; choose an "
+                             f"-o outside it")
 
 
 def _refuse_writing_over_inputs(folder: SetFolder, listed: list[inputs.Listed]) -> None:
@@ -326,7 +332,7 @@ def _saved_plan(folder: SetFolder, force: bool, notices: list) -> Plan | None:
                                  f"replaces it: choose another -o")
     if folder.exists(PLAN):
         try:
-            return Plan.from_json(folder.read_bytes(PLAN).decode(), folder.join(PLAN))
+            return Plan.from_json(folder.read_bytes(PLAN, MAX_LIST_BYTES).decode(), folder.join(PLAN))
         except (BadPlan, UnicodeDecodeError) as exc:
             if not force:
                 raise InrError(f"{folder.join(PLAN)}: not a plan this inr can read ({exc}); --force starts a new "
@@ -334,7 +340,8 @@ def _saved_plan(folder: SetFolder, force: bool, notices: list) -> Plan | None:
             notices.append(f"--force: {folder} is started again ({folder.join(PLAN)} was not a plan this inr "
                            f"can read)")
             return None
-    others = [name for name in names if not (name == SHARDS and _empty_shards_folder(folder))]
+    others = [name for name in names if not (name == SHARDS and _empty_shards_folder(folder))
+              and name != SCRATCH_MARKER]  # fit-many --add fits the new images in a scratch folder
     if others and not force:
         ours = sorted(set(others) & {*SET_FILES, SHARDS})
         replaced = f"--force replaces its {', '.join(ours)}" if ours else "--force writes the set beside them"

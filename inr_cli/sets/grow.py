@@ -1,15 +1,19 @@
 """`inr fit-many INPUT -o OUT --add`: a finished set grows by the images of INPUT it does not hold.
-They are fitted into a set of their own beside OUT (with OUT's settings, start and sizes), then
-joined to it (join.py): the networks already there are untouched, and every network is the one a
-single fit of all the images gives. Killed while the new images fit, the same command resumes them."""
+They are fitted into a set of their own beside OUT (.OUT.adding, with OUT's settings, start and
+sizes), then joined to it (join.py) in .OUT.joined, which takes OUT's place: the networks already
+there are untouched, and every network is the one a single fit of all the images gives. Killed while
+the new images fit, the same command resumes them; killed between the renames that swap the joined
+set in, the same command finishes the swap. Each of those folders carries inr's scratch marker
+(outputs.py): a folder of the user's at one of those names is refused, never deleted."""
 
 from __future__ import annotations
 
-import shutil
+import os
 from pathlib import Path
 
 from inr_cli.errors import InrError
 from inr_cli.formats.network_set import PLAN, WEIGHTS
+from inr_cli.outputs import SCRATCH_MARKER, is_scratch, mark_scratch, released, remove_scratch, scratch
 from inr_cli.sets import inputs
 from inr_cli.sets.join import join_sets
 from inr_cli.sets.plan import Plan
@@ -17,29 +21,63 @@ from inr_cli.sets.plan import Plan
 
 def new_names(source: str, out: Path) -> set[str] | None:
     """The inputs of `source` that the set in `out` does not hold; None when there is no finished
-    set there yet (the fit then starts it as usual)."""
+    set there yet (the fit then starts it as usual). An image the set holds whose file changed since
+    is refused: its network would no longer be its own."""
     if not (out / PLAN).is_file() or not (out / WEIGHTS).is_file():
         return None
-    saved = Plan.from_json((out / PLAN).read_text(), out / PLAN)
+    saved = Plan.read(out / PLAN)
+    listed = {item.name: item.size for item in inputs.list_inputs(source)}
+    changed = next((e.name for e in saved.images if min(e.bytes, listed.get(e.name, -1)) >= 0
+                    and listed[e.name] != e.bytes), None)
+    if changed is not None:
+        raise InrError(f"{changed} changed since the set in {out} was fitted; --add fits new images only: restore it, "
+                       f"or fit the set again")
     held = {e.name for e in saved.images} | {name for name, _ in saved.skipped}
-    return {item.name for item in inputs.list_inputs(source)} - held
+    return set(listed) - held
+
+
+def scratch_names(out: Path) -> tuple[Path, Path, Path]:
+    """(adding, joined, previous): the folders beside OUT that --add works in."""
+    return tuple(out.with_name(f".{out.name}.{role}") for role in ("adding", "joined", "previous"))
+
+
+def finish_swap(out: Path) -> None:
+    """What a run killed between the steps of the swap left, put right: the joined set named OUT
+    where a crash came between the two renames, the old set (.OUT.previous) removed once OUT holds
+    the new one, a joined set that never took OUT's place removed (the join is made again)."""
+    _, joined, previous = scratch_names(out)
+    if os.path.lexists(previous):
+        if not is_scratch(previous):
+            remove_scratch(previous)  # refused: a folder of the user's
+        if not os.path.lexists(out):
+            source = joined if is_scratch(joined) and (joined / WEIGHTS).is_file() else previous
+            released(source).rename(out)
+        remove_scratch(previous)
+    if is_scratch(joined):
+        remove_scratch(joined)
+    (out / SCRATCH_MARKER).unlink(missing_ok=True)  # marked as it was about to become .OUT.previous
 
 
 def grow(source: str, out: Path, fit_new) -> None:
     """fit_new(scratch, names) fits the images `names` of source into the set folder `scratch`."""
     if inputs.is_url(str(out)):
         raise InrError("--add grows a set in a local folder; fit the new images apart and inr join them")
+    adding, joined, previous = scratch_names(out)
+    finish_swap(out)
     names = new_names(source, out)
     if names is None:
         raise InrError(f"{out} holds no finished set to add to; run without --add first")
     if not names:
+        if is_scratch(adding):
+            remove_scratch(adding)
         return
-    scratch = out.with_name(f".{out.name}.adding")
-    fit_new(scratch, names)
-    joined, previous = out.with_name(f".{out.name}.joined"), out.with_name(f".{out.name}.previous")
-    shutil.rmtree(joined, ignore_errors=True)
-    join_sets(out, scratch, joined)
-    out.rename(previous)  # the two renames: a crash between them leaves both folders, named
-    joined.rename(out)
-    shutil.rmtree(previous, ignore_errors=True)
-    shutil.rmtree(scratch, ignore_errors=True)
+    remove_scratch(joined)  # refused where a folder of the user's is in the way, before any work
+    with scratch(adding, keep_on=(KeyboardInterrupt, SystemExit), resume=True):
+        fit_new(adding, names)
+        join_sets(out, adding, joined)
+        mark_scratch(joined)
+        mark_scratch(out)  # it becomes .OUT.previous, inr's to remove
+        out.rename(previous)  # the two renames: a crash between them is put right by finish_swap
+        released(joined).rename(out)
+        remove_scratch(previous)
+    remove_scratch(adding)

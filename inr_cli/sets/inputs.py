@@ -30,6 +30,7 @@ from inr_cli.formats import images as image_files
 from inr_cli.formats import input_files
 from inr_cli.formats.data import load_training_data
 from inr_cli.formats.images import pixels_from_pil
+from inr_cli.limits import MAX_LIST_BYTES
 
 LIST_SUFFIXES = (".txt", ".lst", ".list")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -126,7 +127,7 @@ def _list_url_folder(url: str) -> list[Listed]:
 
 def _list_file(list_path: Path) -> list[Listed]:
     rows, seen = [], {}
-    data = input_files.read_local(list_path)
+    data = input_files.read_local(list_path, MAX_LIST_BYTES, "a list of images")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

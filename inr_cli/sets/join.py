@@ -5,31 +5,55 @@ This is how a set grows: fit the new images into a set of their own, then join."
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import numpy as np
 
-from inr_cli.errors import InrError
-from inr_cli.formats.network_set import PLAN, SHARDS, WEIGHTS, load_network_set
+from inr_cli.errors import InrError, UsageError
+from inr_cli.formats.network_set import INDEX, PLAN, SHARDS, WEIGHTS, NetworkSet, load_network_set
+from inr_cli.outputs import check_parent, refuse_inside, released, scratch
 from inr_cli.sets.plan import Plan
 from inr_cli.sets.set_folder import SetFolder
-from inr_cli.sets.storage import assemble, shard_name, write_rows
+from inr_cli.sets.storage import DamagedShard, assemble, check_shard, shard_name, write_rows
 
 
-def _plan(folder: Path) -> Plan:
+def finished_set(folder: Path) -> tuple[Plan, NetworkSet]:
+    """A finished set read whole and checked: its plan, its files, its index against its plan and
+    every shard against the plan, before anything is written from them."""
+    folder = Path(folder)
     if not (folder / PLAN).is_file() or not (folder / WEIGHTS).is_file():
         raise InrError(f"{folder}: not a finished inr fit-many set (no {PLAN} or {WEIGHTS})")
-    return Plan.from_json((folder / PLAN).read_text(), folder / PLAN)
+    plan = Plan.read(folder / PLAN)
+    networks = load_network_set(folder)
+    listed = {row["name"] for row in networks.index}
+    if listed != set(plan.row_of):
+        odd = sorted(listed - set(plan.row_of)) or sorted(set(plan.row_of) - listed)
+        raise InrError(f"{folder / INDEX} and {folder / PLAN} do not name the same images ({odd[0][:60]} is in one "
+                       f"only): a damaged set")
+    local = SetFolder(folder)
+    for index in range(len(plan.shards)):
+        try:
+            check_shard(local, index, plan)
+        except DamagedShard as exc:
+            raise InrError(f"{local.join(shard_name(index))}: damaged ({exc}); the same inr fit-many command "
+                           f"fits it again") from None
+    return plan, networks
 
 
 def join_sets(first: Path, second: Path, out: Path) -> Plan:
     """`inr join A B -o C`: C holds the networks of A and B; refused in one line where they were
-    fitted differently (a setting, the start or the network) or share an image name."""
+    fitted differently (a setting, the start, the network, the labels) or share an image name.
+    C is written in a scratch folder beside it (.C.joining), renamed C when whole; a failure
+    leaves neither."""
     first, second, out = Path(first), Path(second), Path(out)
-    if out.exists():
-        raise InrError(f"{out} exists; join into a new folder")
-    plans = [_plan(first), _plan(second)]
+    check_parent(out)
+    if os.path.lexists(out):
+        raise UsageError(f"{out} exists; join into a new folder")
+    refuse_inside(out, [first, second])
+    (plan_a, set_a), (plan_b, set_b) = finished_set(first), finished_set(second)
+    plans = [plan_a, plan_b]
     a, b = (plan.settings() for plan in plans)
     for key, value in a["settings"].items():
         if b["settings"].get(key) != value:
@@ -39,6 +63,9 @@ def join_sets(first: Path, second: Path, out: Path) -> Plan:
         raise InrError(f"{first} and {second} started from different files; only sets fitted alike join")
     if plans[0].spec != plans[1].spec:
         raise InrError(f"{first} and {second} hold different networks; only sets fitted alike join")
+    if plans[0].labelled != plans[1].labelled:
+        labelled, other = (first, second) if plans[0].labelled else (second, first)
+        raise InrError(f"{labelled} is labelled and {other} is not; label both (fit-many --labels) or neither")
     both = {e.name for e in plans[0].images} & {e.name for e in plans[1].images}
     if both:
         raise InrError(f"{sorted(both)[0]} is in both {first} and {second}; a set has one network per image")
@@ -46,22 +73,30 @@ def join_sets(first: Path, second: Path, out: Path) -> Plan:
     shards = plans[0].shards + plans[1].shards
     joined = Plan(str(first), plans[0].config, plans[0].spec, images, shards, plans[0].pack,
                   plans[0].skipped + plans[1].skipped, plans[0].start_sha256)
-    scratch = out.with_name(f".{out.name}.joining")
-    shutil.rmtree(scratch, ignore_errors=True)
-    (scratch / SHARDS).mkdir(parents=True)
-    rows = scratch / WEIGHTS
-    count, width = len(images), joined.spec.parameter_count()
+    with scratch(out.with_name(f".{out.name}.joining")) as work:
+        try:
+            _write(work, joined, [(first, plan_a, set_a), (second, plan_b, set_b)])
+        except OSError as exc:
+            raise InrError(f"cannot write the joined set in {work} ({exc.strerror or exc})") from None
+        try:
+            released(work).rename(out)
+        except OSError as exc:
+            raise InrError(f"cannot name the joined set {out} ({exc.strerror or exc})") from None
+    return joined
+
+
+def _write(work: Path, joined: Plan, sets: list[tuple[Path, Plan, NetworkSet]]) -> None:
+    (work / SHARDS).mkdir()
+    rows = work / WEIGHTS
+    count, width = len(joined.images), joined.spec.parameter_count()
     with open(rows, "wb") as handle:
         np.lib.format.write_array_header_1_0(handle, {"descr": "<f4", "fortran_order": False, "shape": (count, width)})
         handle.truncate(handle.tell() + count * width * 4)
     shard = 0
-    for folder, plan in zip((first, second), plans):
-        networks = load_network_set(folder)
+    for folder, plan, networks in sets:
         write_rows(rows, [joined.row_of[row["name"]] for row in networks.index], np.asarray(networks.weights))
         for index in range(len(plan.shards)):
-            shutil.copyfile(folder / shard_name(index), scratch / shard_name(shard))
+            shutil.copyfile(folder / shard_name(index), work / shard_name(shard))
             shard += 1
-    (scratch / PLAN).write_text(joined.to_json())
-    assemble(SetFolder(scratch), joined)  # index.csv and network.json from the shards, the rows in place
-    scratch.rename(out)
-    return joined
+    (work / PLAN).write_text(joined.to_json())
+    assemble(SetFolder(work), joined)  # index.csv and network.json from the shards, the rows in place

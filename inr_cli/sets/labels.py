@@ -9,10 +9,11 @@ from pathlib import Path
 
 from inr_cli.errors import InrError
 from inr_cli.formats import input_files
+from inr_cli.limits import MAX_LIST_BYTES
 
 
 def read_labels(path: Path) -> dict[str, str]:
-    data = input_files.read_local(str(path))
+    data = input_files.read_local(str(path), MAX_LIST_BYTES, "a list of labels")
     try:
         rows = list(csv.reader(io.StringIO(data.decode("utf-8-sig"))))
     except (UnicodeDecodeError, csv.Error) as exc:
@@ -21,9 +22,11 @@ def read_labels(path: Path) -> dict[str, str]:
     for number, row in enumerate(rows, 1):
         if not row or (number == 1 and [cell.strip().lower() for cell in row] == ["name", "label"]):
             continue
-        if len(row) != 2 or not row[0].strip():
+        if len(row) != 2 or not row[0].strip() or not row[1].strip():
             raise InrError(f"{path}, line {number}: expected name,label, got {','.join(row)!r}")
         name, label = row[0].strip(), row[1].strip()
+        if "\0" in name + label:  # index.csv could not hold it
+            raise InrError(f"{path}, line {number}: a NUL character in a name or label")
         if name in labels and labels[name] != label:
             raise InrError(f"{path}, line {number}: {name} is labelled twice")
         labels[name] = label

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,11 +38,16 @@ from inr_cli.core.pixels import PixelImage
 from inr_cli.core.sizing import fit_to_image
 from inr_cli.core.state import TrainingState
 from inr_cli.core.trainer import Trainer
-from inr_cli.core.training_loop import Interrupted, Signals, run_steps
-from inr_cli.errors import InrError
+from inr_cli.core.training_loop import Diverged, Interrupted, Signals, run_steps
+from inr_cli.errors import InrError, UsageError
+from inr_cli.formats import npz
 from inr_cli.formats.atomic import atomic_path, atomic_write_text
+from inr_cli.formats.data import fingerprint
 from inr_cli.formats.export import write_safetensors
+from inr_cli.formats.input_files import check_regular
 from inr_cli.formats.start import initial_params
+from inr_cli.limits import MAX_METADATA_BYTES
+from inr_cli.outputs import check_parent, refuse_inputs, refuse_inside, refuse_special, side_files, takes_files
 from inr_cli.sets import inputs
 from inr_cli.sets.plan import image_seed
 
@@ -77,7 +83,10 @@ def inner_fit(backend, spec: NetworkSpec, config: Config, start: np.ndarray, ima
     state = TrainingState(np.ascontiguousarray(np.broadcast_to(start, (len(images), start.size)), dtype=np.float32),
                           None, None, 0, 0.0, np.full(len(images), np.nan))
     trainer = Trainer(backend, spec, config, images, state, seeds)
-    losses = run_steps(trainer, Signals(), config.training.steps)
+    try:
+        losses = run_steps(trainer, Signals(), config.training.steps)
+    except Diverged as exc:
+        raise InnerFitsDiverged(exc.describe(int(np.argmax(exc.which)))) from None
     return trainer.state().params, losses
 
 
@@ -114,32 +123,136 @@ def reptile_step(start: np.ndarray, adapted: np.ndarray, rate: float) -> np.ndar
     return start + rate * (adapted.astype(np.float64).mean(axis=0) - start)
 
 
+class InnerFitsDiverged(InrError):
+    """The inner fits of an outer step blew up (a rate too large for the network)."""
+
+
 class MetaState:
-    """The checkpoint beside the output (OUT.meta.npz) and the log (OUT.csv). The start is kept in
-    float64, as the outer loop holds it, so that a resumed run goes on from the very same start."""
+    """The checkpoint beside the output (OUT.meta.npz), the log (OUT.csv) and the chart (OUT.svg).
+    The start is kept in float64, as the outer loop holds it, so that a resumed run goes on from the
+    very same start. The checkpoint is read as untrusted (each array checked from its header before
+    it is read, every field checked, NaN refused), and it records a fingerprint of every image, so
+    that a run resumed on images changed since is refused, as `inr train --resume` refuses one."""
 
     def __init__(self, out: Path):
-        self.path = out.with_name(out.name + ".meta.npz")
-        self.log = out.with_name(out.stem + ".csv")
+        self.out = Path(out)
+        self.path = self.out.with_name(self.out.name + ".meta.npz")
+        self.log = self.out.with_name(self.out.stem + ".csv")
+        self.chart = self.out.with_name(self.out.stem + ".svg")
 
-    def load(self, settings: str) -> tuple[np.ndarray, int, list[dict], np.ndarray] | None:
-        """(start, step, log, best): `best` the start of the best held-out measure so far."""
-        if not self.path.is_file():
+    def check_outputs(self, force: bool, outer_steps: int, protected=(), inside=()) -> None:
+        """The output policy (outputs.py) for the start and the files named after it, before any
+        learning: the start's folder takes files; none of them is an input, inside the input folder
+        or a FIFO; each is absent, written by this command (as its checkpoint shows: the log from the
+        first checkpoint, the start and the chart once finished), or replaced with --force."""
+        check_parent(self.out)
+        takes_files(self.out.parent, f"-o {self.out}")
+        refuse_inside(self.out, inside)
+        files = [self.out, self.log, self.chart, self.path]
+        for path in files:
+            refuse_inputs(path, protected)
+            refuse_special(path)
+        try:
+            saved = self.read()
+        except InrError:
+            if not force:
+                raise
+            saved = None
+        own = [] if saved is None else [self.path, self.log] + ([self.out, self.chart] if saved["step"] >= outer_steps
+                                                                else [])
+        side_files(files, force, own)
+
+    def read(self) -> dict | None:
+        """The checkpoint's fields, each checked, or None where there is none."""
+        if not os.path.lexists(self.path):
             return None
-        with np.load(self.path, allow_pickle=False) as saved:
-            if str(saved["settings"]) != settings:
-                raise InrError(f"{self.path} was learned with other settings; use another -o or remove it")
-            start = saved["start"].copy()
-            best = saved["best"].copy() if "best" in saved.files else start  # a checkpoint of an older inr
-            return start, int(saved["step"]), json.loads(str(saved["log"])), best
+        check_regular(self.path, expected="a meta-init checkpoint")
+        with npz.Archive(self.path, str(self.path), "meta-init checkpoint") as archive:
+            def need(name: str, kinds: str, dimensions: int) -> np.ndarray:
+                if name not in archive.headers:
+                    raise archive.damaged(f"'{name}' is missing")
+                shape, dtype = archive.headers[name]
+                if dtype.kind not in kinds or len(shape) != dimensions or dtype.itemsize > MAX_METADATA_BYTES:
+                    raise archive.damaged(f"'{name}' is a {shape} array of {dtype}")
+                return archive[name]
 
-    def save(self, start: np.ndarray, step: int, log: list[dict], best: np.ndarray, settings: str) -> None:
+            start = need("start", "f", 1)
+            best = need("best", "f", 1) if "best" in archive.headers else start  # a checkpoint of an older inr
+            step, settings = int(need("step", "iu", 0)), str(need("settings", "U", 0))
+            log = _log_rows(str(need("log", "U", 0)), archive)
+            # {name: fingerprint} of the images it learned from; a checkpoint of an older inr has none
+            fingerprints = _fingerprints(str(need("fingerprints", "U", 0)), archive) \
+                if "fingerprints" in archive.headers else {}
+        if best.shape != start.shape:
+            raise InrError(f"{self.path}: damaged meta-init checkpoint, its start and its best start differ in size")
+        if not np.isfinite(start).all() or not np.isfinite(best).all():
+            raise InrError(f"{self.path}: damaged meta-init checkpoint, its start holds NaN or infinite values")
+        if step < 0 or any(row["step"] > step for row in log):
+            raise InrError(f"{self.path}: damaged meta-init checkpoint, outer step {step} with a log up to step "
+                           f"{max((row['step'] for row in log), default=0):g}")
+        return {"start": start.astype(np.float64), "best": best.astype(np.float64), "step": step, "log": log,
+                "settings": settings, "fingerprints": fingerprints}
+
+    def load(self, settings: str, parameters: int, outer_steps: int, fingerprints: dict[str, str],
+             force: bool = False) -> tuple[np.ndarray, int, list[dict], np.ndarray] | None:
+        """(start, step, log, best) to go on from: `best` the start of the best held-out measure so
+        far; None to start afresh (no checkpoint, or with --force one that does not fit)."""
+        try:
+            saved = self.read()
+            if saved is None:
+                return None
+            if saved["settings"] != settings:
+                raise InrError(f"{self.path} was learned with other settings; use another -o (--force starts "
+                               f"again)")
+            if saved["start"].shape != (parameters,) or saved["step"] > outer_steps:
+                raise InrError(f"{self.path}: damaged meta-init checkpoint, a start of {saved['start'].size} "
+                               f"parameters at outer step {saved['step']}, not of {parameters} within {outer_steps}")
+            known = saved["fingerprints"]
+            if known:
+                changed = sorted(name for name, digest in fingerprints.items() if known.get(name) != digest)
+                if changed:
+                    raise InrError(f"{changed[0]} has changed since {self.path} was learned from it (its pixels "
+                                   f"differ); restore it, or --force starts again")
+        except InrError:
+            if not force:
+                raise
+            return None
+        return saved["start"], saved["step"], saved["log"], saved["best"]
+
+    def save(self, start: np.ndarray, step: int, log: list[dict], best: np.ndarray, settings: str,
+             fingerprints: dict[str, str]) -> None:
         with atomic_path(self.path, suffix=".npz") as tmp:
             with open(tmp, "wb") as handle:
-                np.savez(handle, start=start, step=np.int64(step), log=json.dumps(log), best=best, settings=settings)
+                np.savez(handle, start=start, step=np.int64(step), log=json.dumps(log), best=best, settings=settings,
+                         fingerprints=json.dumps(fingerprints, sort_keys=True))
         lines = ["outer_step,heldout_loss,heldout_psnr,seconds"] + [
             f"{r['step']},{r['loss']:.8g},{r['psnr']:.4f},{r['seconds']:.2f}" for r in log]
         atomic_write_text(self.log, "\n".join(lines) + "\n")
+
+
+def _fingerprints(text: str, archive: npz.Archive) -> dict[str, str]:
+    try:
+        found = json.loads(text)
+    except (ValueError, RecursionError):
+        found = None
+    if not isinstance(found, dict) or not all(isinstance(value, str) for value in found.values()):
+        raise archive.damaged("its 'fingerprints' are not one per image")
+    return found
+
+
+def _log_rows(text: str, archive: npz.Archive) -> list[dict]:
+    """The checkpoint's log: a JSON list of {step, loss, psnr, seconds}, every value a number."""
+    try:
+        rows = json.loads(text)
+    except (ValueError, RecursionError):
+        raise archive.damaged("its 'log' is not JSON") from None
+    fields = ("step", "loss", "psnr", "seconds")
+    if not isinstance(rows, list) or not all(
+            isinstance(row, dict) and set(row) == set(fields)
+            and all(isinstance(row[key], (int, float)) and not isinstance(row[key], bool) for key in fields)
+            for row in rows):
+        raise archive.damaged("its 'log' is not a list of outer steps' measures")
+    return rows
 
 
 def first_start(config: Config, spec: NetworkSpec, images: list[PixelImage]) -> np.ndarray:
@@ -154,12 +267,14 @@ def first_start(config: Config, spec: NetworkSpec, images: list[PixelImage]) -> 
 
 
 def learn_start(runner, source: str, out: Path, config: Config, options: MetaOptions, progress=None,
-                started=None) -> dict:
+                started=None, force: bool = False) -> dict:
     """Reptile on the images of `source`, the inner fits done by `runner` (InProcess, or
     meta_on_ray.OnRay); writes `out` (the start, as a single network's safetensors), its log (CSV)
     and chart (SVG). started({images, heldout, spec, step}) is told once the images are read and any
     checkpoint loaded; progress(step, total, row|None) each outer step. Returns the log and the
-    counts. A signal checkpoints the last whole outer step and raises MetaInterrupted."""
+    counts. A signal checkpoints the last whole outer step and raises MetaInterrupted; inner fits
+    that blow up checkpoint it too and are one line (InnerFitsDiverged). `force`: a checkpoint that
+    does not fit these settings or images is started afresh, not refused."""
     images, names, config = load_images(source, config)
     spec = NetworkSpec.from_config(config, images[0].n_channels)
     seed = config.training.seed
@@ -167,12 +282,16 @@ def learn_start(runner, source: str, out: Path, config: Config, options: MetaOpt
     order = np.random.default_rng([seed, 0x4D455441]).permutation(len(images))
     held = max(1, int(round(options.holdout * len(images))))
     heldout, training = sorted(order[:held].tolist()), order[held:]
+    if not len(training):
+        raise UsageError(f"--holdout {options.holdout:g} keeps all {len(images)} images of {source} out to measure; "
+                         f"a start is learned from the others: give a smaller share")
     inner = with_values(config, {"training.steps": options.inner_steps, "training.target_psnr": 0.0,
                                  "optimizer.lr_min": config.optimizer.lr, "optimizer.warmup": 0})
     settings = json.dumps({"options": options.__dict__, "spec": spec.to_json(), "names": names, "inner_lr": "held",
                            "config": {k: str(v) for k, v in sorted(vars(config.optimizer).items())}}, sort_keys=True)
+    fingerprints = {name: fingerprint(image) for name, image in zip(names, images)}
     state = MetaState(out)
-    saved = state.load(settings)
+    saved = state.load(settings, spec.parameter_count(), options.outer_steps, fingerprints, force)
     if saved is None:
         start = first_start(config, spec, [images[i] for i in training])
         step, log, best = 0, [], start
@@ -214,22 +333,36 @@ def learn_start(runner, source: str, out: Path, config: Config, options: MetaOpt
                 done = (moved, step + 1, log, best)
                 start, step = moved, step + 1
                 if row is not None:
-                    state.save(start, step, log, best, settings)
+                    state.save(start, step, log, best, settings, fingerprints)
                 if progress:
                     progress(step, options.outer_steps, row)
         except Interrupted as exc:
             signals.ignore()  # a second Ctrl-C must not cut the checkpoint short
             start, step, log, best = done
             if step:
-                state.save(start, step, log, best, settings)
+                state.save(start, step, log, best, settings, fingerprints)
             raise MetaInterrupted(exc.signum, step, state.path) from None
+        except InnerFitsDiverged as exc:
+            start, step, log, best = done
+            if step:
+                state.save(start, step, log, best, settings, fingerprints)
+            kept = f"the start is checkpointed at outer step {step} in {state.path}" if step else "nothing is kept"
+            raise InnerFitsDiverged(f"the inner fits of outer step {step + 1}: {exc}; {kept}. Try a smaller --lr "
+                                    f"(e.g. {config.optimizer.lr / 10:g}) or --outer-lr") from None
         finally:
             runner.close()
     chosen_row = max(log, key=lambda r: r["psnr"])  # the first of equals: the start `best` holds
-    write_safetensors(spec, best.astype(np.float32), images[0].channels, out,
-                      {"meta_init": json.dumps({"method": "reptile", "images": len(training), **options.__dict__,
-                                                "outer_step": int(chosen_row["step"])})})
-    chart(log, options.inner_steps, out.with_name(out.stem + ".svg"))
+    if not np.isfinite(best).all():
+        raise InrError(f"the start learned holds NaN or infinite values (outer step {chosen_row['step']}); nothing "
+                       f"is written: try a smaller --lr or --outer-lr")
+    try:
+        write_safetensors(spec, best.astype(np.float32), images[0].channels, out,
+                          {"meta_init": json.dumps({"method": "reptile", "images": len(training), **options.__dict__,
+                                                    "outer_step": int(chosen_row["step"])})})
+        chart(log, options.inner_steps, state.chart)
+    except OSError as exc:
+        raise InrError(f"{exc}; the learning is checkpointed in {state.path}: run the same command again once it "
+                       f"can be written") from None
     return {"log": log, "images": len(training), "heldout": len(heldout), "spec": spec,
             "best_step": int(chosen_row["step"])}
 

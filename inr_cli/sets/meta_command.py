@@ -4,33 +4,39 @@ learning)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from inr_cli.config import build_config, flags_to_values
 from inr_cli.console import info
 from inr_cli.errors import UsageError
 from inr_cli.formats.export import need_writer
-from inr_cli.formats.start import resolved_start
+from inr_cli.formats.start import is_file_start, resolved_start, start_file
 from inr_cli.sets.driver import check_options
-from inr_cli.sets.meta import InProcess, MetaInterrupted, MetaOptions, learn_start
+from inr_cli.sets.meta import InProcess, MetaInterrupted, MetaOptions, MetaState, learn_start
 
 
 def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, preset: str | None, options: dict,
               quiet: bool, ray: str | None = None, workers: int | None = None,
-              gpus_per_worker: float | None = None) -> dict:
+              gpus_per_worker: float | None = None, force: bool = False) -> dict:
     for name in ("outer_steps", "inner_steps", "meta_batch", "eval_every"):
         if options[name] <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive, got {options[name]}")
     if not 0 < options["holdout"] < 1:
         raise UsageError(f"--holdout must be a share between 0 and 1, got {options['holdout']}")
-    if options["outer_lr"] <= 0:
-        raise UsageError(f"--outer-lr must be positive, got {options['outer_lr']}")
-    if Path(out).suffix.lower() != ".safetensors":
+    if not (math.isfinite(options["outer_lr"]) and options["outer_lr"] > 0):
+        raise UsageError(f"--outer-lr must be a positive number, got {options['outer_lr']}")
+    out = Path(out)
+    if out.suffix.lower() != ".safetensors":
         raise UsageError(f"{out}: a start is written as .safetensors")
     check_options(None, ray, workers, gpus_per_worker)
     need_writer("safetensors")  # said before the learning, not after it
     config = build_config(config_file, flags_to_values({**flags, "source": str(source), "preview_every": 0}), preset)
     config = resolved_start(config)
+    init = config.training.init
+    MetaState(out).check_outputs(force, options["outer_steps"], [source, config_file or "",
+                                                                 start_file(init) if is_file_start(init) else ""],
+                                 [source])
     if ray:
         from inr_cli.sets.meta_on_ray import OnRay
 
@@ -54,7 +60,7 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
                  f"{row['psnr']:.2f} dB ({row['seconds']:.0f} s)")
 
     try:
-        result = learn_start(runner, source, Path(out), config, MetaOptions(**options), progress, started)
+        result = learn_start(runner, source, out, config, MetaOptions(**options), progress, started, force)
     except MetaInterrupted as exc:
         kept = f"the start is checkpointed at outer step {exc.step} in {exc.saved}" if exc.step else \
             "no outer step was done yet"

@@ -16,15 +16,18 @@ import operator
 import os
 import re
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 
 from inr_cli import config as configuration
 from inr_cli.config import Config
 from inr_cli.core.network import NetworkSpec
 from inr_cli.core.pixels import MAX_IMAGE_PIXELS
 from inr_cli.errors import InrError, UsageError
+from inr_cli.formats import input_files
 from inr_cli.formats.network_set import FORMAT_VERSION, PLAN, refuse_newer_set
 from inr_cli.formats.pixel_csv import CHANNEL_SETS
 from inr_cli.formats.start import start_sha256
+from inr_cli.limits import MAX_LIST_BYTES
 from inr_cli.sets import inputs
 from inr_cli.settings import FIT_MANY_FREE_KEYS
 
@@ -90,6 +93,16 @@ class Plan:
         data = _document(text)
         refuse_newer_set(where, data)  # before its unknown contents read as damage
         return plan_from_document(data)
+
+    @classmethod
+    def read(cls, path: Path) -> "Plan":
+        """A set's fit-many.json read as untrusted (a regular file of bounded size, then from_json),
+        every fault one line naming the file."""
+        data = input_files.read_local(path, MAX_LIST_BYTES, "a set's plan")
+        try:
+            return cls.from_json(data.decode("utf-8"), path)
+        except (BadPlan, UnicodeDecodeError) as exc:
+            raise InrError(f"{path}: damaged plan ({exc})") from None
 
     def entry(self, name: str) -> ImageEntry:
         return self.images[self.row_of[name]]

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from inr_cli.errors import InrError
 from inr_cli.formats.atomic import atomic_path
-from inr_cli.sets.inputs import fsspec_module, is_url
+from inr_cli.formats.input_files import read_local, url_to_fs
+from inr_cli.sets.inputs import is_url
 
 
 class SetFolder:
@@ -37,12 +38,10 @@ class SetFolder:
 
     @property
     def fs(self):
-        """The fsspec file system of a URL, and the folder's path in it."""
+        """The fsspec file system of a URL, and the folder's path in it, each read bounded by the
+        network deadline (input_files.network_timeout)."""
         if self._fs is None:
-            try:
-                self._fs = fsspec_module().core.url_to_fs(self.where)
-            except (ValueError, ImportError, OSError) as exc:
-                raise InrError(f"{self.where}: cannot open ({exc})") from None
+            self._fs = url_to_fs(self.where, file=False)
         return self._fs
 
     def _remote(self, name: str) -> str:
@@ -55,15 +54,19 @@ class SetFolder:
         fs, _ = self.fs
         return fs.isfile(self._remote(name))
 
-    def read_bytes(self, name: str) -> bytes:
+    def read_bytes(self, name: str, limit: int | None = None) -> bytes:
+        """The file `name` whole: a regular file only, and, with `limit`, of at most that many bytes."""
+        if self.local:
+            return read_local(self.local / name, limit, f"a set's {name}")
         try:
-            if self.local:
-                return (self.local / name).read_bytes()
             fs, _ = self.fs
             with fs.open(self._remote(name), "rb") as handle:
-                return handle.read()
+                data = handle.read() if limit is None else handle.read(limit + 1)
         except OSError as exc:
             raise InrError(f"{self.join(name)}: cannot read ({exc.strerror or exc})") from None
+        if limit is not None and len(data) > limit:
+            raise InrError(f"{self.join(name)}: larger than {limit:,} bytes, more than a set's {name} could be")
+        return data
 
     @contextmanager
     def opened(self, name: str):

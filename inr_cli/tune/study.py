@@ -19,7 +19,8 @@ from inr_cli import config as configuration
 from inr_cli.config import Config, build_config, flags_to_values
 from inr_cli.console import info, notice
 from inr_cli.errors import InrError, UsageError
-from inr_cli.formats.data import SAMPLE
+from inr_cli.formats.data import SAMPLE, fingerprint
+from inr_cli.outputs import folder_output, make_folder, refuse_special
 from inr_cli.sets import inputs
 from inr_cli.settings import FIT_MANY_FREE_KEYS
 from inr_cli.tune import require_optuna
@@ -28,7 +29,16 @@ from inr_cli.tune.sample import Sample, load_sample
 from inr_cli.tune.search import PRUNERS, make_pruner, make_sampler, pruner_settings, quiet_optuna
 from inr_cli.tune.session import START, Session, TuneResult, queue_again
 from inr_cli.tune.space import Space, build_space, start_parameters
-from inr_cli.tune.storage import DEFINITION, STUDY_NAME, has_study, open_storage, repair, study_lock
+from inr_cli.tune.storage import (
+    DEFINITION,
+    JOURNAL,
+    STUDY_NAME,
+    check_journal,
+    has_study,
+    holds_study,
+    open_storage,
+    study_lock,
+)
 from inr_cli.tune.trial import DIRECTIONS, OBJECTIVES
 
 
@@ -100,15 +110,15 @@ def tune(source: str, out: str | Path, flags: dict, config_file: Path | None = N
     quiet_optuna(optuna)
     check_options(options)
     config, fixed = study_config(source, flags, config_file, preset, options)
+    out = Path(out).resolve()
+    folder_output(out, holds_study, "study of inr tune", protected=[config.data.source, config_file or ""],
+                  inside=[config.data.source])
+    refuse_special(out / JOURNAL)
     notices: list[str] = []
     sample = load_sample(source, config, options.sample, notices)
     space = build_space(config, fixed, list(options.searches), options.max_params, sample.channels, sample.width,
                         sample.height)
-    out = Path(out).resolve()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InrError(f"cannot create the study folder {out} ({exc.strerror})") from None
+    make_folder(out)
     runner = None
     if options.ray:
         from inr_cli.tune.on_ray import OnRay
@@ -136,14 +146,15 @@ def definition(config: Config, space: Space, sample: Sample, options: TuneOption
     """What a resumed study must be run with again: all but the number of trials and where they run."""
     settings = {key: config.get(key) for key in configuration.KEY_TYPES if key not in FIT_MANY_FREE_KEYS}
     return json.loads(json.dumps({"source": config.data.source, "images": sample.names, "objective": options.objective,
-                                  "pruner": options.pruner, "space": space.to_json(), "settings": settings}))
+                                  "pruner": options.pruner, "space": space.to_json(), "settings": settings,
+                                  "fingerprints": [fingerprint(image) for image in sample.images]}))
 
 
 def open_study(optuna, out: Path, config: Config, space: Space, sample: Sample, options: TuneOptions,
                parallel: int):
     """The study in `out`, new or resumed (its running trials from before queued again), its storage,
     and how many trials it has finished."""
-    repair(out)
+    check_journal(out)
     exists = has_study(out)
     if exists and not options.resume:
         raise UsageError(f"{out} holds a study already: continue it with --resume, or pick another -o")
@@ -176,11 +187,19 @@ def open_study(optuna, out: Path, config: Config, space: Space, sample: Sample, 
 
 
 def _refuse_changes(out: Path, saved: dict, wanted: dict) -> None:
+    if not isinstance(saved, dict) or not isinstance(saved.get("settings", {}), dict):
+        raise InrError(f"{out / JOURNAL}: its record of how the study was started is damaged; pick another -o")
     for key in ("source", "images", "objective", "pruner", "space"):
         if saved.get(key) != wanted[key]:
             what = {"images": "sample of images", "space": "space to search", "source": "image or folder"}.get(key, key)
             raise UsageError(f"{out} was started with another {what}; resume it with the options it was started "
                              f"with, or pick another -o")
+    if "fingerprints" in saved and saved["fingerprints"] != wanted["fingerprints"]:  # a study of an older inr has none
+        known = saved["fingerprints"] if isinstance(saved["fingerprints"], list) else []
+        changed = next((name for name, old, new in zip(wanted["images"], known, wanted["fingerprints"]) if old != new),
+                       wanted["images"][0])
+        raise InrError(f"{changed} has changed since the study in {out} started (its pixels differ); resume it on the "
+                       f"images it was started on, or pick another -o")
     for key, value in wanted["settings"].items():
         if saved.get("settings", {}).get(key) != value:
             raise UsageError(f"{out} was started with {key} = {saved.get('settings', {}).get(key)!r}, not {value!r}; "

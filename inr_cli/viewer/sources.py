@@ -192,11 +192,8 @@ class SetView:
         self.path = Path(path)
         self.name = self.path.resolve().name
         self.set = load_network_set(self.path)
-        try:
-            self.plan = Plan.from_json((self.path / PLAN).read_text())
-            self.config = self.plan.config
-        except (OSError, ValueError, KeyError, TypeError, InrError) as exc:
-            raise InrError(f"{self.path / PLAN}: damaged plan ({exc})") from None
+        self.plan = Plan.read(self.path / PLAN)
+        self.config = self.plan.config
         self.sources_allowed = SourcePolicy(self.plan, trust)
         index = self.set.index
         self.names = [row["name"] for row in index]

@@ -1,0 +1,40 @@
+"""Every limit inr holds what it reads, draws and writes to, in one place: a file or a setting can
+ask for anything, and nothing is allocated from what one merely declares before it is checked here.
+
+Each limit lies far beyond what inr itself writes or a user asks for, and below what a machine can
+hold; what is sized from an input is checked against it first, so that a small file or a large
+number is one line, never a long allocation or an out-of-memory kill.
+"""
+
+from __future__ import annotations
+
+# Pixels of an image inr reads, resizes to, writes or draws, whatever its format (about 1 GB of RGBA
+# float32). Pillow's own bomb guard is a warning up to 2x its limit and an error beyond; inr makes
+# both an error at this one.
+MAX_IMAGE_PIXELS = 1 << 28
+MAX_SIDE = 65535  # pixels a side of a canvas or a resize: PNG and Pillow both handle this
+# A picture made for looking at (the frames of a run's previews.png, the panels of comparison.png
+# and of a study's best.png): drawn within these, whatever the image's size or shape.
+MAX_PICTURE_PIXELS = 1 << 22
+MAX_PICTURE_SIDE = 4096
+
+# Bytes of what a file declares before its contents are read.
+# Deflate shrinks the zeros of a zip bomb about a thousandfold and float parameters hardly at all: an
+# .npz archive whose members declare more than this many times the bytes it holds is refused.
+MAX_COMPRESSION_RATIO = 20
+RATIO_EXEMPT_BYTES = 1 << 20  # declared sizes below this are too small to matter, whatever the ratio
+MAX_HEADER_BYTES = 100_000_000  # a safetensors header (tensor names, shapes, metadata): safetensors' own
+MAX_TEXT_BYTES = 1 << 20  # a network's description or configuration, in any file (a few kB)
+MAX_METADATA_BYTES = 1 << 28  # a set's index as a safetensors export carries it (one row per network)
+MAX_LINE_BYTES = 1 << 24  # one line of a study's journal (a trial's record: kilobytes)
+MAX_LIST_BYTES = 1 << 30  # a list of images or of labels, a study's journal, a set's plan
+
+# A network that inr reads: far beyond any it fits (a few hundred neurons, a few layers), and small
+# enough that what is sized from it stays a number of bytes a machine could hold.
+MAX_WIDTH = 1 << 16  # neurons per hidden layer, Fourier features
+MAX_LAYERS = 1 << 10
+MAX_PARAMETERS = 1 << 31  # per network: 8 GiB of float32
+MAX_CHANNELS = 4  # r, g, b, a
+
+# Seconds a connection or a read of a URL may wait (INR_NETWORK_TIMEOUT sets another).
+NETWORK_TIMEOUT = 60.0
