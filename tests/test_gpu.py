@@ -167,6 +167,47 @@ def test_fused_layer_kernels(gpu, rows, in_f, out_f, activation):
 def test_fourier_features(gpu, rows, m):
     check_fourier_features(gpu, rows, m)
 
+
+class GpuModule:
+    """A kernel file on the GPU behind the emulation's EmulatedModule.launch: NumPy arguments go to
+    the device and come back, so tests/test_emulation.py's checks run unchanged on the hardware."""
+
+    def __init__(self, path):
+        import cupy
+
+        from inr_cli.resources import kernels_dir
+
+        self.cupy = cupy
+        self.module = cupy.RawModule(code=path.read_text(), options=("-std=c++17", f"-I{kernels_dir()}"))
+
+    def launch(self, name, grid, block, args) -> None:
+        device = [self.cupy.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
+        self.module.get_function(name)(tuple(grid), tuple(block), device)
+        for host, on_device in zip(args, device):
+            if isinstance(host, np.ndarray):
+                host[...] = self.cupy.asnumpy(on_device)
+
+
+@pytest.fixture(scope="module")
+def warp_checks():
+    from tests.test_emulation import WARP_CHECKS
+
+    return GpuModule(WARP_CHECKS)
+
+
+# The emulation's own checks, on the hardware it imitates (the warp_checks fixture above): where the
+# emulation misreads the hardware (a shuffle's edge, a fragment's layout, cvt.rna's rounding), these fail.
+from tests.test_emulation import (  # noqa: E402, F401
+    test_emulated_cvt_rna_tf32_is_the_numpy_rounding_bit_for_bit,
+    test_mma_fragments_pick_the_right_elements,
+    test_mma_is_a_matrix_product_per_warp,
+    test_returned_threads_do_not_hold_back_a_barrier,
+    test_shuffles_follow_the_programming_guide,
+    test_votes,
+    test_warp_butterfly_sums_each_warp,
+)
+
+
 def test_checkpoints_move_between_gpu_and_cpu(tmp_path, rgb_png):
     """Train on the GPU, resume on the CPU, and the reverse: both land near a CPU-only run."""
     from typer.testing import CliRunner

@@ -1,8 +1,9 @@
 """The CUDA kernels' own source, compiled as C++ and run on the CPU, against the NumPy reference.
 
-This checks indexing, tiling, bounds checks, split-K, two-pass reductions and barrier placement
-of every kernel, through the same launch plans the GPU uses (see tests/emulation). It needs g++,
-not a GPU; GPU timing and warp-level behaviour are left to tests/test_gpu.py.
+This checks indexing, tiling, bounds checks, split-K, two-pass reductions, barrier placement and
+the lane arithmetic of warp-level code (shuffles, tensor-core fragments) of every kernel, through
+the same launch plans the GPU uses (see tests/emulation). It needs g++, not a GPU; GPU timing is
+left to tests/test_gpu.py and the benchmarks.
 """
 
 from __future__ import annotations

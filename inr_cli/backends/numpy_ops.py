@@ -71,6 +71,19 @@ def derivative_times(grad, z, a, activation: str, omega0: float, factor) -> None
         grad *= z > 0
 
 
+def round_to_tf32(x) -> np.ndarray:
+    """x as the tensor cores read it with --precision tf32: a float32 copy rounded as
+    cvt.rna.tf32.f32 rounds (kernels/tensor_core.cuh), to the top 10 of its 23 mantissa bits, to
+    nearest with ties away from zero. Adding half a TF32 unit to the bits carries into the exponent
+    where it must; infinities keep their bits and a NaN stays a NaN."""
+    bits = np.array(x, dtype=np.float32, order="C").view(np.uint32)
+    finite = (bits & np.uint32(0x7F800000)) != np.uint32(0x7F800000)
+    bits += np.where(finite, np.uint32(0x1000), np.uint32(0))
+    bits |= np.where(~finite & ((bits & np.uint32(0x007FFFFF)) != 0), np.uint32(0x00400000), np.uint32(0))
+    bits &= np.uint32(0xFFFFE000)
+    return bits.view(np.float32)
+
+
 _blas = {}
 
 
