@@ -31,15 +31,22 @@ def test_nvcc_compiles(tmp_path, path, arch):
 
 
 def test_launch_tiles_match_the_kernel_instantiations():
-    """The host's launch plans (block size, K-split alignment) describe the tiles the .cu compiles."""
+    """The host's launch plans (block size, K-split alignment) describe the tiles the .cu compiles,
+    in each precision."""
     import re
 
-    from inr_cli.backends.launch import TILES
+    from inr_cli.backends.launch import TILES_BY_PRECISION
 
     text = (kernels_dir() / "matmul.cu").read_text()
-    compiled = {name: tuple(int(v) for v in values) for name, *values in
-                re.findall(r"^MATMUL_ALL\((\w+), (\d+), (\d+), (\d+), (\d+), (\d+)\)", text, re.M)}
-    assert compiled == {t.name: (t.bm, t.bn, t.bk, t.tm, t.tn) for t in TILES.values()}
+    engines = {}
+    for name, engine, values in re.findall(r"^using (\w+) = (Simt|Mma)Tile<([^>]*)>;", text, re.M):
+        bm, bn, bk, x, y, *_ = (int(v) if v.strip().isdigit() else v for v in values.split(","))
+        threads = (bm // x) * (bn // y) if engine == "Simt" else 32 * x * y  # TM, TN or the warps
+        engines[name] = (bm, bn, bk, threads)
+    compiled = {tile: engines[engine] for tile, engine in re.findall(r"^MATMUL_ALL\((\w+), (\w+)\)", text, re.M)}
+    planned = {t.kernel_tile: (t.bm, t.bn, t.bk, t.threads) for tiles in TILES_BY_PRECISION.values()
+               for t in tiles.values()}
+    assert compiled == planned
 
 
 def test_shared_constants_are_written_once():

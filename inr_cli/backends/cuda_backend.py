@@ -58,8 +58,8 @@ def compile_all_kernels() -> list[tuple[str, str]]:
 class CudaBackend(KernelBackend):
     name = "gpu"
 
-    def __init__(self, matmul: str = "kernel", defines: dict | None = None):
-        super().__init__()
+    def __init__(self, matmul: str = "kernel", defines: dict | None = None, precision: str = "fp32"):
+        super().__init__(precision)
         import cupy
 
         self._cupy = cupy

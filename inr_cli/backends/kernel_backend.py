@@ -31,6 +31,7 @@ from inr_cli.backends.launch import (
 )
 from inr_cli.core.backend import Backend
 from inr_cli.core.batch_pass import WholeBatchPass
+from inr_cli.settings import PRECISIONS
 
 i32, i64, f32, f64 = np.int32, np.int64, np.float32, np.float64
 FLOAT_SIZE = 4
@@ -85,7 +86,11 @@ def group(array, first: int, stop: int):
 class KernelBackend(Backend):
     sm_count = 1
 
-    def __init__(self):
+    def __init__(self, precision: str = "fp32"):
+        """precision: the layer products' (training.precision): "fp32", or "tf32" on tensor cores."""
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision '{precision}' is not one of: {', '.join(PRECISIONS)}")
+        self.precision = precision
         self._scratch: dict[str, object] = {}
 
     # --- what a subclass adds to the memory of backend.Backend -----------------------------------
@@ -115,7 +120,7 @@ class KernelBackend(Backend):
         stride_b = stack_stride("matmul b", b, (None, n, k) if trans_b else (None, k, n))
         if networks_of("matmul", a, b, out) != n_net:
             raise LaunchError(f"matmul: out holds {n_net} networks, an operand more")
-        plan = plan_matmul(m, n, k, trans_a, trans_b, self.sm_count)
+        plan = plan_matmul(m, n, k, trans_a, trans_b, self.sm_count, precision=self.precision)
         if plan.splits > 1:
             partial = self.scratch("matmul_split_k", n_net * plan.splits * m * n).reshape(n_net, plan.splits, m * n)
         for first, stop in network_groups(n_net, plan.splits):
@@ -140,7 +145,7 @@ class KernelBackend(Backend):
         if stack_stride("linear_forward a", a, (n_net, m, n)) != stride_z:
             raise LaunchError("linear_forward: z and a must share one layout")
         networks_of("linear_forward", x, weight)
-        plan = plan_matmul(m, n, k, False, True, self.sm_count, fused="linear_forward")
+        plan = plan_matmul(m, n, k, False, True, self.sm_count, fused="linear_forward", precision=self.precision)
         for first, stop in network_groups(n_net):
             self.launch(plan.kernel, (plan.grid[0], plan.grid[1], stop - first), plan.block,
                         (group(x, first, stop), weight[first:stop], bias[first:stop], z[first:stop], a[first:stop],
@@ -157,7 +162,8 @@ class KernelBackend(Backend):
         for what, array in (("z_prev", z_prev), ("a_prev", a_prev)):
             if stack_stride(f"linear_backward_input {what}", array, (n_net, m, n)) != stride_prev:
                 raise LaunchError(f"linear_backward_input: {what} and out must share one layout")
-        plan = plan_matmul(m, n, k, False, False, self.sm_count, fused="linear_backward_input")
+        plan = plan_matmul(m, n, k, False, False, self.sm_count, fused="linear_backward_input",
+                           precision=self.precision)
         for first, stop in network_groups(n_net):
             self.launch(plan.kernel, (plan.grid[0], plan.grid[1], stop - first), plan.block,
                         (grad[first:stop], weight[first:stop], z_prev[first:stop], a_prev[first:stop], out[first:stop],

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inr_cli.backends import make_backend
+from inr_cli.backends import kernel_options, make_backend
 from inr_cli.config import Config, to_toml
 from inr_cli.console import info, notice
 from inr_cli.core.metrics import psnr, psnr_from_mse
@@ -65,7 +65,7 @@ class TrainingResult:
 def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: ckpt.Checkpoint | None = None,
                  quiet: bool = False) -> TrainingResult:
     """`inr train`: a run directory, its checkpoints, metrics, previews and pictures, around the loop."""
-    backend = make_backend(config.training.device, config.training.matmul, quiet)
+    backend = make_backend(config.training.device, quiet=quiet, **kernel_options(config.training))
     seed = config.training.seed
     if resume_from is not None:
         spec, state = resume_from.spec, resume_from.state
