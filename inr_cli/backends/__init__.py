@@ -15,11 +15,12 @@ __all__ = ["Backend", "get_backend", "kernel_options", "make_backend"]
 
 
 def get_backend(device: str = "auto", matmul: str = "kernel", notices: list | None = None, *,
-                precision: str = "fp32") -> Backend:
+                precision: str = "fp32", fused: bool = True) -> Backend:
     """The backend for --device: the GPU's when asked for or when `auto` finds a usable one, else
     the CPU engine. Why a GPU could not be used goes into `notices` (when one seemed meant to be
-    used: CuPy installed but not working); with --device gpu it is an error. matmul and precision
-    say how the GPU runs its products (training.matmul, training.precision); the CPU runs FP32."""
+    used: CuPy installed but not working); with --device gpu it is an error. matmul, precision and
+    fused say how the GPU runs a training (training.matmul, training.precision,
+    training.fused_network); the CPU runs FP32 layer by layer."""
     if device not in DEVICES:
         raise InrError(f"unknown device '{device}' (choose auto, cpu or gpu)")
     if device == "cpu":
@@ -32,7 +33,7 @@ def get_backend(device: str = "auto", matmul: str = "kernel", notices: list | No
 
         if matmul == "cublas" and precision != "fp32":
             raise InrError(f"--matmul cublas multiplies in FP32 only; --precision {precision} needs --matmul kernel")
-        return CudaBackend(matmul=matmul, precision=precision)
+        return CudaBackend(matmul=matmul, precision=precision, fused=fused)
     if device == "gpu":
         raise InrError(f"--device gpu: {reason}")
     if notices is not None and cupy_installed():
@@ -43,7 +44,7 @@ def get_backend(device: str = "auto", matmul: str = "kernel", notices: list | No
 def kernel_options(training) -> dict:
     """How a configuration's training section asks the GPU to run its kernels (get_backend's keywords
     after the device)."""
-    return {"matmul": training.matmul, "precision": training.precision}
+    return {"matmul": training.matmul, "precision": training.precision, "fused": training.fused_network}
 
 
 def make_backend(device: str = "auto", matmul: str = "kernel", quiet: bool = False, **options) -> Backend:

@@ -2,7 +2,8 @@
 
 Everything runs on the backend's own non-blocking stream, so a training step can be captured as a
 CUDA graph (`compile_step`) and replayed with a single launch. `matmul="cublas"` swaps our matmul
-for CuPy's cuBLAS path, for comparison only.
+for CuPy's cuBLAS path, for comparison only; `fused=False` trains a narrow network layer by layer
+instead of in the fused kernels (fused_pass.py), for comparison too.
 """
 
 from __future__ import annotations
@@ -58,8 +59,10 @@ def compile_all_kernels() -> list[tuple[str, str]]:
 class CudaBackend(KernelBackend):
     name = "gpu"
 
-    def __init__(self, matmul: str = "kernel", defines: dict | None = None, precision: str = "fp32"):
-        super().__init__(precision)
+    def __init__(self, matmul: str = "kernel", defines: dict | None = None, precision: str = "fp32",
+                 fused: bool = True):
+        # cuBLAS is compared layer by layer, so it never runs the fused kernels.
+        super().__init__(precision, fused and matmul != "cublas")
         import cupy
 
         self._cupy = cupy

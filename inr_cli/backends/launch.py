@@ -23,6 +23,7 @@ CONSTANTS = read_defines((kernels_dir() / "constants.cuh").read_text())
 ACTIVATION_CODES = {name: CONSTANTS[f"ACT_{name.upper()}"] for name in ACTIVATIONS}
 REDUCE_TX, REDUCE_TY = CONSTANTS["REDUCE_TX"], CONSTANTS["REDUCE_TY"]
 LOSS_THREADS = CONSTANTS["LOSS_THREADS"]
+FUSED_WIDTHS = tuple(w for w in (16, 32, 64, 128) if w <= CONSTANTS["FUSED_MAX_WIDTH"])  # as fused_network.cu
 
 THREADS = 256  # block size of the elementwise kernels (any size works: grid-stride loops)
 MAX_GRID = 4096  # grid-stride loops cover the rest
@@ -135,3 +136,52 @@ def plan_matmul(m: int, n: int, k: int, trans_a: bool, trans_b: bool, sm_count: 
               else f"matmul_{tile.kernel_tile}_{'t' if trans_a else 'n'}{'t' if trans_b else 'n'}")
     grid = (ceil_div(n, tile.bn), ceil_div(m, tile.bm), splits)
     return MatmulPlan(kernel, tile, splits, k_per_split, grid, (tile.threads, 1, 1))
+
+
+FUSED_MAX_GROUPS = 256
+# A network's backward blocks each keep a slot of weight gradients; their number is held so that the
+# slots take at most this share of the memory its activations take (a pack of many networks on small
+# images then needs one slot each, written straight into the gradients).
+FUSED_PARTIAL_SHARE = 8
+
+
+@dataclass(frozen=True)
+class FusedPlan:
+    """How kernels/fused_network.cu runs a network's layers `first` .. the last (its "stack")."""
+    width: int  # the kernels' WIDTH: the smallest instantiated that holds every layer of the stack
+    first: int  # 0, or 1 where the first layer's input is wider than that (it then runs as a layer)
+    layers: int  # layers in the stack
+    in0: int
+    hidden: int
+    out: int
+    offset: int  # where the stack's first weight sits in a network's parameters
+    parameters: int  # the stack's parameters per network
+    rows_per_chunk: int
+    chunks: int  # per network: the forward kernel's grid.x
+    groups: int  # per network: the backward kernel's grid.x (1: its gradients written in place)
+    forward: str
+    backward: str
+    block: tuple[int, int, int]
+
+
+def plan_fused_network(layer_shapes: list[tuple[int, int]], encoding_size: int, batch: int,
+                       precision: str = "fp32") -> FusedPlan | None:
+    """The plan for a network of these layers ((out, in) each, as NetworkSpec.layer_shapes, its hidden
+    layers all of one width) on a batch of `batch` rows, or None where its hidden layers are wider than
+    the kernels go. Like the matmul plans, it does not depend on the number of networks."""
+    hidden, in_features = layer_shapes[0]
+    out = layer_shapes[-1][0]
+    width = next((w for w in FUSED_WIDTHS if w >= max(hidden, out)), None)
+    if width is None or len(layer_shapes) < 2:
+        return None
+    first = 0 if in_features <= width else 1
+    stack = layer_shapes[first:]
+    offset = encoding_size + sum(o * i + o for o, i in layer_shapes[:first])
+    parameters = sum(o * i + o for o, i in stack)
+    rows_per_chunk = min(CONSTANTS["FUSED_MAX_ROWS"], CONSTANTS["FUSED_ROW_ELEMENTS"] // width)
+    chunks = ceil_div(batch, rows_per_chunk)
+    activations = batch * sum(o for o, _ in stack)
+    groups = max(1, min(chunks, FUSED_MAX_GROUPS, activations // (FUSED_PARTIAL_SHARE * parameters)))
+    return FusedPlan(width, first, len(stack), stack[0][1], hidden, out, offset, parameters, rows_per_chunk, chunks,
+                     groups, f"network_forward_{width}_{precision}", f"network_backward_{width}_{precision}",
+                     (2 * width, 1, 1))

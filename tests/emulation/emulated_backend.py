@@ -130,8 +130,8 @@ class EmulatedBackend(HostMemory, KernelBackend):
 
     name = "emulated"
 
-    def __init__(self, sm_count: int = 4, defines: dict | None = None, precision: str = "fp32"):
-        super().__init__(precision)
+    def __init__(self, sm_count: int = 4, defines: dict | None = None, precision: str = "fp32", fused: bool = True):
+        super().__init__(precision, fused)
         self.sm_count = sm_count  # small, so that split-K and two-pass reductions happen on small shapes
         self.module = EmulatedModule(defines=defines)
         self.launched: list[str] = []
