@@ -168,6 +168,56 @@ def test_fourier_features(gpu, rows, m):
     check_fourier_features(gpu, rows, m)
 
 
+@pytest.fixture(scope="module")
+def gpu_tf32():
+    from inr_cli.backends.cuda_backend import CudaBackend
+
+    return CudaBackend(precision="tf32")
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 256, 256), (37, 65, 70), (300, 3, 256), (3, 256, 300), (262144, 256, 256),
+                                   (256, 256, 262144), (4096, 64, 64), (64, 64, 40000)])
+@pytest.mark.parametrize("trans", ["nn", "nt", "tn"])
+def test_matmul_tf32_matches_numpy(gpu_tf32, m, n, k, trans):
+    """--precision tf32 on the tensor cores against NumPy with the operands rounded to TF32 first."""
+    check_matmul(gpu_tf32, m, n, k, trans)
+    if m * n * k < 1 << 24:
+        check_matmul(gpu_tf32, m, n, k, trans, networks=3, shared_b=True)
+
+
+@pytest.mark.parametrize("rows,in_f,out_f", [(262144, 2, 256), (262144, 256, 256), (262144, 256, 3), (999, 64, 1)])
+@pytest.mark.parametrize("activation", ["sine", "relu"])
+def test_fused_layer_kernels_tf32(gpu_tf32, rows, in_f, out_f, activation):
+    check_fused_layer(gpu_tf32, rows, in_f, out_f, activation)
+
+
+@pytest.mark.parametrize("hidden,layers,batch", [(16, 2, 40000), (32, 1, 4097), (64, 3, 40000), (48, 2, 1000),
+                                                 (128, 2, 20000)])
+@pytest.mark.parametrize("precision", ["fp32", "tf32"])
+def test_fused_network_matches_the_layer_by_layer_pass(gpu, gpu_tf32, hidden, layers, batch, precision):
+    """The fused kernels on the GPU against the NumPy reference (tests/test_fused_network.py's check,
+    at sizes that fill the device: many chunks, gradient groups and networks)."""
+    from tests.test_fused_network import check_fused_pass, spec_for
+
+    backend = gpu if precision == "fp32" else gpu_tf32
+    check_fused_pass(backend, spec_for("siren", hidden, layers), networks=3, batch=batch)
+    check_fused_pass(backend, spec_for("sigmoid", hidden, layers, out=1, encoding="fourier", features=128),
+                     networks=2, batch=batch, shared_x=False)
+
+
+def test_fused_and_tf32_training_agree_with_fp32_layer_by_layer(gpu, gpu_tf32):
+    """Whole runs: the fused kernels (the default for this 3x64 SIREN) against the kernels layer by
+    layer, and TF32 against FP32, on the same GPU."""
+    from inr_cli.backends.cuda_backend import CudaBackend
+
+    fused, trainer = _train(gpu, "siren", 0, steps=50)
+    layered, _ = _train(CudaBackend(fused=False), "siren", 0, steps=50)
+    tf32, _ = _train(gpu_tf32, "siren", 0, steps=50)
+    assert type(trainer.training_pass).__name__ == "FusedPass"
+    np.testing.assert_allclose(fused, layered, rtol=2e-3)
+    np.testing.assert_allclose(tf32, layered, rtol=2e-2)
+
+
 class GpuModule:
     """A kernel file on the GPU behind the emulation's EmulatedModule.launch: NumPy arguments go to
     the device and come back, so tests/test_emulation.py's checks run unchanged on the hardware."""

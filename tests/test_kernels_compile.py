@@ -66,3 +66,15 @@ def test_shared_constants_are_written_once():
         assert not redefined, f"{path.name} defines {redefined} again"
         if re.search(r"\b(ACT_\w+|REDUCE_T[XY]|LOSS_THREADS)\b", path.read_text()):
             assert '#include "constants.cuh"' in path.read_text(), f"{path.name} uses constants.cuh without it"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ lists the kernels a file defines")
+def test_the_fused_network_kernels_are_those_compiled_apart():
+    """The CUDA backend compiles fused_network.cu on its own, at the first launch of a kernel named
+    network_*: that file defines those kernels and no other file does."""
+    from inr_cli.backends.cuda_backend import FUSED_NETWORK_SOURCE
+    from tests.emulation.emulated_backend import _kernels
+
+    for path in KERNEL_FILES:
+        names = _kernels([path], [f"-I{kernels_dir()}"])
+        assert names and all(name.startswith("network_") == (path.name == FUSED_NETWORK_SOURCE) for name in names)

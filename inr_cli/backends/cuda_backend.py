@@ -16,6 +16,11 @@ from inr_cli.resources import kernels_dir
 COMPILE_OPTIONS = ("-std=c++17",)
 
 
+# Compiled only when a narrow network first trains: the fused kernels take longer to compile than
+# all the others together, and a wide network never runs them.
+FUSED_NETWORK_SOURCE = "fused_network.cu"
+
+
 def kernel_sources() -> list:
     return sorted(kernels_dir().glob("*.cu"))
 
@@ -33,13 +38,15 @@ def module_source(paths) -> str:
     return "\n".join(parts)
 
 
-def load_module(defines: dict | None = None):
-    """All kernel files as one RawModule; CuPy caches the compiled binary on disk per machine.
-    `defines` overrides compile-time knobs (e.g. MATMUL_MIN_BLOCKS) for experiments in dev/."""
+def load_module(defines: dict | None = None, fused: bool = False):
+    """The kernel files as one RawModule, the fused network's alone (fused) or all the others; CuPy
+    caches the compiled binary on disk per machine. `defines` overrides compile-time knobs (e.g.
+    MATMUL_MIN_BLOCKS) for experiments in dev/."""
     import cupy
 
     options = COMPILE_OPTIONS + tuple(f"-D{k}={v}" for k, v in (defines or {}).items())
-    return cupy.RawModule(code=module_source(kernel_sources()), options=options)
+    paths = [p for p in kernel_sources() if (p.name == FUSED_NETWORK_SOURCE) == fused]
+    return cupy.RawModule(code=module_source(paths), options=options)
 
 
 def compile_all_kernels() -> list[tuple[str, str]]:
@@ -70,7 +77,9 @@ class CudaBackend(KernelBackend):
         # process (kernel and cuBLAS paths in the benchmark), so the thread's current stream is
         # never relied on.
         self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.defines = defines
         self.module = load_module(defines)
+        self.fused_module = None  # compiled at the first fused launch
         self._functions: dict = {}
         self.sm_count = cupy.cuda.Device().attributes["MultiProcessorCount"]
         self.use_cublas = matmul == "cublas"
@@ -112,7 +121,12 @@ class CudaBackend(KernelBackend):
     def launch(self, name: str, grid, block, args) -> None:
         function = self._functions.get(name)
         if function is None:
-            function = self._functions[name] = self.module.get_function(name)
+            module = self.module
+            if name.startswith("network_"):  # fused_network.cu's kernels
+                if self.fused_module is None:
+                    self.fused_module = load_module(self.defines, fused=True)
+                module = self.fused_module
+            function = self._functions[name] = module.get_function(name)
         function(tuple(grid), tuple(block), args, stream=self.stream)
 
     def matmul(self, a, b, out, trans_a: bool = False, trans_b: bool = False) -> None:
