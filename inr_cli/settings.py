@@ -137,7 +137,7 @@ SETTINGS = (
             "to 10 mantissa bits, sums in FP32)", choices=PRECISIONS, fits=False, legacy="fp32"),
     Setting("training.fused_network", bool, True, "On the GPU, train a network whose hidden layers are at most 128 "
             "wide in two fused kernels a step, its activations kept on chip between layers (off: a kernel per layer, "
-            "for comparison)", fits=False, legacy=True),
+            "for comparison)", fits=False, legacy=True),  # fits what runs saved before it fitted
     Setting("training.cuda_graph", bool, True, "Replay the GPU step as a CUDA graph (off: launch kernels one "
             "by one)", fits=False),
     Setting("data.source", str, "", "Image, pixel CSV or .npy array; empty = the built-in sample; train's DATA "
