@@ -49,6 +49,17 @@ def test_launch_tiles_match_the_kernel_instantiations():
     assert compiled == planned
 
 
+def test_fused_widths_match_the_kernel_instantiations():
+    import re
+
+    from inr_cli.backends.launch import FUSED_WIDTHS
+    from inr_cli.settings import PRECISIONS
+
+    text = (kernels_dir() / "fused_network.cu").read_text()
+    compiled = {(int(w), p) for w, p in re.findall(r"^FUSED_NETWORK\((\d+), (\w+), ", text, re.M)}
+    assert compiled == {(w, p) for w in FUSED_WIDTHS for p in PRECISIONS}
+
+
 def test_shared_constants_are_written_once():
     """The numbers host and kernels share live in kernels/constants.cuh, which launch.py reads; no
     other kernel file may define them again."""

@@ -63,11 +63,10 @@ class FusedPass:
         b.network_forward(plan, stack_input, self.params, self.hz, self.ha, self.oz, self.oa, self.hidden_activation,
                           self.output_activation, omega0)
         b.mse_loss(self.oa, t, self.grad_out, loss)
+        # After a first layer of its own, the kernels hand back its dL/dz, from which its gradients follow.
+        first_layer_grad = (dict(input_grad=self.grad0, z_in=self.z0, input_activation=self.hidden_activation)
+                            if plan.first else {})
+        b.network_backward(plan, stack_input, self.params, self.hz, self.ha, self.oz, self.oa, self.grad_out,
+                           self.grads, self.hidden_activation, self.output_activation, omega0, **first_layer_grad)
         if plan.first:
-            b.network_backward(plan, stack_input, self.params, self.hz, self.ha, self.oz, self.oa, self.grad_out,
-                               self.grads, self.hidden_activation, self.output_activation, omega0,
-                               input_grad=self.grad0, z_in=self.z0, input_activation=self.hidden_activation)
             b.linear_backward_weights(self.grad0, encoded, *self.first_grads)
-        else:
-            b.network_backward(plan, stack_input, self.params, self.hz, self.ha, self.oz, self.oa, self.grad_out,
-                               self.grads, self.hidden_activation, self.output_activation, omega0)

@@ -319,7 +319,7 @@ class KernelBackend(Backend):
         for what, array in (("oa", oa), ("grad_out", grad_out)):
             if stack_stride(f"network_backward {what}", array, (n_net, rows, plan.out)) != stride_o:
                 raise LaunchError(f"network_backward: oz and {what} must share one layout")
-        stack_stride("network_backward grads", grads, (n_net, params.shape[1]))
+        stride_grads = stack_stride("network_backward grads", grads, (n_net, params.shape[1]))
         for what, array in (("input_grad", input_grad), ("z_in", z_in)):
             if array is None:
                 continue
@@ -332,7 +332,7 @@ class KernelBackend(Backend):
             partial = partial.reshape(n_net, plan.groups, plan.parameters)
             slots, stride_slots = partial, plan.groups * plan.parameters
         else:
-            slots, stride_slots = target, stack_stride("network_backward grads", grads, (n_net, None))
+            slots, stride_slots = target, stride_grads  # one slot a network: its gradients themselves
         for first, stop in network_groups(n_net):
             self.launch(plan.backward, (plan.groups, stop - first, 1), plan.block,
                         (group(x, first, stop), i64(stride_x), NULL if z_in is None else z_in[first:stop],
