@@ -81,8 +81,9 @@ for part in "${parts[@]}"; do
   part_start=$SECONDS
   case "$part" in
     first)
-      run 270 "$py" -m pytest tests/test_gpu.py tests/test_torch_reference.py -q -rfEs -p no:cacheprovider \
-        "${workers[@]}"
+      # -v: each test's verdict is in the log as it comes, even where the part's time cuts the run
+      run 270 "$py" -m pytest tests/test_gpu.py tests/test_torch_reference.py -v --tb=short -rfEs --durations=15 \
+        -p no:cacheprovider "${workers[@]}"
       run 200 "$py" benchmarks/gpu_goals.py fused-sigmoid fused-pack matmul tf32-step "${goals[@]}"
       ;;
     second)
