@@ -11,7 +11,9 @@ Settings (one image, full batch unless said):
   sigmoid-preset-512 the same at 512x512                        (the fused narrow kernel's targets,
   siren64-200        SIREN 3x64, 200x200 RGB                     issue 14: at least 3x our current
   siren64-512        SIREN 3x64, 512x512 RGB                     path)
-Ours: numpy (CPU reference), kernel (our CUDA kernels), cublas (our kernels, cuBLAS matmul).
+Ours: numpy (CPU reference), kernel (our CUDA kernels: the fused network's where the hidden layers are
+at most 128 wide), kernel_tf32 (the same with --precision tf32), kernel_layers (a kernel per layer,
+--no-fused-network), cublas (our kernels layer by layer, cuBLAS matmul).
 Peers, PyTorch on the GPU (same network, initial parameters, Adam and schedule; benchmarks/
 torch_reference.py, checked against ours in tests/test_torch_reference.py): eager (FP32), eager-tf32
 (TF32 tensor cores in the matmuls), compile and compile-tf32 (torch.compile of the loss and the
@@ -64,7 +66,8 @@ def gpu_backends():
         return {}
     if gpu_unavailable_reason() is not None:
         return {}
-    return {"kernel": CudaBackend(matmul="kernel"), "cublas": CudaBackend(matmul="cublas")}
+    return {"kernel": CudaBackend(matmul="kernel"), "cublas": CudaBackend(matmul="cublas"),
+            "kernel_tf32": CudaBackend(precision="tf32"), "kernel_layers": CudaBackend(fused=False)}
 
 
 def bench_ours(backend, setting, image, steps, cuda_graph=True):
@@ -76,8 +79,8 @@ def bench_ours(backend, setting, image, steps, cuda_graph=True):
     return seconds, trainer
 
 
-def bench_torch(torch, setting, image, steps, peer="eager", compile_mode="default"):
-    """Seconds per PyTorch step on the GPU, from the parameters ours start from."""
+def bench_torch(torch, setting, image, steps, peer="eager", compile_mode="default", device="cuda"):
+    """Seconds per PyTorch step on the device (the GPU unless said), from the parameters ours start from."""
     from benchmarks.torch_reference import TorchTrainer, optimizer_settings, use_tf32
 
     compiled, tf32 = PEERS[peer]
@@ -88,11 +91,11 @@ def bench_torch(torch, setting, image, steps, peer="eager", compile_mode="defaul
     try:
         trainer = TorchTrainer(torch, spec, params, pixel_grid(image.width, image.height), image.targets(),
                                config.optimizer.lr, config.optimizer.lr_min, config.training.steps, setting["batch"],
-                               0, "cuda", compile_mode=compile_mode if compiled else None,
+                               0, device, compile_mode=compile_mode if compiled else None,
                                **optimizer_settings(config.optimizer))
         for _ in range(3):  # warm-up; a compiled peer compiles here
             trainer.step()
-        return timed(trainer.step, steps, torch.cuda.synchronize)
+        return timed(trainer.step, steps, torch.cuda.synchronize if device == "cuda" else lambda: None)
     finally:
         use_tf32(torch, False)
 

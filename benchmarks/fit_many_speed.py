@@ -30,7 +30,7 @@ from benchmarks.common import PHOTOS, ROOT, configure, environment, make_trainer
 from inr_cli.backends import get_backend  # noqa: E402
 from inr_cli.core.coords import pixel_grid  # noqa: E402
 from inr_cli.core.metrics import psnr_from_mse  # noqa: E402
-from inr_cli.core.network import NetworkSpec, init_networks  # noqa: E402
+from inr_cli.core.network import NetworkSpec, init_networks, output_means  # noqa: E402
 from inr_cli.core.pixels import PixelImage  # noqa: E402
 
 
@@ -73,7 +73,8 @@ def run_torch(torch, config, images, pack, device):
     start = time.perf_counter()
     for first in range(0, len(images), pack):
         chunk = images[first:first + pack]
-        trainer = BatchedTorchTrainer(torch, spec, init_networks(spec, range(first, first + len(chunk))), coords,
+        start_params = init_networks(spec, range(first, first + len(chunk)), output_means(config, chunk))  # as ours
+        trainer = BatchedTorchTrainer(torch, spec, start_params, coords,
                                       np.stack([im.targets() for im in chunk]), opt.lr, opt.lr_min, steps, device,
                                       **optimizer_settings(opt))
         for _ in range(steps):
@@ -105,42 +106,42 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--device", default="cpu", choices=("cpu", "gpu"))
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--contestants", nargs="+", default=["ours", "torch"], choices=("ours", "torch"),
+                        help="who fits (one alone: a run cut short still has the other's figures in its own file)")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
-    import torch
 
     config = configure("siren", hidden=args.hidden, layers=args.layers, omega0=30.0, lr=args.lr,
                        lr_min=min(1e-5, args.lr), steps=args.steps, device=args.device)
     backend = get_backend(args.device)
     torch_device = "cuda" if args.device == "gpu" else "cpu"
     images = crops(args.images, args.size)
-    ours_s, torch_s = [], []
+    seconds_of, psnr_of, peak_of = {who: [] for who in args.contestants}, {}, {}
     for round_index in range(args.rounds):
-        order = ("torch", "ours") if round_index % 2 else ("ours", "torch")
-        for who in order:
+        for who in args.contestants[::-1] if round_index % 2 else args.contestants:
             if who == "ours":
-                seconds, loss, ours_peak = run_ours(backend, config, images, args.pack)
-                ours_s.append(seconds)
-                ours_psnr = float(np.mean([psnr_from_mse(v) for v in loss]))
+                seconds, loss, peak_of[who] = run_ours(backend, config, images, args.pack)
             else:
-                seconds, loss_t, torch_peak = run_torch(torch, config, images, args.pack, torch_device)
-                torch_s.append(seconds)
-                torch_psnr = float(np.mean([psnr_from_mse(v) for v in loss_t]))
-        print(f"round {round_index + 1}: ours {ours_s[-1]:.2f} s ({args.images / ours_s[-1]:.1f} images/s, mean PSNR "
-              f"{ours_psnr:.2f} dB), PyTorch {torch_s[-1]:.2f} s ({args.images / torch_s[-1]:.1f} images/s, "
-              f"{torch_psnr:.2f} dB)", flush=True)
-    ratio = statistics.median(torch_s) / statistics.median(ours_s)
-    report = {"environment": environment(), "setting": {k: v for k, v in vars(args).items() if k != "out"},
-              "ours_s": ours_s, "torch_s": torch_s,
-              "ours_images_per_s": round(args.images / statistics.median(ours_s), 2),
-              "torch_images_per_s": round(args.images / statistics.median(torch_s), 2),
-              "speedup_ours_over_torch": round(ratio, 3), "ours_mean_psnr": round(ours_psnr, 3),
-              "torch_mean_psnr": round(torch_psnr, 3)}
-    if args.device == "gpu":
-        report["ours_gpu_bytes_per_image"] = ours_peak // args.pack
-        report["torch_gpu_bytes_per_image"] = torch_peak // args.pack
-    print(f"median: ours {report['ours_images_per_s']} images/s, PyTorch {report['torch_images_per_s']} images/s: "
-          f"ours {ratio:.2f}x as fast")
+                import torch
+
+                seconds, loss, peak_of[who] = run_torch(torch, config, images, args.pack, torch_device)
+            seconds_of[who].append(seconds)
+            psnr_of[who] = float(np.mean([psnr_from_mse(v) for v in loss]))
+        print(f"round {round_index + 1}: " + ", ".join(
+            f"{who} {seconds_of[who][-1]:.2f} s ({args.images / seconds_of[who][-1]:.1f} images/s, mean PSNR "
+            f"{psnr_of[who]:.2f} dB)" for who in args.contestants), flush=True)
+    report = {"environment": environment(), "setting": {k: v for k, v in vars(args).items() if k != "out"}}
+    for who in args.contestants:
+        report[f"{who}_s"] = seconds_of[who]
+        report[f"{who}_images_per_s"] = round(args.images / statistics.median(seconds_of[who]), 2)
+        report[f"{who}_mean_psnr"] = round(psnr_of[who], 3)
+        if args.device == "gpu":
+            report[f"{who}_gpu_bytes_per_image"] = peak_of[who] // args.pack
+    if len(args.contestants) == 2:
+        ratio = statistics.median(seconds_of["torch"]) / statistics.median(seconds_of["ours"])
+        report["speedup_ours_over_torch"] = round(ratio, 3)
+        print(f"median: ours {report['ours_images_per_s']} images/s, PyTorch {report['torch_images_per_s']} "
+              f"images/s: ours {ratio:.2f}x as fast")
     out = args.out or ROOT / "bench-results" / f"fit-many-{args.device}-{args.size}.json"
     save_json(report, out)
     print(f"saved {out}")

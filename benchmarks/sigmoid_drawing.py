@@ -82,8 +82,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("variants", nargs="?", default='[{"name": "preset"}]', help="a JSON list of variants")
     parser.add_argument("--device", default="cpu", choices=("cpu", "gpu"))
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "sigmoid-drawing",
+                        help="where NAME.png go, and drawing.txt, a line for each variant")
     args = parser.parse_args()
-    out = ROOT / "bench-results" / "sigmoid-drawing"
-    out.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     for variant in json.loads(args.variants):
-        print(run(variant, out, args.device), flush=True)
+        said = run(variant, args.out, args.device)
+        print(said, flush=True)
+        with open(args.out / "drawing.txt", "a") as handle:
+            handle.write(said + "\n")

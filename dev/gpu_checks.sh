@@ -1,71 +1,124 @@
 #!/usr/bin/env bash
-# The GPU checks the project owes, in parts, their output under $OUT (or bench-results/gpu-checks)
-# for BENCHMARKS.md. Name several parts to run them in one device call (10 minutes at most a call):
+# Every GPU check the project owes, in parts that each fit one call on a borrowed GPU (at most 10
+# minutes a call, 15 minutes of device time a session, a few of them spent starting the machine).
+# Whenever a GPU is at hand, `first` runs before anything else:
 #
-#   bash dev/gpu_checks.sh tests      # every GPU test (and the PyTorch peer's): the kernels, then the commands' GPU paths
-#                                     # (fit-many --until-psnr, meta-init, view's tiles, to_torch().cuda(), tune, a Ray
-#                                     # worker on the GPU); the sigmoid preset's minute on the cub (issue 16)
-#   bash dev/gpu_checks.sh tf32       # what TF32 matmuls cost a training, through PyTorch, before our kernel (issue 14.2)
-#   bash dev/gpu_checks.sh many64     # fit-many: 10,000 64x64 images, ours against PyTorch batched (issues 13, 14.4)
-#   bash dev/gpu_checks.sh many32     # the same at 32x32
-#   bash dev/gpu_checks.sh steps      # step times of the wide settings against PyTorch eager / TF32 / torch.compile,
-#                                     # matmul against cuBLAS, the 8192 render, the matmul variants (issue 14's baseline)
-#   bash dev/gpu_checks.sh narrow     # step times of the narrow networks (the fused kernel's targets, issue 14.3)
+#   INR_COMMIT=$(git rev-parse --short HEAD) bash dev/gpu_checks.sh first
 #
-# Minutes each, roughly (not yet run on a GPU): tests 3, tf32 2, many64 3, many32 2, steps 6, narrow 5.
-# Run from the repository root on the GPU machine (its python3 has cupy, torch and pytest). The device
-# tool copies the tree without its git history: name the commit, INR_COMMIT=$(git rev-parse --short
-# HEAD) in front of the command, so that the result files say which code they measured.
-set -euo pipefail
-usage="usage: bash dev/gpu_checks.sh PART... (PART: tests tf32 many64 many32 steps narrow)"
-[ $# -gt 0 ] || { echo "$usage" >&2; exit 2; }
-for part in "$@"; do
-  case "$part" in
-    tests | tf32 | many64 | many32 | steps | narrow) ;;
-    *) echo "unknown part '$part'; $usage" >&2; exit 2 ;;
+#   first    (at most 8 min) the GPU tests: every kernel against NumPy (TF32 and the fused network
+#            among them, and against the FP32 path), the commands' GPU paths (fit-many --until-psnr,
+#            meta-init, view's tiles, to_torch().cuda(), tune), the PyTorch peer; then the goals'
+#            figures (benchmarks/gpu_goals.py): the fused sigmoid 2x64 and the fused pack of 2048
+#            SIREN 3x64 against PyTorch, our matmul against cuBLAS, the TF32 step against PyTorch
+#            TF32 eager and torch.compile
+#   second   (at most 8 min) TF32's fits against FP32's spread; seconds to 30 and 40 dB on the
+#            512-px photo with the siren preset, beside PyTorch; the seed's drawing for 60 s
+#   fitmany  (at most 8 min) fit-many: 10,000 images of 64x64, the time to a mean of 30 dB, then
+#            PyTorch batched on the same, as far as the part's time allows
+#   steps    (at most 8 min) the step-time table of every setting (ours fused, layer by layer, TF32,
+#            cuBLAS; PyTorch eager and compiled), the 8192-px render, the matmul variants
+#
+# Each figure is appended to its result file under $OUT (or bench-results/gpu-checks) the moment it
+# is measured, and each command has its own time limit, so a call cut short still brings back what it
+# did; log.txt has everything said. Every part ends with a BENCHMARKS.md section, ready to paste,
+# printed and in benchmarks-block.md. The device tool copies the tree without its git history: name
+# the commit in INR_COMMIT, so the files say which code they measured. A call brings back 8 files at
+# most: first alone, second and fitmany together (where the call's time allows), steps alone.
+#
+#   bash dev/gpu_checks.sh --dry-run first second fitmany steps
+#
+# runs the same steps on the CPU at toy sizes (our kernels under the CPU emulation, PyTorch on the
+# CPU, the GPU tests skipped): the script, its result files and its report, proven without a GPU.
+# PYTHON names the interpreter (default python3, the GPU machine's, with CuPy, PyTorch and pytest).
+set -uo pipefail
+usage="usage: bash dev/gpu_checks.sh [--dry-run] PART... (PART: first second fitmany steps)"
+dry=0
+parts=()
+for arg in "$@"; do
+  case "$arg" in
+    --dry-run) dry=1 ;;
+    first | second | fitmany | steps) parts+=("$arg") ;;
+    # hashgrid) parts+=("$arg") ;;   # <- the lead: the hash grid's part, see below
+    *) echo "unknown part '$arg'; $usage" >&2; exit 2 ;;
   esac
 done
+[ ${#parts[@]} -gt 0 ] || { echo "$usage" >&2; exit 2; }
+py="${PYTHON:-python3}"
 out="${OUT:-bench-results/gpu-checks}"
 mkdir -p "$out"
-export PYTHONPATH=.
-# One log for every part (the device tool brings back 8 files at most): output goes there and to stdout.
+export PYTHONPATH=. PYTHONUNBUFFERED=1
 log="$out/log.txt"
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee -a "$log"
+if [ "$dry" = 1 ]; then
+  echo "DRY RUN on the CPU: toy sizes, the figures mean nothing" | tee -a "$log"
+  device=cpu
+else
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader 2>&1 | tee -a "$log"
+  device=gpu
+fi
 echo "commit ${INR_COMMIT:-unknown}" | tee -a "$log"
+goals=(--out "$out")
+[ "$dry" = 1 ] && goals+=(--dry-run)
+# Spread the GPU tests over worker processes where pytest-xdist is installed (the GPU machine has it).
+workers=()
+"$py" -c "import xdist" 2>/dev/null && workers=(-n 4)
 
-# Each command of a part runs even where one before it failed; a failure is said in the log, and
-# the script's exit status says whether any command failed.
+# run SECONDS COMMAND...: the command, cut at SECONDS; its output to the log and stdout. Each command
+# runs even where one before it failed or was cut; the script's exit status says whether any did.
 failed=0
 run() {
-  "$@" 2>&1 | tee -a "$log" || { echo "=== FAILED (exit $?): $*" | tee -a "$log"; failed=1; }
+  local limit=$1 start=$SECONDS status
+  shift
+  echo "--- $* (limit ${limit} s)" | tee -a "$log"
+  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee -a "$log"
+  status=${PIPESTATUS[0]}
+  [ "$status" = 124 ] && echo "=== CUT at ${limit} s: $*" | tee -a "$log"
+  [ "$status" != 0 ] && { echo "=== FAILED (exit $status): $*" | tee -a "$log"; failed=1; }
+  echo "--- $(( SECONDS - start )) s" | tee -a "$log"
 }
-for part in "$@"; do
+
+for part in "${parts[@]}"; do
   echo "=== $part $(date -u +%FT%TZ)" | tee -a "$log"
+  part_start=$SECONDS
   case "$part" in
-    tests)
-      run python3 -m pytest tests/test_gpu.py tests/test_torch_reference.py -q -rs
-      run python3 benchmarks/sigmoid_drawing.py --device gpu '[{"name": "gpu-60s", "seconds": 60}]'
-      run cp bench-results/sigmoid-drawing/gpu-60s.png "$out/"
+    first)
+      # -v: each test's verdict is in the log as it comes, even where the part's time cuts the run
+      run 270 "$py" -m pytest tests/test_gpu.py tests/test_torch_reference.py -v --tb=short -rfEs --durations=15 \
+        -p no:cacheprovider "${workers[@]}"
+      run 200 "$py" benchmarks/gpu_goals.py fused-sigmoid fused-pack matmul tf32-step "${goals[@]}"
       ;;
-    tf32)  # the preset's settings (chaotic: FP32 against FP32 differs too), then stable ones
-      run python3 benchmarks/agreement.py --presets siren --size 256 --steps 1000 --budgets 1000 \
-        --kinds cublas torch torch-tf32 --out "$out/tf32.json"
-      run python3 benchmarks/agreement.py --presets siren --size 256 --steps 1000 --budgets 1000 \
-        --kinds cublas torch torch-tf32 --set omega0=30 lr=1e-4 --out "$out/tf32-stable.json"
+    second)
+      run 100 "$py" benchmarks/gpu_goals.py tf32-fit "${goals[@]}"
+      if [ "$dry" = 1 ]; then sizes=(--sizes 16 --budget 20) length='"steps": 3'; else sizes=(--sizes 512 --budget 2000) length='"seconds": 60'; fi
+      run 200 "$py" benchmarks/time_to_quality.py --device "$device" "${sizes[@]}" --images coffee --recipes default \
+        --torch --targets 30 40 --scale 0 --workers 1 --out "$out/quality-512.json"
+      run 150 "$py" benchmarks/sigmoid_drawing.py --device "$device" --out "$out" \
+        "[{\"name\": \"gpu-60s\", $length}]"
       ;;
-    many64 | many32)
-      run python3 benchmarks/fit_many_speed.py --device gpu --size "${part#many}" --pack 2048 --images 10000 \
-        --steps 500 --lr 1e-3 --rounds 1 --out "$out/fit-many-gpu-${part#many}.json"
+    fitmany)
+      if [ "$dry" = 1 ]; then many=(--size 8 --pack 4 --images 8 --steps 5); else many=(--size 64 --pack 2048 --images 10000 --steps 500); fi
+      run 200 "$py" benchmarks/fit_many_speed.py --device "$device" "${many[@]}" --lr 1e-3 --rounds 1 \
+        --contestants ours --out "$out/fit-many-ours-64.json"
+      run 240 "$py" benchmarks/fit_many_speed.py --device "$device" "${many[@]}" --lr 1e-3 --rounds 1 \
+        --contestants torch --out "$out/fit-many-torch-64.json"
       ;;
-    steps)  # each torch.compile peer compiles for about a minute: three settings fit one call
-      run python3 benchmarks/bench_step.py --no-numpy --settings sigmoid-200 siren-512 siren-1024 --out "$out/step.json"
-      run python3 benchmarks/render_large.py --out "$out/render.json"
-      run python3 dev/matmul/harness.py --out "$out/matmul-variants.json"
+    steps)
+      if [ "$dry" = 1 ]; then
+        run 200 "$py" benchmarks/gpu_goals.py fused-sigmoid "${goals[@]}"  # bench_step and the render need CuPy
+      else
+        # torch.compile compiles for about a minute a setting: its TF32 figure is the first part's
+        run 330 "$py" benchmarks/bench_step.py --no-numpy --settings sigmoid-200 siren-512 siren-1024 sigmoid-preset-200 \
+          sigmoid-preset-512 siren64-200 siren64-512 --peers eager eager-tf32 --out "$out/step.json"
+        run 60 "$py" benchmarks/render_large.py --out "$out/render.json"
+        run 60 "$py" dev/matmul/harness.py --out "$out/matmul-variants.json"
+      fi
       ;;
-    narrow)
-      run python3 benchmarks/bench_step.py --no-numpy --settings sigmoid-preset-200 sigmoid-preset-512 siren64-200 \
-        siren64-512 --out "$out/step-narrow.json"
-      ;;
+    # ---- the hash grid: the lead adds its part here, e.g. ----------------------------------------------
+    # hashgrid)
+    #   run 400 "$py" benchmarks/<the hash grid's benchmark>.py --device "$device" ... --out "$out/hashgrid.json"
+    #   ;;
+    # (and names it among the parts above and in the usage line)
   esac
+  echo "=== $part took $(( SECONDS - part_start )) s" | tee -a "$log"
 done
+"$py" benchmarks/gpu_goals.py "${goals[@]}" --report --command "bash dev/gpu_checks.sh ${parts[*]}" 2>&1 | tee -a "$log"
 exit "$failed"

@@ -44,21 +44,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import ROOT, configure, environment, make_trainer, save_json, worker_pool  # noqa: E402
 from benchmarks.upscaling import IMAGES, parse_settings, upscale_scores  # noqa: E402
 from inr_cli.backends.cpu_backend import PARALLEL_MIN_ELEMENTS, CpuBackend  # noqa: E402
+from inr_cli.backends.numpy_ops import round_to_tf32  # noqa: E402
 from inr_cli.core.metrics import psnr, psnr_from_mse  # noqa: E402
 from inr_cli.core.render import render_float  # noqa: E402
 from inr_cli.formats.images import load_image  # noqa: E402
 
 MODES = ("fp32", "tf32-rna", "tf32-rz", "tf32-rna-coords-fp32", "fp32-f64")
 LOW_BITS = np.uint32(0xFFFFE000)  # FP32 keeps sign, exponent and the top 10 mantissa bits in TF32
-HALF_ULP = np.uint32(0x1000)
 
 
 def to_tf32(x: np.ndarray, rounding: str) -> np.ndarray:
-    """A TF32-valued FP32 copy of x: "rna" rounds the magnitude to nearest, ties away from zero (adding
-    half a TF32 unit to the bits carries into the exponent where it must); "rz" truncates."""
-    bits = np.array(x, dtype=np.float32, order="C").view(np.uint32)
+    """A TF32-valued FP32 copy of x: "rna" rounds as cvt.rna.tf32.f32 (numpy_ops.round_to_tf32, what
+    --precision tf32 does); "rz" truncates."""
     if rounding == "rna":
-        bits += HALF_ULP
+        return round_to_tf32(x)
+    bits = np.array(x, dtype=np.float32, order="C").view(np.uint32)
     bits &= LOW_BITS
     return bits.view(np.float32)
 

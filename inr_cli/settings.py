@@ -22,8 +22,9 @@ Encoding = Literal["none", "fourier"]
 Optimizer = Literal["adam", "sgd"]
 Device = Literal["auto", "cpu", "gpu"]
 Matmul = Literal["kernel", "cublas"]
+Precision = Literal["fp32", "tf32"]
 MODELS, ENCODINGS, OPTIMIZERS = get_args(Model), get_args(Encoding), get_args(Optimizer)
-DEVICES, MATMULS = get_args(Device), get_args(Matmul)
+DEVICES, MATMULS, PRECISIONS = get_args(Device), get_args(Matmul), get_args(Precision)
 
 TRAIN, FIT_MANY, META_INIT = "train", "fit-many", "meta-init"
 # meta-init fits as fit-many does, but for a fit's length and schedule (its inner fits last
@@ -132,6 +133,11 @@ SETTINGS = (
             choices=DEVICES, fits=False),
     Setting("training.matmul", str, "kernel", "GPU matmul: our kernel, or cuBLAS for comparison",
             choices=MATMULS, fits=False),
+    Setting("training.precision", str, "fp32", "GPU layer products: FP32, or TF32 on tensor cores (operands rounded "
+            "to 10 mantissa bits, sums in FP32)", choices=PRECISIONS, fits=False, legacy="fp32"),
+    Setting("training.fused_network", bool, True, "On the GPU, train a network whose hidden layers are at most 128 "
+            "wide in two fused kernels a step, its activations kept on chip between layers (off: a kernel per layer, "
+            "for comparison)", fits=False, legacy=True),  # fits what runs saved before it fitted
     Setting("training.cuda_graph", bool, True, "Replay the GPU step as a CUDA graph (off: launch kernels one "
             "by one)", fits=False),
     Setting("data.source", str, "", "Image, pixel CSV or .npy array; empty = the built-in sample; train's DATA "

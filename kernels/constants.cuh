@@ -14,3 +14,11 @@
 
 // mse_loss's block size: its shared-memory tree reduction is written for exactly this many threads.
 #define LOSS_THREADS 256
+
+// The fused network's kernels (fused_network.cu): the widths instantiated (a network runs in the
+// smallest that holds its layers), and the rows a block carries through the layers at a time:
+// FUSED_ROW_ELEMENTS / width, at most FUSED_MAX_ROWS (two such chunks of floats fit 48 KB; 128 rows
+// for the narrowest widths took half as long again to compile, every row tile being unrolled).
+#define FUSED_MAX_WIDTH 128
+#define FUSED_ROW_ELEMENTS 4096
+#define FUSED_MAX_ROWS 64

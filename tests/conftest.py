@@ -33,6 +33,14 @@ def emulated():
     return EmulatedBackend()
 
 
+@pytest.fixture(scope="session")
+def emulated_tf32(emulated):
+    """The same, with the layer products in TF32 (--precision tf32)."""
+    from tests.emulation.emulated_backend import EmulatedBackend
+
+    return EmulatedBackend(precision="tf32")
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

@@ -11,9 +11,20 @@ from __future__ import annotations
 import numpy as np
 
 from inr_cli.backends.numpy_backend import NumpyBackend
+from inr_cli.backends.numpy_ops import round_to_tf32
 from inr_cli.core.schedule import step_hyperparameters
 
 cpu = NumpyBackend()
+
+
+def reference_for(backend) -> NumpyBackend:
+    """The NumPy backend that multiplies as `backend` does (--precision)."""
+    return NumpyBackend(getattr(backend, "precision", "fp32"))
+
+
+def operand(backend, array):
+    """An operand as `backend`'s products see it: rounded to TF32 under --precision tf32."""
+    return round_to_tf32(array) if getattr(backend, "precision", "fp32") == "tf32" else array
 
 
 def close(backend, array, reference, rtol=1e-4, atol=1e-5):
@@ -28,8 +39,8 @@ def check_matmul(backend, m, n, k, trans, networks=1, shared_b=False):
     b = b.astype(np.float32)
     out = backend.to_device(np.full((networks, m, n), np.nan, np.float32))
     backend.matmul(backend.to_device(a), backend.to_device(b), out, ta, tb)
-    op_a = a.swapaxes(1, 2) if ta else a
-    op_b = b.swapaxes(1, 2) if tb else b
+    op_a = operand(backend, a.swapaxes(1, 2) if ta else a)
+    op_b = operand(backend, b.swapaxes(1, 2) if tb else b)
     reference = np.matmul(op_a.astype(np.float64), op_b.astype(np.float64))
     close(backend, out, reference, rtol=1e-3, atol=1e-4 * np.sqrt(k))
 
@@ -45,7 +56,7 @@ def check_matmul_into_parameter_views(backend, m, n, k, networks=3, padding=5):
     backend.matmul(backend.to_device(a), backend.to_device(b), view, trans_a=True)
     host = backend.to_host(flat)
     assert np.isnan(host[:, :padding]).all(), "wrote outside the view"
-    reference = np.matmul(a.swapaxes(1, 2).astype(np.float64), b.astype(np.float64))
+    reference = np.matmul(operand(backend, a.swapaxes(1, 2)).astype(np.float64), operand(backend, b).astype(np.float64))
     np.testing.assert_allclose(host[:, padding:].reshape(networks, m, n), reference, rtol=1e-3,
                                atol=1e-4 * np.sqrt(k))
 
@@ -167,8 +178,9 @@ def check_fused_layer(backend, rows, in_f, out_f, activation, networks=2, shared
     z, a = np.empty((networks, rows, out_f), np.float32), np.empty((networks, rows, out_f), np.float32)
     x_prev = rng.uniform(-1, 1, (networks, rows, in_f)).astype(np.float32)
     grad_in = np.empty_like(x_prev)
-    cpu.linear_forward(x, weight, bias, z, a, activation, 30.0)
-    cpu.linear_backward_input(grad_out, weight, x_prev, np.sin(x_prev), grad_in, activation, 30.0)
+    reference = reference_for(backend)
+    reference.linear_forward(x, weight, bias, z, a, activation, 30.0)
+    reference.linear_backward_input(grad_out, weight, x_prev, np.sin(x_prev), grad_in, activation, 30.0)
     params_d = backend.to_device(params)
     weight_d = params_d[:, 3:3 + out_f * in_f].reshape(networks, out_f, in_f)
     bias_d = params_d[:, 3 + out_f * in_f:]

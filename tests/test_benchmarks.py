@@ -102,3 +102,42 @@ def test_time_to_quality_tables_count_a_missed_target_as_the_budget():
     assert row["steps_30dB"] == 30  # median of 10, 30, 50
     assert row["steps_35dB"] == 60  # median of 20 and the budget (100); run c did not ask for 35 dB
     assert row["unreached_35dB"] == 1
+
+
+def test_gpu_goals_report_judges_each_goal_from_what_was_measured(tmp_path):
+    """dev/gpu_checks.sh's report: each goal from the figures in goals.jsonl (a line cut short by a
+    call's end ignored), met or not, and "not measured" where a figure is missing."""
+    import json
+
+    from benchmarks import gpu_goals
+
+    rows = [
+        {"measurement": "tf32-step", "who": "ours-tf32", "ms": 4.0},
+        {"measurement": "tf32-step", "who": "torch-eager-tf32", "ms": 10.0},
+        {"measurement": "tf32-step", "who": "torch-compile-tf32", "error": "RuntimeError: no compiler"},
+        {"measurement": "fused-sigmoid", "who": "ours-fused", "ms": 0.1},
+        {"measurement": "fused-sigmoid", "who": "torch-eager", "ms": 1.5},
+        {"measurement": "matmul", "m": 8, "n": 8, "k": 8, "op": "nt", "fp32_vs_cublas": 0.95, "tf32_vs_cublas": 2.0},
+        {"measurement": "matmul", "m": 8, "n": 8, "k": 8, "op": "tn", "fp32_vs_cublas": 0.8, "tf32_vs_cublas": 1.9},
+        *({"measurement": "tf32-fit", "who": who, "settings": "stable", "photo": "coffee", "size": 256, "steps": 1000,
+           "psnr": psnr} for who, psnr in (("fp32", 30.0), ("fp32-cublas", 30.5), ("tf32", 30.4))),
+    ]
+    (tmp_path / gpu_goals.RESULTS).write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"measurement": "fu')
+    text = gpu_goals.report(tmp_path, "bash dev/gpu_checks.sh first")
+    assert "| TF32 step, SIREN 3x256 512x512: ours / PyTorch TF32 eager | 0.4 | <= 0.5 | yes |" in text
+    assert "| TF32 step: ours / torch.compile TF32 | not measured | < 1 | - |" in text
+    assert "| Fused sigmoid 2x64 200x200: PyTorch eager / ours | 15 | >= 20 | **no** |" in text
+    assert "| Fused pack, 2048 SIREN 3x64 32x32: PyTorch bmm / ours | not measured | >= 3 | - |" in text
+    assert "| FP32 matmul / cuBLAS, the worst SIREN 512 product | 0.8 | >= 0.9 | **no** |" in text
+    assert "| TF32 fit: dB outside FP32's spread (ours vs cuBLAS, at least 0.2 dB) | -0.1 | <= 0 | yes |" in text
+    assert "RuntimeError: no compiler" in text and "`bash dev/gpu_checks.sh first`" in text
+
+
+def test_gpu_checks_refuses_an_unknown_part():
+    import subprocess
+
+    from benchmarks.common import ROOT
+
+    result = subprocess.run(["bash", str(ROOT / "dev" / "gpu_checks.sh"), "--dry-run", "tests"], capture_output=True,
+                            text=True, cwd=ROOT)
+    assert result.returncode == 2 and "unknown part 'tests'" in result.stderr

@@ -167,6 +167,97 @@ def test_fused_layer_kernels(gpu, rows, in_f, out_f, activation):
 def test_fourier_features(gpu, rows, m):
     check_fourier_features(gpu, rows, m)
 
+
+@pytest.fixture(scope="module")
+def gpu_tf32():
+    from inr_cli.backends.cuda_backend import CudaBackend
+
+    return CudaBackend(precision="tf32")
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 256, 256), (37, 65, 70), (300, 3, 256), (3, 256, 300), (262144, 256, 256),
+                                   (256, 256, 262144), (4096, 64, 64), (64, 64, 40000)])
+@pytest.mark.parametrize("trans", ["nn", "nt", "tn"])
+def test_matmul_tf32_matches_numpy(gpu_tf32, m, n, k, trans):
+    """--precision tf32 on the tensor cores against NumPy with the operands rounded to TF32 first."""
+    check_matmul(gpu_tf32, m, n, k, trans)
+    if m * n * k < 1 << 24:
+        check_matmul(gpu_tf32, m, n, k, trans, networks=3, shared_b=True)
+
+
+@pytest.mark.parametrize("rows,in_f,out_f", [(262144, 2, 256), (262144, 256, 256), (262144, 256, 3), (999, 64, 1)])
+@pytest.mark.parametrize("activation", ["sine", "relu"])
+def test_fused_layer_kernels_tf32(gpu_tf32, rows, in_f, out_f, activation):
+    check_fused_layer(gpu_tf32, rows, in_f, out_f, activation)
+
+
+@pytest.mark.parametrize("hidden,layers,batch", [(16, 2, 40000), (32, 1, 4097), (64, 3, 40000), (48, 2, 1000),
+                                                 (128, 2, 20000)])
+@pytest.mark.parametrize("precision", ["fp32", "tf32"])
+def test_fused_network_matches_the_layer_by_layer_pass(gpu, gpu_tf32, hidden, layers, batch, precision):
+    """The fused kernels on the GPU against the NumPy reference (tests/test_fused_network.py's check,
+    at sizes that fill the device: many chunks, gradient groups and networks)."""
+    from tests.test_fused_network import check_fused_pass, spec_for
+
+    backend = gpu if precision == "fp32" else gpu_tf32
+    check_fused_pass(backend, spec_for("siren", hidden, layers), networks=3, batch=batch)
+    check_fused_pass(backend, spec_for("sigmoid", hidden, layers, out=1, encoding="fourier", features=128),
+                     networks=2, batch=batch, shared_x=False)
+
+
+def test_fused_and_tf32_training_agree_with_fp32_layer_by_layer(gpu, gpu_tf32):
+    """Whole runs: the fused kernels (the default for this 3x64 SIREN) against the kernels layer by
+    layer, and TF32 against FP32, on the same GPU."""
+    from inr_cli.backends.cuda_backend import CudaBackend
+
+    fused, trainer = _train(gpu, "siren", 0, steps=50)
+    layered, _ = _train(CudaBackend(fused=False), "siren", 0, steps=50)
+    tf32, _ = _train(gpu_tf32, "siren", 0, steps=50)
+    assert type(trainer.training_pass).__name__ == "FusedPass"
+    np.testing.assert_allclose(fused, layered, rtol=2e-3)
+    np.testing.assert_allclose(tf32, layered, rtol=2e-2)
+
+
+class GpuModule:
+    """A kernel file on the GPU behind the emulation's EmulatedModule.launch: NumPy arguments go to
+    the device and come back, so tests/test_emulation.py's checks run unchanged on the hardware."""
+
+    def __init__(self, path):
+        import cupy
+
+        from inr_cli.resources import kernels_dir
+
+        self.cupy = cupy
+        self.module = cupy.RawModule(code=path.read_text(), options=("-std=c++17", f"-I{kernels_dir()}"))
+
+    def launch(self, name, grid, block, args) -> None:
+        device = [self.cupy.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
+        self.module.get_function(name)(tuple(grid), tuple(block), device)
+        for host, on_device in zip(args, device):
+            if isinstance(host, np.ndarray):
+                host[...] = self.cupy.asnumpy(on_device)
+
+
+@pytest.fixture(scope="module")
+def warp_checks():
+    from tests.test_emulation import WARP_CHECKS
+
+    return GpuModule(WARP_CHECKS)
+
+
+# The emulation's own checks, on the hardware it imitates (the warp_checks fixture above): where the
+# emulation misreads the hardware (a shuffle's edge, a fragment's layout, cvt.rna's rounding), these fail.
+from tests.test_emulation import (  # noqa: E402, F401
+    test_emulated_cvt_rna_tf32_is_the_numpy_rounding_bit_for_bit,
+    test_mma_fragments_pick_the_right_elements,
+    test_mma_is_a_matrix_product_per_warp,
+    test_returned_threads_do_not_hold_back_a_barrier,
+    test_shuffles_follow_the_programming_guide,
+    test_votes,
+    test_warp_butterfly_sums_each_warp,
+)
+
+
 def test_checkpoints_move_between_gpu_and_cpu(tmp_path, rgb_png):
     """Train on the GPU, resume on the CPU, and the reverse: both land near a CPU-only run."""
     from typer.testing import CliRunner

@@ -31,15 +31,33 @@ def test_nvcc_compiles(tmp_path, path, arch):
 
 
 def test_launch_tiles_match_the_kernel_instantiations():
-    """The host's launch plans (block size, K-split alignment) describe the tiles the .cu compiles."""
+    """The host's launch plans (block size, K-split alignment) describe the tiles the .cu compiles,
+    in each precision."""
     import re
 
-    from inr_cli.backends.launch import TILES
+    from inr_cli.backends.launch import TILES_BY_PRECISION
 
     text = (kernels_dir() / "matmul.cu").read_text()
-    compiled = {name: tuple(int(v) for v in values) for name, *values in
-                re.findall(r"^MATMUL_ALL\((\w+), (\d+), (\d+), (\d+), (\d+), (\d+)\)", text, re.M)}
-    assert compiled == {t.name: (t.bm, t.bn, t.bk, t.tm, t.tn) for t in TILES.values()}
+    engines = {}
+    for name, engine, values in re.findall(r"^using (\w+) = (Simt|Mma)Tile<([^>]*)>;", text, re.M):
+        bm, bn, bk, x, y, *_ = (int(v) if v.strip().isdigit() else v for v in values.split(","))
+        threads = (bm // x) * (bn // y) if engine == "Simt" else 32 * x * y  # TM, TN or the warps
+        engines[name] = (bm, bn, bk, threads)
+    compiled = {tile: engines[engine] for tile, engine in re.findall(r"^MATMUL_ALL\((\w+), (\w+)\)", text, re.M)}
+    planned = {t.kernel_tile: (t.bm, t.bn, t.bk, t.threads) for tiles in TILES_BY_PRECISION.values()
+               for t in tiles.values()}
+    assert compiled == planned
+
+
+def test_fused_widths_match_the_kernel_instantiations():
+    import re
+
+    from inr_cli.backends.launch import FUSED_WIDTHS
+    from inr_cli.settings import PRECISIONS
+
+    text = (kernels_dir() / "fused_network.cu").read_text()
+    compiled = {(int(w), p) for w, p in re.findall(r"^FUSED_NETWORK\((\d+), (\w+), ", text, re.M)}
+    assert compiled == {(w, p) for w in FUSED_WIDTHS for p in PRECISIONS}
 
 
 def test_shared_constants_are_written_once():
@@ -59,3 +77,15 @@ def test_shared_constants_are_written_once():
         assert not redefined, f"{path.name} defines {redefined} again"
         if re.search(r"\b(ACT_\w+|REDUCE_T[XY]|LOSS_THREADS)\b", path.read_text()):
             assert '#include "constants.cuh"' in path.read_text(), f"{path.name} uses constants.cuh without it"
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="g++ lists the kernels a file defines")
+def test_the_fused_network_kernels_are_those_compiled_apart():
+    """The CUDA backend compiles fused_network.cu on its own, at the first launch of a kernel named
+    network_*: that file defines those kernels and no other file does."""
+    from inr_cli.backends.cuda_backend import FUSED_NETWORK_SOURCE
+    from tests.emulation.emulated_backend import _kernels
+
+    for path in KERNEL_FILES:
+        names = _kernels([path], [f"-I{kernels_dir()}"])
+        assert names and all(name.startswith("network_") == (path.name == FUSED_NETWORK_SOURCE) for name in names)

@@ -1,8 +1,9 @@
 """The CUDA kernels' own source, compiled as C++ and run on the CPU, against the NumPy reference.
 
-This checks indexing, tiling, bounds checks, split-K, two-pass reductions and barrier placement
-of every kernel, through the same launch plans the GPU uses (see tests/emulation). It needs g++,
-not a GPU; GPU timing and warp-level behaviour are left to tests/test_gpu.py.
+This checks indexing, tiling, bounds checks, split-K, two-pass reductions, barrier placement and
+the lane arithmetic of warp-level code (shuffles, tensor-core fragments) of every kernel, through
+the same launch plans the GPU uses (see tests/emulation). It needs g++, not a GPU; GPU timing is
+left to tests/test_gpu.py and the benchmarks.
 """
 
 from __future__ import annotations
@@ -48,6 +49,55 @@ def test_matmul_per_network(emulated, m, n, k, trans):
 @pytest.mark.parametrize("m,n,k", [(5, 7, 30), (64, 64, 1100)])
 def test_matmul_into_parameter_views(emulated, m, n, k):
     check_matmul_into_parameter_views(emulated, m, n, k)
+
+
+TF32_CASES = [(1, 5, 3), (37, 65, 70), (130, 129, 17), (200, 3, 33), (3, 140, 40), (70, 40, 9)]  # every tile
+
+
+@pytest.mark.parametrize("m,n,k", TF32_CASES)
+@pytest.mark.parametrize("trans", ["nn", "nt", "tn"])
+def test_matmul_tf32(emulated_tf32, m, n, k, trans):
+    """--precision tf32: tensor cores (mma.sync) on the wide tiles, rounded operands on the thin
+    ones, against NumPy with the operands rounded to TF32 first."""
+    check_matmul(emulated_tf32, m, n, k, trans)
+
+
+def test_matmul_tf32_split_k_networks_and_views(emulated_tf32):
+    assert plan_matmul(64, 64, 600, True, False, sm_count=4, precision="tf32").splits > 1
+    check_matmul(emulated_tf32, 64, 64, 600, "tn", networks=2, shared_b=True)
+    check_matmul_into_parameter_views(emulated_tf32, 5, 7, 30)
+    check_matmul_into_parameter_views(emulated_tf32, 40, 36, 600)
+
+
+def test_tf32_products_are_not_fp32(emulated_tf32):
+    """The TF32 kernels do round: on every tile their products miss the FP32 ones by far more than
+    FP32's own rounding (so the TF32 checks above could not pass on FP32 kernels)."""
+    rng = np.random.default_rng(0)
+    for m, n, k in TF32_CASES[1:]:
+        a, b = rng.standard_normal((1, m, k)).astype(np.float32), rng.standard_normal((1, n, k)).astype(np.float32)
+        out = np.empty((1, m, n), np.float32)
+        emulated_tf32.matmul(a, b, out, trans_b=True)
+        fp32 = np.matmul(a.astype(np.float64), b.swapaxes(1, 2).astype(np.float64))
+        assert np.abs(out - fp32).max() > 1e-4 * np.sqrt(k), (m, n, k)
+        assert emulated_tf32.launched[-1].startswith("matmul_tf32_")
+
+
+@pytest.mark.parametrize("rows,in_f,out_f", [(1, 2, 5), (150, 70, 3), (129, 33, 65)])
+@pytest.mark.parametrize("activation", ["sine", "relu"])
+def test_fused_layer_kernels_tf32(emulated_tf32, rows, in_f, out_f, activation):
+    check_fused_layer(emulated_tf32, rows, in_f, out_f, activation, networks=2, shared_x=in_f == 2)
+
+
+def test_training_in_tf32_follows_the_tf32_reference(emulated_tf32):
+    """A few steps of two SIRENs with every product in TF32: the kernels' losses and weights follow
+    the NumPy backend's with the same rounding."""
+    from inr_cli.backends.numpy_backend import NumpyBackend
+
+    config = config_for("siren", width=8, height=6, hidden=32, layers=2, lr=1e-3, omega0=30.0, steps=5)
+    kernels, kernel_losses = train_together(emulated_tf32, config, images(2, 6, 8), [0, 1], 5)
+    numpy, numpy_losses = train_together(NumpyBackend("tf32"), config, images(2, 6, 8), [0, 1], 5)
+    np.testing.assert_allclose(kernel_losses, numpy_losses, rtol=1e-3)
+    np.testing.assert_allclose(kernels.state().params, numpy.state().params, atol=1e-4)
 
 
 def test_split_k_and_tiles_are_exercised():

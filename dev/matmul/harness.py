@@ -53,12 +53,14 @@ class Variant:
     name: str
     defines: dict = field(default_factory=dict)
     source: str | None = None  # a file of dev/matmul/; None: kernels/matmul.cu through the backend
+    precision: str = "fp32"  # the shipped kernel's --precision (checked against NumPy with its rounding)
 
 
 VARIANTS = {
     0: Variant("shipped (128x128 tiles, 8x8 per thread, 2 blocks per SM)"),
     1: Variant("shipped with 1 block per SM", {"MATMUL_MIN_BLOCKS": 1}),
     2: Variant("naive: one thread per element of C", source="02_naive.cu"),
+    3: Variant("shipped in TF32 (mma.sync m16n8k8, 8 warps of 64x32 per 128x128 tile)", precision="tf32"),
 }
 
 
@@ -117,10 +119,10 @@ def make_runner(variant: Variant, emulate: bool):
     if emulate:
         from tests.emulation.emulated_backend import EmulatedBackend
 
-        return EmulatedBackend(defines=variant.defines)
+        return EmulatedBackend(defines=variant.defines, precision=variant.precision)
     from inr_cli.backends.cuda_backend import CudaBackend
 
-    return CudaBackend(defines=variant.defines)
+    return CudaBackend(defines=variant.defines, precision=variant.precision)
 
 
 def variant_ops(runner) -> tuple[str, ...]:

@@ -11,13 +11,16 @@ from inr_cli.config import DEVICES
 from inr_cli.core.backend import Backend
 from inr_cli.errors import InrError
 
-__all__ = ["Backend", "get_backend", "make_backend"]
+__all__ = ["Backend", "get_backend", "kernel_options", "make_backend"]
 
 
-def get_backend(device: str = "auto", matmul: str = "kernel", notices: list | None = None) -> Backend:
+def get_backend(device: str = "auto", matmul: str = "kernel", notices: list | None = None, *,
+                precision: str = "fp32", fused: bool = True) -> Backend:
     """The backend for --device: the GPU's when asked for or when `auto` finds a usable one, else
     the CPU engine. Why a GPU could not be used goes into `notices` (when one seemed meant to be
-    used: CuPy installed but not working); with --device gpu it is an error."""
+    used: CuPy installed but not working); with --device gpu it is an error. matmul, precision and
+    fused say how the GPU runs a training (training.matmul, training.precision,
+    training.fused_network); the CPU runs FP32 layer by layer."""
     if device not in DEVICES:
         raise InrError(f"unknown device '{device}' (choose auto, cpu or gpu)")
     if device == "cpu":
@@ -28,7 +31,9 @@ def get_backend(device: str = "auto", matmul: str = "kernel", notices: list | No
     if reason is None:
         from inr_cli.backends.cuda_backend import CudaBackend
 
-        return CudaBackend(matmul=matmul)
+        if matmul == "cublas" and precision != "fp32":
+            raise InrError(f"--matmul cublas multiplies in FP32 only; --precision {precision} needs --matmul kernel")
+        return CudaBackend(matmul=matmul, precision=precision, fused=fused)
     if device == "gpu":
         raise InrError(f"--device gpu: {reason}")
     if notices is not None and cupy_installed():
@@ -36,12 +41,18 @@ def get_backend(device: str = "auto", matmul: str = "kernel", notices: list | No
     return CpuBackend()
 
 
-def make_backend(device: str = "auto", matmul: str = "kernel", quiet: bool = False) -> Backend:
+def kernel_options(training) -> dict:
+    """How a configuration's training section asks the GPU to run its kernels (get_backend's keywords
+    after the device)."""
+    return {"matmul": training.matmul, "precision": training.precision, "fused": training.fused_network}
+
+
+def make_backend(device: str = "auto", matmul: str = "kernel", quiet: bool = False, **options) -> Backend:
     """get_backend, its notices said on stderr (none when quiet)."""
     from inr_cli.console import notice
 
     notices: list[str] = []
-    backend = get_backend(device, matmul, notices)
+    backend = get_backend(device, matmul, notices, **options)
     for message in notices if not quiet else ():
         notice(message)
     return backend

@@ -2,7 +2,8 @@
 
 Everything runs on the backend's own non-blocking stream, so a training step can be captured as a
 CUDA graph (`compile_step`) and replayed with a single launch. `matmul="cublas"` swaps our matmul
-for CuPy's cuBLAS path, for comparison only.
+for CuPy's cuBLAS path, for comparison only; `fused=False` trains a narrow network layer by layer
+instead of in the fused kernels (fused_pass.py), for comparison too.
 """
 
 from __future__ import annotations
@@ -13,6 +14,11 @@ from inr_cli.backends.kernel_backend import KernelBackend
 from inr_cli.resources import kernels_dir
 
 COMPILE_OPTIONS = ("-std=c++17",)
+
+
+# Compiled only when a narrow network first trains: the fused kernels take longer to compile than
+# all the others together, and a wide network never runs them.
+FUSED_NETWORK_SOURCE = "fused_network.cu"
 
 
 def kernel_sources() -> list:
@@ -32,13 +38,15 @@ def module_source(paths) -> str:
     return "\n".join(parts)
 
 
-def load_module(defines: dict | None = None):
-    """All kernel files as one RawModule; CuPy caches the compiled binary on disk per machine.
-    `defines` overrides compile-time knobs (e.g. MATMUL_MIN_BLOCKS) for experiments in dev/."""
+def load_module(defines: dict | None = None, fused: bool = False):
+    """The kernel files as one RawModule, the fused network's alone (fused) or all the others; CuPy
+    caches the compiled binary on disk per machine. `defines` overrides compile-time knobs (e.g.
+    MATMUL_MIN_BLOCKS) for experiments in dev/."""
     import cupy
 
     options = COMPILE_OPTIONS + tuple(f"-D{k}={v}" for k, v in (defines or {}).items())
-    return cupy.RawModule(code=module_source(kernel_sources()), options=options)
+    paths = [p for p in kernel_sources() if (p.name == FUSED_NETWORK_SOURCE) == fused]
+    return cupy.RawModule(code=module_source(paths), options=options)
 
 
 def compile_all_kernels() -> list[tuple[str, str]]:
@@ -58,8 +66,10 @@ def compile_all_kernels() -> list[tuple[str, str]]:
 class CudaBackend(KernelBackend):
     name = "gpu"
 
-    def __init__(self, matmul: str = "kernel", defines: dict | None = None):
-        super().__init__()
+    def __init__(self, matmul: str = "kernel", defines: dict | None = None, precision: str = "fp32",
+                 fused: bool = True):
+        # cuBLAS is compared layer by layer, so it never runs the fused kernels.
+        super().__init__(precision, fused and matmul != "cublas")
         import cupy
 
         self._cupy = cupy
@@ -67,7 +77,9 @@ class CudaBackend(KernelBackend):
         # process (kernel and cuBLAS paths in the benchmark), so the thread's current stream is
         # never relied on.
         self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.defines = defines
         self.module = load_module(defines)
+        self.fused_module = None  # compiled at the first fused launch
         self._functions: dict = {}
         self.sm_count = cupy.cuda.Device().attributes["MultiProcessorCount"]
         self.use_cublas = matmul == "cublas"
@@ -109,7 +121,12 @@ class CudaBackend(KernelBackend):
     def launch(self, name: str, grid, block, args) -> None:
         function = self._functions.get(name)
         if function is None:
-            function = self._functions[name] = self.module.get_function(name)
+            module = self.module
+            if name.startswith("network_"):  # fused_network.cu's kernels
+                if self.fused_module is None:
+                    self.fused_module = load_module(self.defines, fused=True)
+                module = self.fused_module
+            function = self._functions[name] = module.get_function(name)
         function(tuple(grid), tuple(block), args, stream=self.stream)
 
     def matmul(self, a, b, out, trans_a: bool = False, trans_b: bool = False) -> None:

@@ -24,6 +24,7 @@ from inr_cli.backends.launch import (
     ACTIVATION_CODES,
     LOSS_MAX_BLOCKS,
     LOSS_THREADS,
+    FusedPlan,
     elementwise_grid,
     network_groups,
     plan_column_reduce,
@@ -31,9 +32,11 @@ from inr_cli.backends.launch import (
 )
 from inr_cli.core.backend import Backend
 from inr_cli.core.batch_pass import WholeBatchPass
+from inr_cli.settings import PRECISIONS
 
 i32, i64, f32, f64 = np.int32, np.int64, np.float32, np.float64
 FLOAT_SIZE = 4
+NULL = np.uint64(0)  # a pointer argument a kernel is told to go without
 
 
 class LaunchError(ValueError):
@@ -85,7 +88,13 @@ def group(array, first: int, stop: int):
 class KernelBackend(Backend):
     sm_count = 1
 
-    def __init__(self):
+    def __init__(self, precision: str = "fp32", fused: bool = True):
+        """precision: the layer products' (training.precision): "fp32", or "tf32" on tensor cores.
+        fused: a narrow network's training pass in the fused kernels (training.fused_network)."""
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision '{precision}' is not one of: {', '.join(PRECISIONS)}")
+        self.precision = precision
+        self.fused = fused
         self._scratch: dict[str, object] = {}
 
     # --- what a subclass adds to the memory of backend.Backend -----------------------------------
@@ -115,7 +124,7 @@ class KernelBackend(Backend):
         stride_b = stack_stride("matmul b", b, (None, n, k) if trans_b else (None, k, n))
         if networks_of("matmul", a, b, out) != n_net:
             raise LaunchError(f"matmul: out holds {n_net} networks, an operand more")
-        plan = plan_matmul(m, n, k, trans_a, trans_b, self.sm_count)
+        plan = plan_matmul(m, n, k, trans_a, trans_b, self.sm_count, precision=self.precision)
         if plan.splits > 1:
             partial = self.scratch("matmul_split_k", n_net * plan.splits * m * n).reshape(n_net, plan.splits, m * n)
         for first, stop in network_groups(n_net, plan.splits):
@@ -140,7 +149,7 @@ class KernelBackend(Backend):
         if stack_stride("linear_forward a", a, (n_net, m, n)) != stride_z:
             raise LaunchError("linear_forward: z and a must share one layout")
         networks_of("linear_forward", x, weight)
-        plan = plan_matmul(m, n, k, False, True, self.sm_count, fused="linear_forward")
+        plan = plan_matmul(m, n, k, False, True, self.sm_count, fused="linear_forward", precision=self.precision)
         for first, stop in network_groups(n_net):
             self.launch(plan.kernel, (plan.grid[0], plan.grid[1], stop - first), plan.block,
                         (group(x, first, stop), weight[first:stop], bias[first:stop], z[first:stop], a[first:stop],
@@ -157,7 +166,8 @@ class KernelBackend(Backend):
         for what, array in (("z_prev", z_prev), ("a_prev", a_prev)):
             if stack_stride(f"linear_backward_input {what}", array, (n_net, m, n)) != stride_prev:
                 raise LaunchError(f"linear_backward_input: {what} and out must share one layout")
-        plan = plan_matmul(m, n, k, False, False, self.sm_count, fused="linear_backward_input")
+        plan = plan_matmul(m, n, k, False, False, self.sm_count, fused="linear_backward_input",
+                           precision=self.precision)
         for first, stop in network_groups(n_net):
             self.launch(plan.kernel, (plan.grid[0], plan.grid[1], stop - first), plan.block,
                         (grad[first:stop], weight[first:stop], z_prev[first:stop], a_prev[first:stop], out[first:stop],
@@ -273,6 +283,88 @@ class KernelBackend(Backend):
         grid, block = elementwise_grid(params.size)
         self.launch("sgd_update", grid, block, (params, grads, momentum_buf, i64(params.size), hyper, f32(momentum)))
 
+    def network_forward(self, plan: FusedPlan, x, params, hz, ha, oz, oa, hidden_activation: str,
+                        output_activation: str, omega0: float) -> None:
+        """The stack of `plan` (launch.plan_fused_network) forward over x [N or 1, rows, in0]: each
+        hidden layer's z and a into hz, ha [N, layers - 1, rows, hidden] (None without hidden layers
+        in the stack), the output layer's into oz, oa [N, rows, out] (oa may be oz)."""
+        n_net, rows = oz.shape[:2]
+        stride_x = stack_stride("network_forward x", x, (None, rows, plan.in0))
+        stride_params = stack_stride("network_forward params", params, (n_net, None))
+        stride_h = self._hidden_stride("network_forward", plan, hz, ha, n_net, rows)
+        stride_o = stack_stride("network_forward oz", oz, (n_net, rows, plan.out))
+        if stack_stride("network_forward oa", oa, (n_net, rows, plan.out)) != stride_o:
+            raise LaunchError("network_forward: oz and oa must share one layout")
+        networks_of("network_forward", x, params)
+        for first, stop in network_groups(n_net):
+            self.launch(plan.forward, (plan.chunks, stop - first, 1), plan.block,
+                        (group(x, first, stop), i64(stride_x), params[first:stop], i64(stride_params),
+                         i64(plan.offset), i32(plan.layers), i32(plan.in0), i32(plan.hidden), i32(plan.out),
+                         i32(ACTIVATION_CODES[hidden_activation]), i32(ACTIVATION_CODES[output_activation]),
+                         f32(omega0), *self._hidden_pair(hz, ha, oz, first, stop), i64(stride_h), oz[first:stop],
+                         oa[first:stop], i64(stride_o), i32(rows)))
+
+    def network_backward(self, plan: FusedPlan, x, params, hz, ha, oz, oa, grad_out, grads, hidden_activation: str,
+                         output_activation: str, omega0: float, input_grad=None, z_in=None,
+                         input_activation: str = "linear") -> None:
+        """The stack's backward pass from grad_out = dL/d(output) [N, rows, out], given the forward
+        pass's x, hz, ha, oz, oa: the stack's weight and bias gradients into grads [N, P] (at
+        plan.offset), and with input_grad [N, rows, in0], the gradient at the stack's input, through
+        input_activation's derivative at (z_in, x) when the stack starts after a layer."""
+        n_net, rows = oz.shape[:2]
+        stride_x = stack_stride("network_backward x", x, (None, rows, plan.in0))
+        stride_params = stack_stride("network_backward params", params, (n_net, None))
+        stride_h = self._hidden_stride("network_backward", plan, hz, ha, n_net, rows)
+        stride_o = stack_stride("network_backward oz", oz, (n_net, rows, plan.out))
+        for what, array in (("oa", oa), ("grad_out", grad_out)):
+            if stack_stride(f"network_backward {what}", array, (n_net, rows, plan.out)) != stride_o:
+                raise LaunchError(f"network_backward: oz and {what} must share one layout")
+        stride_grads = stack_stride("network_backward grads", grads, (n_net, params.shape[1]))
+        for what, array in (("input_grad", input_grad), ("z_in", z_in)):
+            if array is None:
+                continue
+            if stack_stride(f"network_backward {what}", array, (n_net, rows, plan.in0)) != stride_x:
+                raise LaunchError(f"network_backward: x and {what} must share one layout, one per network")
+        networks_of("network_backward", x, params)
+        target = grads[:, plan.offset:plan.offset + plan.parameters]
+        if plan.groups > 1:
+            partial = self.scratch("fused_partial", n_net * plan.groups * plan.parameters)
+            partial = partial.reshape(n_net, plan.groups, plan.parameters)
+            slots, stride_slots = partial, plan.groups * plan.parameters
+        else:
+            slots, stride_slots = target, stride_grads  # one slot a network: its gradients themselves
+        for first, stop in network_groups(n_net):
+            self.launch(plan.backward, (plan.groups, stop - first, 1), plan.block,
+                        (group(x, first, stop), i64(stride_x), NULL if z_in is None else z_in[first:stop],
+                         i32(ACTIVATION_CODES[input_activation]), params[first:stop], i64(stride_params),
+                         i64(plan.offset), i32(plan.layers), i32(plan.in0), i32(plan.hidden), i32(plan.out),
+                         i32(ACTIVATION_CODES[hidden_activation]), i32(ACTIVATION_CODES[output_activation]),
+                         f32(omega0), *self._hidden_pair(hz, ha, oz, first, stop), i64(stride_h), oz[first:stop],
+                         oa[first:stop], i64(stride_o), grad_out[first:stop], slots[first:stop], i64(stride_slots),
+                         NULL if input_grad is None else input_grad[first:stop], i32(rows)))
+        if plan.groups > 1:
+            self.column_reduce(partial, target)
+
+    @staticmethod
+    def _hidden_stride(what: str, plan: FusedPlan, hz, ha, n_net: int, rows: int) -> int:
+        if plan.layers == 1:
+            return 0
+        stride_h = stack_stride(f"{what} hz", hz, (n_net, plan.layers - 1, rows, plan.hidden))
+        if stack_stride(f"{what} ha", ha, (n_net, plan.layers - 1, rows, plan.hidden)) != stride_h:
+            raise LaunchError(f"{what}: hz and ha must share one layout")
+        return stride_h
+
+    @staticmethod
+    def _hidden_pair(hz, ha, oz, first: int, stop: int) -> tuple:
+        """hz and ha of networks [first, stop); a stack without hidden layers never reads them."""
+        return (oz[first:stop], oz[first:stop]) if hz is None else (hz[first:stop], ha[first:stop])
+
     def training_pass(self, spec, params, grads, networks: int, batch: int):
-        """One pass over every network and the whole batch: the kernels spread it over the device."""
+        """One pass over every network and the whole batch: the kernels spread it over the device,
+        the fused kernels where the network is narrow enough (fused_pass.py), else a kernel per layer."""
+        from inr_cli.backends.fused_pass import FusedPass, fused_plan
+
+        plan = fused_plan(spec, batch, self.precision) if self.fused else None
+        if plan is not None:
+            return FusedPass(self, spec, params, grads, networks, batch, plan)
         return WholeBatchPass(self, spec, params, grads, networks, batch)

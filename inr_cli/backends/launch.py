@@ -7,7 +7,7 @@ split-K plans that run on the GPU are the ones the tests check against NumPy.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from inr_cli.core.models import ACTIVATIONS
 from inr_cli.resources import kernels_dir
@@ -23,6 +23,7 @@ CONSTANTS = read_defines((kernels_dir() / "constants.cuh").read_text())
 ACTIVATION_CODES = {name: CONSTANTS[f"ACT_{name.upper()}"] for name in ACTIVATIONS}
 REDUCE_TX, REDUCE_TY = CONSTANTS["REDUCE_TX"], CONSTANTS["REDUCE_TY"]
 LOSS_THREADS = CONSTANTS["LOSS_THREADS"]
+FUSED_WIDTHS = tuple(w for w in (16, 32, 64, 128) if w <= CONSTANTS["FUSED_MAX_WIDTH"])  # as fused_network.cu
 
 THREADS = 256  # block size of the elementwise kernels (any size works: grid-stride loops)
 MAX_GRID = 4096  # grid-stride loops cover the rest
@@ -67,26 +68,28 @@ def plan_column_reduce(rows: int, cols: int) -> ReducePlan:
 
 @dataclass(frozen=True)
 class Tile:
-    name: str
+    name: str  # its shape, BM x BN
     bm: int
     bn: int
     bk: int
-    tm: int
-    tn: int
+    threads: int
+    prefix: str = ""  # "tf32_": the kernels that run it in TF32
 
     @property
-    def threads(self) -> int:
-        return (self.bm // self.tm) * (self.bn // self.tn)
+    def kernel_tile(self) -> str:
+        """How the kernels' names call it: matmul_<kernel_tile>_nt, linear_forward_<kernel_tile>."""
+        return self.prefix + self.name
 
 
-# As instantiated at the end of kernels/matmul.cu.
+# As instantiated at the end of kernels/matmul.cu, for each precision (training.precision).
 TILES = {
-    "128x128": Tile("128x128", 128, 128, 16, 8, 8),
-    "128x64": Tile("128x64", 128, 64, 16, 8, 4),
-    "64x128": Tile("64x128", 64, 128, 16, 4, 8),
-    "256x8": Tile("256x8", 256, 8, 16, 4, 2),
-    "8x256": Tile("8x256", 8, 256, 16, 2, 4),
+    "128x128": Tile("128x128", 128, 128, 16, 256),
+    "128x64": Tile("128x64", 128, 64, 16, 256),
+    "64x128": Tile("64x128", 64, 128, 16, 256),
+    "256x8": Tile("256x8", 256, 8, 16, 256),
+    "8x256": Tile("8x256", 8, 256, 16, 256),
 }
+TILES_BY_PRECISION = {"fp32": TILES, "tf32": {name: replace(tile, prefix="tf32_") for name, tile in TILES.items()}}
 
 
 @dataclass(frozen=True)
@@ -112,23 +115,73 @@ def choose_tile(m: int, n: int) -> Tile:
 
 
 def plan_matmul(m: int, n: int, k: int, trans_a: bool, trans_b: bool, sm_count: int,
-                min_k_per_split: int = 256, fused: str | None = None) -> MatmulPlan:
+                min_k_per_split: int = 256, fused: str | None = None, precision: str = "fp32") -> MatmulPlan:
     """Tile by shape; split K when the output alone has too few tiles to fill the GPU.
 
     The plan is one network's: grid.z holds its splits, and a launch for N networks multiplies it
     by N. It does not depend on N, so a network's sums are added in the same order whichever pack
     it is trained in, and its result is the same bits.
     fused: "linear_forward" or "linear_backward_input" names the kernel with a fused epilogue
-    (never split: the epilogue needs the whole sum)."""
+    (never split: the epilogue needs the whole sum). precision: "fp32" or "tf32", the kernels of
+    that precision on the same tiles."""
     if trans_a and trans_b:
         raise ValueError("matmul with both operands transposed is not needed and not provided")
-    tile = choose_tile(m, n)
+    tile = TILES_BY_PRECISION[precision][choose_tile(m, n).name]
     tiles = ceil_div(m, tile.bm) * ceil_div(n, tile.bn)
     wanted = ceil_div(2 * sm_count, tiles) if tiles < 2 * sm_count else 1
     splits = 1 if fused else max(1, min(wanted, k // min_k_per_split))
     k_per_split = ceil_div(ceil_div(k, splits), tile.bk) * tile.bk
     splits = ceil_div(k, k_per_split) if k > 0 else 1
-    kernel = (f"{fused}_{tile.name}" if fused
-              else f"matmul_{tile.name}_{'t' if trans_a else 'n'}{'t' if trans_b else 'n'}")
+    kernel = (f"{fused}_{tile.kernel_tile}" if fused
+              else f"matmul_{tile.kernel_tile}_{'t' if trans_a else 'n'}{'t' if trans_b else 'n'}")
     grid = (ceil_div(n, tile.bn), ceil_div(m, tile.bm), splits)
     return MatmulPlan(kernel, tile, splits, k_per_split, grid, (tile.threads, 1, 1))
+
+
+FUSED_MAX_GROUPS = 256
+# A network's backward blocks each keep a slot of weight gradients; their number is held so that the
+# slots take at most this share of the memory its activations take (a pack of many networks on small
+# images then needs one slot each, written straight into the gradients).
+FUSED_PARTIAL_SHARE = 8
+
+
+@dataclass(frozen=True)
+class FusedPlan:
+    """How kernels/fused_network.cu runs a network's layers `first` .. the last (its "stack")."""
+    width: int  # the kernels' WIDTH: the smallest instantiated that holds every layer of the stack
+    first: int  # 0, or 1 where the first layer's input is wider than that (it then runs as a layer)
+    layers: int  # layers in the stack
+    in0: int
+    hidden: int
+    out: int
+    offset: int  # where the stack's first weight sits in a network's parameters
+    parameters: int  # the stack's parameters per network
+    rows_per_chunk: int
+    chunks: int  # per network: the forward kernel's grid.x
+    groups: int  # per network: the backward kernel's grid.x (1: its gradients written in place)
+    forward: str
+    backward: str
+    block: tuple[int, int, int]
+
+
+def plan_fused_network(layer_shapes: list[tuple[int, int]], encoding_size: int, batch: int,
+                       precision: str = "fp32") -> FusedPlan | None:
+    """The plan for a network of these layers ((out, in) each, as NetworkSpec.layer_shapes, its hidden
+    layers all of one width) on a batch of `batch` rows, or None where its hidden layers are wider than
+    the kernels go. Like the matmul plans, it does not depend on the number of networks."""
+    hidden, in_features = layer_shapes[0]
+    out = layer_shapes[-1][0]
+    width = next((w for w in FUSED_WIDTHS if w >= max(hidden, out)), None)
+    if width is None or len(layer_shapes) < 2:
+        return None
+    first = 0 if in_features <= width else 1
+    stack = layer_shapes[first:]
+    offset = encoding_size + sum(o * i + o for o, i in layer_shapes[:first])
+    parameters = sum(o * i + o for o, i in stack)
+    rows_per_chunk = min(CONSTANTS["FUSED_MAX_ROWS"], CONSTANTS["FUSED_ROW_ELEMENTS"] // width)
+    chunks = ceil_div(batch, rows_per_chunk)
+    activations = batch * sum(o for o, _ in stack)
+    groups = max(1, min(chunks, FUSED_MAX_GROUPS, activations // (FUSED_PARTIAL_SHARE * parameters)))
+    return FusedPlan(width, first, len(stack), stack[0][1], hidden, out, offset, parameters, rows_per_chunk, chunks,
+                     groups, f"network_forward_{width}_{precision}", f"network_backward_{width}_{precision}",
+                     (2 * width, 1, 1))

@@ -16,18 +16,32 @@ from inr_cli.core.batch_pass import WholeBatchPass
 class NumpyBackend(HostMemory):
     name = "numpy"
 
+    def __init__(self, precision: str = "fp32"):
+        """precision "tf32": every product as --precision tf32 runs it on the GPU (numpy_ops.matmul)."""
+        self.precision = precision
+
     def training_pass(self, spec, params, grads, networks: int, batch: int):
         return WholeBatchPass(self, spec, params, grads, networks, batch)
 
-    # The operations, one function each (a staticmethod is the function itself, called on an instance).
+    # The operations, one function each (a staticmethod is the function itself, called on an instance);
+    # the products with the backend's precision.
     fill = staticmethod(ops.fill)
-    matmul = staticmethod(ops.matmul)
     column_reduce = staticmethod(ops.column_reduce)
     bias_activation = staticmethod(ops.bias_activation)
     activation_backward = staticmethod(ops.activation_backward)
-    linear_forward = staticmethod(ops.linear_forward)
-    linear_backward_input = staticmethod(ops.linear_backward_input)
-    linear_backward_weights = staticmethod(ops.linear_backward_weights)
+
+    def matmul(self, a, b, out, trans_a: bool = False, trans_b: bool = False) -> None:
+        ops.matmul(a, b, out, trans_a, trans_b, self.precision)
+
+    def linear_forward(self, x, weight, bias, z, a, activation: str, omega0: float = 1.0) -> None:
+        ops.linear_forward(x, weight, bias, z, a, activation, omega0, self.precision)
+
+    def linear_backward_input(self, grad, weight, z_prev, a_prev, out, activation_prev: str,
+                              omega0: float = 1.0) -> None:
+        ops.linear_backward_input(grad, weight, z_prev, a_prev, out, activation_prev, omega0, self.precision)
+
+    def linear_backward_weights(self, grad, layer_input, weight_grad, bias_grad) -> None:
+        ops.linear_backward_weights(grad, layer_input, weight_grad, bias_grad, self.precision)
     fourier_features = staticmethod(ops.fourier_features)
     mse_loss = staticmethod(ops.mse_loss)
     sample_batch = staticmethod(ops.sample_batch)

@@ -71,6 +71,19 @@ def derivative_times(grad, z, a, activation: str, omega0: float, factor) -> None
         grad *= z > 0
 
 
+def round_to_tf32(x) -> np.ndarray:
+    """x as the tensor cores read it with --precision tf32: a float32 copy rounded as
+    cvt.rna.tf32.f32 rounds (kernels/tensor_core.cuh), to the top 10 of its 23 mantissa bits, to
+    nearest with ties away from zero. Adding half a TF32 unit to the bits carries into the exponent
+    where it must; infinities keep their bits and a NaN stays a NaN."""
+    bits = np.array(x, dtype=np.float32, order="C").view(np.uint32)
+    finite = (bits & np.uint32(0x7F800000)) != np.uint32(0x7F800000)
+    bits += np.where(finite, np.uint32(0x1000), np.uint32(0))
+    bits |= np.where(~finite & ((bits & np.uint32(0x007FFFFF)) != 0), np.uint32(0x00400000), np.uint32(0))
+    bits &= np.uint32(0xFFFFE000)
+    return bits.view(np.float32)
+
+
 _blas = {}
 
 
@@ -95,9 +108,14 @@ def fill(out, value: float) -> None:
     out.fill(value)
 
 
-def matmul(a, b, out, trans_a: bool = False, trans_b: bool = False) -> None:
+def matmul(a, b, out, trans_a: bool = False, trans_b: bool = False, precision: str = "fp32") -> None:
+    """precision "tf32": both operands rounded to TF32 first, then multiplied and summed in FP32, as
+    the tensor cores do with --precision tf32 (the products of TF32 values are exact in FP32)."""
+    a, b = a.swapaxes(1, 2) if trans_a else a, b.swapaxes(1, 2) if trans_b else b
+    if precision == "tf32":
+        a, b = round_to_tf32(a), round_to_tf32(b)
     with one_thread_blas():
-        np.matmul(a.swapaxes(1, 2) if trans_a else a, b.swapaxes(1, 2) if trans_b else b, out=out)
+        np.matmul(a, b, out=out)
 
 
 def column_reduce(x, out) -> None:
@@ -115,21 +133,21 @@ def activation_backward(grad, z, a, activation: str, omega0: float = 1.0) -> Non
     derivative_times(grad, z, a, activation, omega0, np.empty_like(grad))
 
 
-def linear_forward(x, weight, bias, z, a, activation: str, omega0: float = 1.0) -> None:
+def linear_forward(x, weight, bias, z, a, activation: str, omega0: float = 1.0, precision: str = "fp32") -> None:
     check_activation(activation)
-    with one_thread_blas():
-        np.matmul(x, weight.swapaxes(1, 2), out=z)
+    matmul(x, weight, z, trans_b=True, precision=precision)
     bias_activation(z, bias, a, activation, omega0)
 
 
-def linear_backward_input(grad, weight, z_prev, a_prev, out, activation_prev: str, omega0: float = 1.0) -> None:
+def linear_backward_input(grad, weight, z_prev, a_prev, out, activation_prev: str, omega0: float = 1.0,
+                          precision: str = "fp32") -> None:
     check_activation(activation_prev)
-    matmul(grad, weight, out)
+    matmul(grad, weight, out, precision=precision)
     activation_backward(out, z_prev, a_prev, activation_prev, omega0)
 
 
-def linear_backward_weights(grad, layer_input, weight_grad, bias_grad) -> None:
-    matmul(grad, layer_input, weight_grad, trans_a=True)
+def linear_backward_weights(grad, layer_input, weight_grad, bias_grad, precision: str = "fp32") -> None:
+    matmul(grad, layer_input, weight_grad, trans_a=True, precision=precision)
     column_reduce(grad, bias_grad)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inr_cli.backends import make_backend
+from inr_cli.backends import kernel_options, make_backend
 from inr_cli.config import MODEL_PRESETS, Config, build_config, to_toml
 from inr_cli.console import info, notice
 from inr_cli.core.metrics import psnr, psnr_from_mse
@@ -123,7 +123,7 @@ def _remove_run(run_dir: Path, created: bool) -> None:
 
 def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: ckpt.Checkpoint | None,
                   quiet: bool) -> TrainingResult:
-    backend = make_backend(config.training.device, config.training.matmul, quiet)
+    backend = make_backend(config.training.device, quiet=quiet, **kernel_options(config.training))
     seed = config.training.seed
     if resume_from is not None:
         spec, state = resume_from.spec, resume_from.state

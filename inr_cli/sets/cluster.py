@@ -177,7 +177,7 @@ def worker_backend(config: Config, settings: dict) -> WorkerBackend:
     worker whatever the node has."""
     import ray
 
-    from inr_cli.backends import get_backend
+    from inr_cli.backends import get_backend, kernel_options
     from inr_cli.backends.gpu_probe import gpu_unavailable_reason
 
     device, on_cpu = config.training.device, settings.get("kind") == "cpu"
@@ -189,7 +189,7 @@ def worker_backend(config: Config, settings: dict) -> WorkerBackend:
     fallback = problem if problem and not settings.get("gpu_asked") else None
     problem = None if fallback else problem
     use = "gpu" if device != "cpu" and not on_cpu and reason is None else "cpu"
-    backend = None if problem else get_backend(use, config.training.matmul)
+    backend = None if problem else get_backend(use, **kernel_options(config.training))
     return WorkerBackend(backend, problem, fallback, f"{node.get('NodeManagerAddress', '?')} (pid {os.getpid()})")
 
 

@@ -137,9 +137,9 @@ class InProcess:
     pack in flight is saved in the set folder when interrupted and at the clock interval."""
 
     def __init__(self, config: Config, quiet: bool):
-        from inr_cli.backends import make_backend
+        from inr_cli.backends import kernel_options, make_backend
 
-        self.backend = make_backend(config.training.device, config.training.matmul, quiet)
+        self.backend = make_backend(config.training.device, quiet=quiet, **kernel_options(config.training))
         self.where = self.backend.name
 
     def probe(self, listed: list[inputs.Listed], config: Config) -> list[tuple]:

@@ -42,9 +42,9 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
 
         runner = OnRay(ray, workers, gpus_per_worker)
     else:
-        from inr_cli.backends import make_backend
+        from inr_cli.backends import kernel_options, make_backend
 
-        runner = InProcess(make_backend(config.training.device, config.training.matmul, quiet))
+        runner = InProcess(make_backend(config.training.device, quiet=quiet, **kernel_options(config.training)))
 
     def started(facts: dict) -> None:
         if not quiet:

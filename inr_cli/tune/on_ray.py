@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from inr_cli.backends import make_backend
+from inr_cli.backends import kernel_options, make_backend
 from inr_cli.config import from_json
 from inr_cli.console import info, notice
 from inr_cli.errors import InrError
@@ -44,7 +44,7 @@ def trial_task(job: dict, sample: Sample) -> Outcome:
                               sampler=optuna.samplers.RandomSampler(), pruner=make_pruner(optuna, job["pruner"]))
     trial = optuna.trial.Trial(study, job["trial_id"])
     config = from_json(job["config"])
-    backend = make_backend(config.training.device, config.training.matmul, quiet=True)
+    backend = make_backend(config.training.device, quiet=True, **kernel_options(config.training))
     return run_trial(backend, config, sample, job["objective"], job["number"], trial, job["out"])
 
 

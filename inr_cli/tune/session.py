@@ -104,9 +104,10 @@ class Session:
         return job, (trial, values)
 
     def run_here(self) -> None:
-        from inr_cli.backends import make_backend
+        from inr_cli.backends import kernel_options, make_backend
 
-        backend = make_backend(self.config.training.device, self.config.training.matmul, self.options.quiet)
+        backend = make_backend(self.config.training.device, quiet=self.options.quiet,
+                               **kernel_options(self.config.training))
         handle = None  # the trial in progress, until it is told
         with Signals() as signals:
             try:

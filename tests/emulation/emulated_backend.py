@@ -68,9 +68,11 @@ def build_library(sources: list[Path] | None = None, defines: dict | None = None
     """(ctypes library, {kernel: signature}) for kernel files (those of kernels/ by default), with
     -D defines, cached by the hash of everything that goes into it."""
     sources = sorted(kernels_dir().glob("*.cu")) if sources is None else [Path(p) for p in sources]
-    flags = [f"-D{name}={value}" for name, value in (defines or {}).items()]
+    # Kernel files elsewhere (dev/, tests/) include the shared headers of kernels/ by name.
+    flags = [f"-D{name}={value}" for name, value in (defines or {}).items()] + [f"-I{kernels_dir()}"]
     digest = hashlib.sha256(HEADER.read_bytes() + Path(__file__).read_bytes() + " ".join(flags).encode())
-    for path in sources:
+    headers = sorted({h for path in sources for h in path.parent.glob("*.cuh")})  # what the sources #include
+    for path in [*sources, *headers]:
         digest.update(str(path).encode() + path.read_bytes())
     cache_dir = Path(cache_dir or tempfile.gettempdir()) / "inr-emulation"
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -81,9 +83,9 @@ def build_library(sources: list[Path] | None = None, defines: dict | None = None
         for name, (decl, params) in kernels.items():
             call = ", ".join(n for _, n in params)
             lines.append(
-                f'extern "C" void emu_{name}(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, '
-                f"unsigned bz, {decl}) {{ emu::launch(dim3(gx, gy, gz), dim3(bx, by, bz), "
-                f"[&] {{ {name}({call}); }}); }}"
+                f'extern "C" const char* emu_{name}(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, '
+                f"unsigned bz, {decl}) {{ return emu::result(emu::launch(dim3(gx, gy, gz), dim3(bx, by, bz), "
+                f"[&] {{ {name}({call}); }})); }}"
             )
         source = cache_dir / f"{library.stem}.cpp"
         source.write_text("\n".join(lines) + "\n")
@@ -92,6 +94,11 @@ def build_library(sources: list[Path] | None = None, defines: dict | None = None
                         *flags, "-o", str(tmp), str(source)], check=True, capture_output=True, text=True)
         tmp.replace(library)
     return ctypes.CDLL(str(library)), kernels
+
+
+class EmulationError(RuntimeError):
+    """A launch the emulation stopped: its threads can never pass a barrier, or a warp collective
+    was used as the hardware does not allow (the message says which threads and where)."""
 
 
 class EmulatedModule:
@@ -104,7 +111,7 @@ class EmulatedModule:
             function.argtypes = [ctypes.c_uint] * 6 + [
                 ctypes.c_void_p if t == "pointer" else CTYPES[t] for t, _ in params
             ]
-            function.restype = None
+            function.restype = ctypes.c_char_p
 
     def launch(self, name: str, grid, block, args) -> None:
         converted = []
@@ -113,7 +120,9 @@ class EmulatedModule:
                 converted.append(ctypes.c_void_p(arg.ctypes.data))
             else:
                 converted.append(arg.item() if isinstance(arg, np.generic) else arg)
-        getattr(self.library, f"emu_{name}")(*grid, *block, *converted)
+        error = getattr(self.library, f"emu_{name}")(*grid, *block, *converted)
+        if error:
+            raise EmulationError(f"{name}: {error.decode()}")
 
 
 class EmulatedBackend(HostMemory, KernelBackend):
@@ -121,8 +130,8 @@ class EmulatedBackend(HostMemory, KernelBackend):
 
     name = "emulated"
 
-    def __init__(self, sm_count: int = 4, defines: dict | None = None):
-        super().__init__()
+    def __init__(self, sm_count: int = 4, defines: dict | None = None, precision: str = "fp32", fused: bool = True):
+        super().__init__(precision, fused)
         self.sm_count = sm_count  # small, so that split-K and two-pass reductions happen on small shapes
         self.module = EmulatedModule(defines=defines)
         self.launched: list[str] = []

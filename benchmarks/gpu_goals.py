@@ -1,0 +1,366 @@
+"""The GPU engine's goals (TF32, the fused network, our matmul against cuBLAS, TF32's fits), measured
+one figure at a time: each is appended to OUT/goals.jsonl, one JSON line, the moment it is measured,
+so that a run cut short keeps what it did. `--report OUT` turns what OUT holds (goals.jsonl and the
+other benchmarks' result files that dev/gpu_checks.sh puts there) into a BENCHMARKS.md section,
+each figure beside its goal.
+
+    PYTHONPATH=. python benchmarks/gpu_goals.py tf32-step fused-sigmoid fused-pack matmul --out DIR
+    PYTHONPATH=. python benchmarks/gpu_goals.py --report DIR --command "bash dev/gpu_checks.sh first"
+    PYTHONPATH=. python benchmarks/gpu_goals.py --dry-run tf32-step ... --out DIR
+
+Measurements (ms are per training step, full batch, from the same initial parameters, Adam and
+schedule as ours for PyTorch; benchmarks/torch_reference.py):
+  tf32-step      SIREN 3x256 on 512x512 RGB: ours in FP32 and TF32, PyTorch eager in FP32 and TF32
+                 and torch.compile in TF32. Goal: ours TF32 at most 0.5x PyTorch TF32 eager, and
+                 faster than torch.compile TF32.
+  fused-sigmoid  the sigmoid 2x64 network on x, y at 200x200 grey (the original system): ours fused
+                 and layer by layer, PyTorch eager. Goal: fused at least 20x PyTorch eager.
+  fused-pack     2048 SIREN 3x64 on 32x32 crops, a step of the whole pack: ours fused (FP32, TF32) and
+                 layer by layer, PyTorch batched (stacked weights, batched matmuls). Goal: fused at
+                 least 3x PyTorch.
+  matmul         our FP32 matmul against cuBLAS on each product of the tf32-step setting's step, and
+                 our TF32 one. Goal: FP32 at least 0.9x cuBLAS on each.
+  tf32-fit       the siren preset at 256 px on both sample photos, 1000 steps, at the preset's
+                 settings and at stable ones (omega0 30, lr 1e-4): the fit's PSNR with our kernels
+                 in FP32, with cuBLAS (FP32 rounded another way) and in TF32. Goal: TF32 within the
+                 FP32 spread (BENCHMARKS.md, "TF32 before the kernel").
+
+--dry-run runs the same measurements on the CPU at toy sizes: ours is the kernels compiled for the
+CPU (tests/emulation: the fused and TF32 paths as they run on a GPU), PyTorch runs on the CPU. Its
+figures mean nothing; the code paths, the files and the report are the real ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from benchmarks.bench_step import SETTINGS, bench_ours, bench_torch, setting_config, time_matmul  # noqa: E402
+from benchmarks.common import configure, environment, make_trainer, photo, timed  # noqa: E402
+from inr_cli.core.metrics import psnr_from_mse  # noqa: E402
+from inr_cli.core.network import NetworkSpec  # noqa: E402
+
+RESULTS = "goals.jsonl"
+
+
+class Run:
+    """Where the figures go and what they run on: the GPU, or (dry) the CPU at toy sizes."""
+
+    def __init__(self, out: Path, dry: bool):
+        self.out, self.dry = out, dry
+        self.steps = 2 if dry else 100
+        self.torch_device = "cpu" if dry else "cuda"
+        out.mkdir(parents=True, exist_ok=True)
+
+    def ours(self, precision="fp32", fused=True, matmul="kernel"):
+        if self.dry:
+            from tests.emulation.emulated_backend import EmulatedBackend
+
+            return EmulatedBackend(precision=precision, fused=fused)
+        from inr_cli.backends.cuda_backend import CudaBackend
+
+        return CudaBackend(matmul=matmul, precision=precision, fused=fused)
+
+    def cublas(self):
+        """Our kernels with cuBLAS's products (dry: the NumPy backend, FP32 summed in another order too)."""
+        if self.dry:
+            from inr_cli.backends.numpy_backend import NumpyBackend
+
+            return NumpyBackend()
+        return self.ours(matmul="cublas")
+
+    def setting(self, name: str) -> dict:
+        """A bench_step setting; dry: 16 px and at most 32 neurons wide."""
+        setting = dict(SETTINGS[name])
+        if self.dry:
+            setting["size"] = 16
+            flags = dict(setting["flags"])
+            flags["hidden"] = min(flags.get("hidden", 32), 32)
+            setting["flags"] = flags
+        return setting
+
+    def record(self, measurement: str, **figures) -> dict:
+        """Append one figure to the results, at once and durably: the next one may never come."""
+        row = {"measurement": measurement, "dry_run": self.dry, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                                     time.gmtime()), **figures}
+        with open(self.out / RESULTS, "a") as handle:
+            handle.write(json.dumps(row) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        print(f"{measurement}: {figures}", flush=True)
+        return row
+
+    def torch(self):
+        import torch
+
+        return torch
+
+
+def step_times(run: Run, measurement: str, name: str, ours: dict, peers: list[str]) -> None:
+    """ms per step of bench_step's setting `name` for each of our backends and PyTorch peers."""
+    setting = run.setting(name)
+    image = photo("coffee", setting["size"], setting["size"], gray=setting["gray"])
+    for who, backend in ours.items():
+        seconds, trainer = bench_ours(backend, setting, image, run.steps)
+        run.record(measurement, who=who, ms=round(seconds * 1e3, 4), setting=name,
+                   training_pass=type(trainer.training_pass).__name__)
+    torch = run.torch()
+    for peer in peers:
+        try:
+            seconds = bench_torch(torch, setting, image, run.steps, peer, device=run.torch_device)
+            run.record(measurement, who=f"torch-{peer}", ms=round(seconds * 1e3, 4), setting=name)
+        except Exception as error:  # a peer's failure (the compiler's, say) must not cost the other figures
+            run.record(measurement, who=f"torch-{peer}", error=f"{type(error).__name__}: {error}"[:300], setting=name)
+
+
+def tf32_step(run: Run) -> None:
+    # 3x256 runs layer by layer; said outright so that the dry run's narrower network does too.
+    step_times(run, "tf32-step", "siren-512", {"ours-fp32": run.ours("fp32", fused=False),
+                                               "ours-tf32": run.ours("tf32", fused=False)},
+               ["eager", "eager-tf32", "compile-tf32"])
+
+
+def fused_sigmoid(run: Run) -> None:
+    step_times(run, "fused-sigmoid", "sigmoid-200", {"ours-fused": run.ours(), "ours-layers": run.ours(fused=False)},
+               ["eager"])
+
+
+def fused_pack(run: Run) -> None:
+    from benchmarks.fit_many_speed import crops
+    from benchmarks.torch_reference import BatchedTorchTrainer, optimizer_settings
+    from inr_cli.core.coords import pixel_grid
+    from inr_cli.core.network import init_networks
+
+    networks, size = (4, 8) if run.dry else (2048, 32)
+    config = configure("siren", size, hidden=64, layers=3, omega0=30.0, lr=1e-4, lr_min=1e-5, steps=100000)
+    images = crops(networks, size)
+    setting = {"networks": networks, "size": size, "network": "siren 3x64"}
+    for who, backend in (("ours-fused", run.ours()), ("ours-fused-tf32", run.ours("tf32")),
+                         ("ours-layers", run.ours(fused=False))):
+        trainer = make_trainer(backend, config, images, seeds=range(networks))
+        for _ in range(3):
+            trainer.step()
+        seconds = timed(trainer.step, run.steps, backend.synchronize)
+        run.record("fused-pack", who=who, ms=round(seconds * 1e3, 4), **setting,
+                   training_pass=type(trainer.training_pass).__name__)
+        del trainer
+    torch = run.torch()
+    spec = NetworkSpec.from_config(config, 3)
+    opt = config.optimizer
+    trainer = BatchedTorchTrainer(torch, spec, init_networks(spec, range(networks)), pixel_grid(size, size),
+                                  np.stack([im.targets() for im in images]), opt.lr, opt.lr_min, config.training.steps,
+                                  run.torch_device, **optimizer_settings(opt))
+    for _ in range(3):
+        trainer.step()
+    sync = torch.cuda.synchronize if run.torch_device == "cuda" else (lambda: None)
+    run.record("fused-pack", who="torch-batched", ms=round(timed(trainer.step, run.steps, sync) * 1e3, 4), **setting)
+
+
+def matmul(run: Run) -> None:
+    """Each product of the tf32-step setting's training step, ours against cuBLAS (dry: against
+    NumPy, the figures meaningless)."""
+    setting = run.setting("siren-512")
+    spec = NetworkSpec.from_config(setting_config(setting), 3)
+    rows = setting["size"] ** 2
+    shapes = set()
+    for index, (out_f, in_f) in enumerate(spec.layer_shapes()):
+        shapes |= {(rows, out_f, in_f, "nt"), (out_f, in_f, rows, "tn")}
+        if index > 0:
+            shapes.add((rows, in_f, out_f, "nn"))
+    contestants = {"ours_fp32": run.ours(), "ours_tf32": run.ours("tf32"), "cublas": run.cublas()}
+    for m, n, k, op in sorted(shapes):
+        times = {name: round(product_ms(run, backend, m, n, k, op), 4) for name, backend in contestants.items()}
+        peer = times["cublas"]
+        run.record("matmul", m=m, n=n, k=k, op=op, **{f"{name}_ms": ms for name, ms in times.items()},
+                   fp32_vs_cublas=round(peer / times["ours_fp32"], 3),
+                   tf32_vs_cublas=round(peer / times["ours_tf32"], 3))
+
+
+def product_ms(run: Run, backend, m, n, k, op, repeats=20) -> float:
+    if not run.dry:
+        return time_matmul(backend, m, n, k, op, repeats)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((1, k, m) if op[0] == "t" else (1, m, k)).astype(np.float32)
+    b = rng.standard_normal((1, n, k) if op[1] == "t" else (1, k, n)).astype(np.float32)
+    out = np.empty((1, m, n), np.float32)
+    return 1e3 * timed(lambda: backend.matmul(a, b, out, op[0] == "t", op[1] == "t"), 2, lambda: None)
+
+
+def tf32_fit(run: Run) -> None:
+    from benchmarks.common import PHOTOS
+    from inr_cli.formats.images import load_image
+
+    size, steps = (16, 20) if run.dry else (256, 1000)
+    # The preset's 3x256 runs layer by layer; said outright so that the dry run's 3x32 does too.
+    variants = {"fp32": run.ours(fused=False), "fp32-cublas": run.cublas(), "tf32": run.ours("tf32", fused=False)}
+    narrower = {"hidden": 32} if run.dry else {}
+    for settings_name, settings in (("preset", {}), ("stable", {"omega0": 30.0, "lr": 1e-4})):
+        for photo_name, path in PHOTOS.items():
+            image = load_image(path, size=size)
+            config = configure("siren", size, steps=steps, preview_every=0, **settings, **narrower)
+            for who, backend in variants.items():
+                trainer = make_trainer(backend, config, [image])
+                tail = []
+                for step in range(1, steps + 1):
+                    trainer.step()
+                    if step > steps - max(1, steps // 10) and step % 10 == 0:  # the last 10%: less at one spike's mercy
+                        tail.append(psnr_from_mse(float(trainer.read_loss()[0])))
+                run.record("tf32-fit", who=who, settings=settings_name, photo=photo_name, size=size, steps=steps,
+                           psnr=round(float(statistics.mean(tail)), 3))
+
+
+MEASUREMENTS = {"tf32-step": tf32_step, "fused-sigmoid": fused_sigmoid, "fused-pack": fused_pack, "matmul": matmul,
+                "tf32-fit": tf32_fit}
+
+
+# ---- the report ----------------------------------------------------------------------------------
+
+def read_results(out: Path) -> list[dict]:
+    path = out / RESULTS
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:  # a line cut short by the call's end
+            continue
+    return rows
+
+
+def times_of(rows: list[dict], measurement: str) -> dict:
+    """{who: ms} of a step measurement, the last figure of each."""
+    return {r["who"]: r["ms"] for r in rows if r["measurement"] == measurement and "ms" in r}
+
+
+def ratio(times: dict, numerator: str, denominator: str) -> float | None:
+    return times[numerator] / times[denominator] if numerator in times and denominator in times else None
+
+
+def tf32_fit_gap(rows: list[dict]) -> float | None:
+    """The largest distance, over photos and settings, by which TF32's fit falls outside the spread of
+    FP32's (ours against cuBLAS, or 0.2 dB where they agree closer): <= 0 where TF32 stays within."""
+    fits = [r for r in rows if r["measurement"] == "tf32-fit"]
+    gaps = []
+    for key in {(r["settings"], r["photo"]) for r in fits}:
+        psnr = {r["who"]: r["psnr"] for r in fits if (r["settings"], r["photo"]) == key}
+        if {"fp32", "fp32-cublas", "tf32"} <= psnr.keys():
+            spread = max(abs(psnr["fp32"] - psnr["fp32-cublas"]), 0.2)
+            gaps.append(abs(psnr["tf32"] - psnr["fp32"]) - spread)
+    return max(gaps) if gaps else None
+
+
+def goal_rows(rows: list[dict]) -> list[tuple[str, str, str, str]]:
+    """(goal, measured, target, met) for each goal, from what was measured."""
+    step, sigmoid, pack = (times_of(rows, name) for name in ("tf32-step", "fused-sigmoid", "fused-pack"))
+    products = [r["fp32_vs_cublas"] for r in rows if r["measurement"] == "matmul"]
+    goals = [  # (goal, value, target, met)
+        ("TF32 step, SIREN 3x256 512x512: ours / PyTorch TF32 eager", ratio(step, "ours-tf32", "torch-eager-tf32"),
+         "<= 0.5", lambda v: v <= 0.5),
+        ("TF32 step: ours / torch.compile TF32", ratio(step, "ours-tf32", "torch-compile-tf32"), "< 1",
+         lambda v: v < 1),
+        ("Fused sigmoid 2x64 200x200: PyTorch eager / ours", ratio(sigmoid, "torch-eager", "ours-fused"), ">= 20",
+         lambda v: v >= 20),
+        ("Fused pack, 2048 SIREN 3x64 32x32: PyTorch bmm / ours", ratio(pack, "torch-batched", "ours-fused"), ">= 3",
+         lambda v: v >= 3),
+        ("FP32 matmul / cuBLAS, the worst SIREN 512 product", min(products, default=None), ">= 0.9",
+         lambda v: v >= 0.9),
+        ("TF32 fit: dB outside FP32's spread (ours vs cuBLAS, at least 0.2 dB)", tf32_fit_gap(rows), "<= 0",
+         lambda v: v <= 0),
+    ]
+    return [(goal, "not measured", target, "-") if value is None else
+            (goal, f"{value:.3g}", target, "yes" if met(value) else "**no**") for goal, value, target, met in goals]
+
+
+def other_results(out: Path) -> list[str]:
+    """Lines for the other benchmarks' results that dev/gpu_checks.sh leaves in OUT."""
+    lines = []
+    for path in sorted(out.glob("fit-many-*.json")):
+        r = json.loads(path.read_text())
+        s = r.get("setting", {})
+        said = [f"{name} {min(r[f'{who}_s']):.1f} s, mean {r[f'{who}_mean_psnr']} dB"
+                for who, name in (("ours", "ours"), ("torch", "PyTorch batched")) if f"{who}_s" in r]
+        lines.append(f"- fit-many, {s.get('images')} images of {s.get('size')} px, {s.get('steps')} steps "
+                     f"(`{path.name}`): {'; '.join(said)} (goal: ours to a mean of 30 dB in under 120 s)")
+    for path in sorted(out.glob("quality-*.json")):
+        for r in json.loads(path.read_text()).get("results", []):
+            def said(reached):
+                return ", ".join(f"{t}: " + (f"{hit['seconds']} s (step {hit['step']})" if hit else "not reached")
+                                 for t, hit in reached.items())
+            torch_part = f"; PyTorch {said(r['torch']['reached'])}" if "torch" in r else ""
+            lines.append(f"- seconds to quality, {r['recipe']} preset, {r['image']} at {r['size']} px "
+                         f"(`{path.name}`): ours {said(r.get('reached', {}))}{torch_part}")
+    drawing = out / "drawing.txt"
+    if drawing.is_file():
+        lines.append(f"- the seed's drawing for 60 s: {drawing.read_text().strip()}")
+    return lines
+
+
+def report(out: Path, command: str) -> str:
+    rows = read_results(out)
+    env = environment()
+    dry = any(r.get("dry_run") for r in rows)
+    dry_note = " (a DRY RUN on the CPU: its figures mean nothing)" if dry else ""
+    lines = [f"## The GPU engine's goals — `benchmarks/results/gpu-goals-{env['date'][:10]}.jsonl`", "",
+             f"{env['device']}, {env['date'][:10]}, commit {env['commit']}, CuPy {env.get('cupy', '-')}, PyTorch "
+             f"{env.get('torch', '-')}: `{command}`{dry_note}",
+             "", "| goal | measured | target | met |", "| --- | ---: | --- | --- |"]
+    lines += [f"| {goal} | {measured} | {target} | {met} |" for goal, measured, target, met in goal_rows(rows)]
+    lines += ["", "| measurement | who | ms per step |", "| --- | --- | ---: |"]
+    for r in rows:
+        if "ms" in r or "error" in r:
+            lines.append(f"| {r['measurement']} | {r['who']} | {r.get('ms', r.get('error', ''))} |")
+    matmuls = [r for r in rows if r["measurement"] == "matmul"]
+    if matmuls:
+        lines += ["", "| product (m, n, k, op) | ours FP32 / cuBLAS | ours TF32 / cuBLAS |", "| --- | ---: | ---: |"]
+        lines += [f"| {r['m']}, {r['n']}, {r['k']}, {r['op']} | {r['fp32_vs_cublas']} | {r['tf32_vs_cublas']} |"
+                  for r in matmuls]
+    fits = [r for r in rows if r["measurement"] == "tf32-fit"]
+    if fits:
+        lines += ["", "| TF32 fit: settings, photo | who | PSNR (dB, mean of the last 10% of readings) |",
+                  "| --- | --- | ---: |"]
+        lines += [f"| {r['settings']}, {r['photo']}, {r['size']} px, {r['steps']} steps | {r['who']} | {r['psnr']} |"
+                  for r in fits]
+    others = other_results(out)
+    if others:
+        lines += ["", *others]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("measurements", nargs="*", metavar="MEASUREMENT", help=f"any of: {', '.join(MEASUREMENTS)}")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--dry-run", action="store_true", help="the same on the CPU at toy sizes")
+    parser.add_argument("--report", action="store_true", help="print the BENCHMARKS.md section of what OUT holds")
+    parser.add_argument("--command", default="bash dev/gpu_checks.sh", help="the command the report names")
+    args = parser.parse_args()
+    unknown = [name for name in args.measurements if name not in MEASUREMENTS]
+    if unknown:
+        parser.error(f"unknown measurement {unknown[0]!r}; one of: {', '.join(MEASUREMENTS)}")
+    run = Run(args.out, args.dry_run)
+    failed = 0
+    for name in args.measurements:
+        try:
+            MEASUREMENTS[name](run)
+        except Exception as error:  # the next measurement still runs; the failure is a figure too
+            run.record(name, error=f"{type(error).__name__}: {error}"[:500])
+            failed = 1
+    if args.report:
+        text = report(args.out, args.command)
+        (args.out / "benchmarks-block.md").write_text(text)
+        print(text)
+    return failed
+
+
+if __name__ == "__main__":
+    sys.exit(main())

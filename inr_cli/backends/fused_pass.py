@@ -1,0 +1,72 @@
+"""A narrow network's training pass on the GPU in two fused kernels (kernels/fused_network.cu).
+
+WholeBatchPass runs a kernel per layer and operation, each reading its input from device memory and
+writing its output back. Where the hidden layers are at most FUSED_MAX_WIDTH wide, a block of the
+fused kernels instead carries a chunk of the batch's rows through every layer with the activations
+in shared memory: network_forward writes each layer's z and a once, for the backward pass, and
+network_backward walks back from the loss's gradient, computing the weight and bias gradients on the
+way (launch.plan_fused_network says how the work is split). A first layer wider than the kernels
+(Fourier features) runs before them as a layer of its own, and its gradients after.
+
+The same contract as WholeBatchPass (core/batch_pass.py), and the same arithmetic but for the order
+of the sums: tests/test_fused_network.py holds one to the other under the emulation. Encodings with
+no trained parameters only (none, Fourier): one whose parameters learn needs the gradient at the
+network's input, which the kernels can give (network_backward's input_grad) but this pass does not
+yet hand on, so such a network runs layer by layer.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from inr_cli.backends.launch import FusedPlan, plan_fused_network
+from inr_cli.core.encodings import Fourier, Identity, create_encoding
+from inr_cli.core.network import NetworkSpec, layer_views
+
+
+def fused_plan(spec: NetworkSpec, batch: int, precision: str) -> FusedPlan | None:
+    """How the fused kernels would run this network, or None where they do not apply."""
+    if not isinstance(create_encoding(spec), (Identity, Fourier)):
+        return None
+    return plan_fused_network(spec.layer_shapes(), spec.encoding_size(), batch, precision)
+
+
+class FusedPass:
+    def __init__(self, backend, spec: NetworkSpec, params, grads, networks: int, batch: int, plan: FusedPlan):
+        self.backend, self.spec, self.plan, self.batch = backend, spec, plan, batch
+        self.params, self.grads = params, grads
+        self.encoding = create_encoding(spec)
+        self.encoding_parameters = self.encoding.parameters(params)
+        self.buffers = SimpleNamespace(**{name: backend.empty(shape) for name, shape in
+                                          self.encoding.buffer_shapes(networks, batch).items()})
+        activations = spec.activations()
+        self.hidden_activation, self.output_activation = activations[0], activations[-1]
+        empty = backend.empty
+        if plan.first:  # the first layer, too wide for the kernels, as a layer of its own
+            self.first_layer, self.first_grads = layer_views(spec, params)[0], layer_views(spec, grads)[0]
+            self.z0, self.a0, self.grad0 = (empty((networks, batch, plan.hidden)) for _ in range(3))
+        hidden_shape = (networks, plan.layers - 1, batch, plan.hidden)
+        self.hz, self.ha = (empty(hidden_shape), empty(hidden_shape)) if plan.layers > 1 else (None, None)
+        self.oz = empty((networks, batch, plan.out))
+        self.oa = self.oz if self.output_activation == "linear" else empty((networks, batch, plan.out))
+        self.grad_out = empty((networks, batch, plan.out))
+
+    def __call__(self, x, t, loss) -> None:
+        b, plan, omega0 = self.backend, self.plan, self.spec.omega0
+        encoded = self.encoding.forward(b, self.buffers, self.encoding_parameters, x, self.batch)
+        if plan.first:
+            weight, bias = self.first_layer
+            b.linear_forward(encoded, weight, bias, self.z0, self.a0, self.hidden_activation, omega0)
+            stack_input = self.a0
+        else:
+            stack_input = encoded
+        b.network_forward(plan, stack_input, self.params, self.hz, self.ha, self.oz, self.oa, self.hidden_activation,
+                          self.output_activation, omega0)
+        b.mse_loss(self.oa, t, self.grad_out, loss)
+        # After a first layer of its own, the kernels hand back its dL/dz, from which its gradients follow.
+        first_layer_grad = (dict(input_grad=self.grad0, z_in=self.z0, input_activation=self.hidden_activation)
+                            if plan.first else {})
+        b.network_backward(plan, stack_input, self.params, self.hz, self.ha, self.oz, self.oa, self.grad_out,
+                           self.grads, self.hidden_activation, self.output_activation, omega0, **first_layer_grad)
+        if plan.first:
+            b.linear_backward_weights(self.grad0, encoded, *self.first_grads)

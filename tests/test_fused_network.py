@@ -1,0 +1,157 @@
+"""The fused network kernels (kernels/fused_network.cu, backends/fused_pass.py) under the emulation,
+against the layer-by-layer training pass on the NumPy backend with the same precision.
+
+Every width the kernels are built for, depths of one to three hidden layers, each activation, a
+first layer too wide for the kernels (Fourier features), several networks with shared and with
+per-network inputs, batches that end inside a chunk, one and several gradient groups, FP32 and TF32.
+Tolerance: the two add their products in other orders (and TF32 rounds the operands of both alike),
+so they agree to FP32 rounding, scaled by the size of what is summed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from inr_cli.backends.fused_pass import FusedPass, fused_plan
+from inr_cli.backends.launch import plan_fused_network
+from inr_cli.backends.numpy_backend import NumpyBackend
+from inr_cli.core.batch_pass import WholeBatchPass
+from inr_cli.core.network import NetworkSpec, init_networks
+from tests.test_networks import config_for, images, train_together
+
+
+def spec_for(model="siren", hidden=16, layers=2, out=3, encoding="none", features=0, omega0=30.0):
+    return NetworkSpec(model=model, out_features=out, hidden=hidden, layers=layers, omega0=omega0, encoding=encoding,
+                       fourier_features=features, fourier_sigma=3.0 if features else 0.0)
+
+
+def one_pass(backend, spec, params, x, t, fused: bool):
+    """Loss, gradients and output of one training pass of the networks `params` on (x, t)."""
+    networks, batch = params.shape[0], t.shape[1]
+    params_d, grads_d = backend.to_device(params), backend.to_device(np.zeros_like(params))
+    loss = backend.to_device(np.zeros(networks, np.float32))
+    if fused:
+        plan = fused_plan(spec, batch, backend.precision)
+        training_pass = FusedPass(backend, spec, params_d, grads_d, networks, batch, plan)
+    else:
+        training_pass = WholeBatchPass(backend, spec, params_d, grads_d, networks, batch)
+    training_pass(backend.to_device(x), backend.to_device(t), loss)
+    output = training_pass.oa if fused else training_pass.workspace.a[-1]
+    return backend.to_host(loss).copy(), backend.to_host(grads_d).copy(), backend.to_host(output).copy()
+
+
+def check_fused_pass(backend, spec, networks, batch, shared_x=True, seed=0):
+    rng = np.random.default_rng(seed)
+    params = init_networks(spec, list(range(networks)))
+    params += rng.normal(0, 0.02, params.shape).astype(np.float32)  # biases away from their start too
+    x = rng.uniform(-1, 1, (1 if shared_x else networks, batch, spec.in_features)).astype(np.float32)
+    t = rng.random((networks, batch, spec.out_features), dtype=np.float32)
+    fused = one_pass(backend, spec, params, x, t, fused=True)
+    reference = one_pass(NumpyBackend(backend.precision), spec, params, x, t, fused=False)
+    loss, grads, output = fused
+    np.testing.assert_allclose(output, reference[2], rtol=1e-3, atol=2e-4 * spec.hidden ** 0.5)
+    np.testing.assert_allclose(loss, reference[0], rtol=2e-4)
+    for network, (ours, theirs) in enumerate(zip(grads, reference[1])):
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=3e-4 * np.abs(theirs).max() * np.sqrt(batch / 64),
+                                   err_msg=f"network {network}'s gradients")
+    assert np.abs(grads).max() > 0 and not np.allclose(grads[0], grads[-1])  # every network its own
+    return fused_plan(spec, batch, backend.precision)
+
+
+@pytest.mark.parametrize("hidden,layers,batch", [
+    (16, 1, 70),   # width 16: one warp, a chunk of 64 rows and a nearly empty one
+    (12, 2, 300),  # width 16 for a narrower network: padded columns
+    (32, 2, 200),
+    (48, 3, 130),  # width 64, hidden not a multiple of 16
+    (64, 1, 150),
+    (128, 2, 70),  # width 128: eight warps, 32-row chunks
+])
+@pytest.mark.parametrize("precision", ["fp32", "tf32"])
+def test_siren_matches_the_layer_by_layer_pass(emulated, emulated_tf32, hidden, layers, batch, precision):
+    backend = emulated if precision == "fp32" else emulated_tf32
+    plan = check_fused_pass(backend, spec_for("siren", hidden, layers), networks=2, batch=batch)
+    assert plan.width == next(w for w in (16, 32, 64, 128) if w >= hidden) and plan.first == 0
+
+
+@pytest.mark.parametrize("model", ["sigmoid", "relu"])
+@pytest.mark.parametrize("precision", ["fp32", "tf32"])
+def test_sigmoid_and_relu_networks(emulated, emulated_tf32, model, precision):
+    backend = emulated if precision == "fp32" else emulated_tf32
+    check_fused_pass(backend, spec_for(model, 32, 2, out=1), networks=3, batch=150, shared_x=False)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32"])
+def test_a_first_layer_wider_than_the_kernels_runs_on_its_own(emulated, emulated_tf32, precision):
+    """Fourier features (40 inputs) into 16 neurons: the first layer runs as a layer, the rest fused,
+    and its gradients come from the gradient at the stack's input."""
+    backend = emulated if precision == "fp32" else emulated_tf32
+    plan = check_fused_pass(backend, spec_for("sigmoid", 16, 2, encoding="fourier", features=20), networks=2,
+                            batch=100)
+    assert plan.first == 1 and plan.layers == 2
+
+
+def test_many_gradient_groups_and_one(emulated):
+    """The backward blocks of a network add their chunks into slots summed after (groups > 1), or,
+    with one group, straight into the gradients: both give the reference's gradients."""
+    spec = spec_for("siren", 16, 1)
+    assert plan_fused_network(spec.layer_shapes(), 0, 1500).groups > 1
+    assert plan_fused_network(spec.layer_shapes(), 0, 60).groups == 1
+    check_fused_pass(emulated, spec, networks=2, batch=1500)
+    check_fused_pass(emulated, spec, networks=2, batch=60)
+
+
+def test_gradient_at_the_input(emulated):
+    """network_backward's input_grad, for an encoding that learns (a hash grid): dL/dx = G_0 W_0 for
+    each network's own inputs, against the reference's linear_backward_input."""
+    spec = spec_for("relu", 32, 2, out=3)
+    networks, batch = 2, 90
+    rng = np.random.default_rng(1)
+    params = init_networks(spec, [3, 4])
+    x = rng.uniform(-1, 1, (networks, batch, 2)).astype(np.float32)
+    t = rng.random((networks, batch, 3), dtype=np.float32)
+    plan = fused_plan(spec, batch, "fp32")
+    fused = FusedPass(emulated, spec, params.copy(), np.zeros_like(params), networks, batch, plan)
+    fused(x, t, np.zeros(networks, np.float32))
+    input_grad = np.full((networks, batch, 2), np.nan, np.float32)
+    emulated.network_backward(plan, x, fused.params, fused.hz, fused.ha, fused.oz, fused.oa, fused.grad_out,
+                              np.zeros_like(params), "relu", "sigmoid", spec.omega0, input_grad=input_grad)
+
+    reference = NumpyBackend()
+    whole = WholeBatchPass(reference, spec, params.copy(), np.zeros_like(params), networks, batch)
+    whole(x, t, np.zeros(networks, np.float32))
+    expected = np.empty_like(input_grad)
+    weight = whole.network.layers[0][0]
+    reference.linear_backward_input(whole.workspace.grad[0], weight, x, x, expected, "linear")
+    np.testing.assert_allclose(input_grad, expected, rtol=1e-3, atol=1e-4 * np.abs(expected).max())
+
+
+def test_the_backend_picks_the_fused_pass_where_it_applies(emulated):
+    from tests.emulation.emulated_backend import EmulatedBackend
+
+    def pass_for(backend, hidden, **flags):
+        spec = spec_for(hidden=hidden, **flags)
+        params = init_networks(spec, [0])
+        return backend.training_pass(spec, params, np.zeros_like(params), 1, 64)
+
+    assert isinstance(pass_for(emulated, 64), FusedPass)
+    assert isinstance(pass_for(emulated, 128, encoding="fourier", features=256), FusedPass)
+    assert isinstance(pass_for(emulated, 256), WholeBatchPass)  # wider than the kernels go
+    assert isinstance(pass_for(EmulatedBackend(fused=False), 64), WholeBatchPass)  # --no-fused-network
+
+
+@pytest.mark.parametrize("batch_size", [0, 40])
+def test_training_fused_follows_training_layer_by_layer(emulated, batch_size):
+    """A pack of three SIRENs trained for some steps, full batch and on mini-batches drawn per
+    network: the fused pass and the kernels layer by layer end at the same losses and weights, as
+    near as their different orders of summation allow."""
+    from tests.emulation.emulated_backend import EmulatedBackend
+
+    config = config_for("siren", width=10, height=8, hidden=32, layers=2, lr=1e-3, omega0=30.0, steps=8,
+                        batch_size=batch_size)
+    fused, fused_losses = train_together(emulated, config, images(3, 8, 10), [0, 1, 2], 8)
+    layered, layered_losses = train_together(EmulatedBackend(fused=False), config, images(3, 8, 10), [0, 1, 2], 8)
+    assert isinstance(fused.training_pass, FusedPass) and isinstance(layered.training_pass, WholeBatchPass)
+    np.testing.assert_allclose(fused_losses, layered_losses, rtol=1e-4)
+    np.testing.assert_allclose(fused.state().params, layered.state().params, atol=2e-5)
+    assert fused_losses[-1].mean() < fused_losses[0].mean()
