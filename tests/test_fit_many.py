@@ -4,6 +4,7 @@ nothing is lost when a worker or the driver dies (in-process and on a real local
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import signal
@@ -564,6 +565,14 @@ def test_until_psnr_stops_each_network_as_it_would_alone(tmp_path):
     assert min(steps.values()) < 300
     reached = [row for row in networks.index if int(row["steps"]) < 300]
     assert all(float(row["psnr"]) >= 21.9 for row in reached)
+    # inr info speaks of the set's steps, not of its first row's
+    result = runner.invoke(app, ["info", str(tmp_path / "out"), "--json"])
+    summary = json.loads(result.stdout)
+    assert summary["steps"] == np.median(list(steps.values()))
+    assert summary["mean_steps"] == pytest.approx(np.mean(list(steps.values())), abs=0.01)
+    assert (summary["min_steps"], summary["max_steps"]) == (min(steps.values()), max(steps.values()))
+    text = runner.invoke(app, ["info", str(tmp_path / "out")]).stdout
+    assert f"steps median {summary['steps']:g}, mean {summary['mean_steps']:g}" in text and "steps each" not in text
     for name in ("img0.png", "img4.png"):
         row = networks.row(name)
         result = runner.invoke(app, ["train", str(folder / name), "--seed", networks.index[row]["seed"], "--run-dir",

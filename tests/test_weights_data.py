@@ -125,6 +125,31 @@ def test_numpy_batches_feed_jax(labelled):
     assert bool(jnp.isfinite(weights).all()) and float(jnp.abs(weights).sum()) > 0
 
 
+def test_a_split_by_group_holds_whole_groups_out(labelled):
+    nets = inr_cli.load(labelled)
+    groups = [name.split("/")[1] for name in nets.names]  # the file name: 0.png .. 5.png, across classes
+    train, test = nets.split(test=0.3, seed=1, groups=groups)
+    held = {groups[i] for i in test.rows}
+    assert held and not held & {groups[i] for i in train.rows}  # no group on both sides
+    assert len(held) == round(0.3 * len(set(groups)))
+    assert sorted(np.concatenate([train.rows, test.rows]).tolist()) == list(range(len(nets)))
+    assert np.array_equal(nets.split(test=0.3, seed=1, groups=groups)[1].rows, test.rows)
+    with pytest.raises(inr_cli.InrError, match="one group per network"):
+        nets.split(groups=groups[1:])
+
+
+def test_a_class_list_codes_sets_fitted_apart_alike(labelled):
+    nets = inr_cli.load(labelled)
+    classes = ["circle", "square", "2", "10", "triangle"]  # one class this set lacks
+    view = nets.view(classes=classes)
+    assert view.label_names == classes
+    assert [classes[c] for c in view.labels] == [row["label"] for row in nets.index]
+    train, _ = nets.split(test=0.25, seed=0, classes=classes)
+    assert train.label_names == classes
+    with pytest.raises(inr_cli.InrError, match="label '2' is not one of the classes given"):
+        nets.view(classes=["circle", "square", "10"])
+
+
 def test_export_keeps_every_column_and_loads_back_as_the_set(labelled, tmp_path):
     out = tmp_path / "set.safetensors"
     result = runner.invoke(app, ["export", str(labelled), "-o", str(out)])
@@ -159,10 +184,14 @@ def test_labels_come_from_a_csv_or_a_list_files_second_column(tmp_path):
                                  str(tmp_path / "relabelled.csv"), *NET])  # a rerun may not relabel the set
     assert result.exit_code == 1 and "0.png is labelled 'a' now, 'odd one' in this set" in result.output
     assert [row["label"] for row in inr_cli.load(tmp_path / "a").index] == ["odd one", "b", "b", "a"]
-    (tmp_path / "list.txt").write_text("flat/0.png\tcat\nflat/1.png,dog\n")
+    (tmp_path / "more").mkdir()
+    (tmp_path / "more" / "with space.png").write_bytes((folder / "3.png").read_bytes())
+    (tmp_path / "list.txt").write_text("flat/0.png\tcat\nflat/1.png,dog\nflat/2.png owl\nmore/with space.png\n")
     result = runner.invoke(app, ["fit-many", str(tmp_path / "list.txt"), "-o", str(tmp_path / "b"), *NET])
     assert result.exit_code == 0, result.output
-    assert [row["label"] for row in inr_cli.load(tmp_path / "b").index] == ["cat", "dog"]
+    # a tab, a comma or a space after a path that exists parts the label; a path with a space stays whole
+    assert {row["name"]: row["label"] for row in inr_cli.load(tmp_path / "b").index} == {
+        "flat/0.png": "cat", "flat/1.png": "dog", "flat/2.png": "owl", "more/with space.png": ""}
     (tmp_path / "short.csv").write_text("0.png,a\n")
     result = runner.invoke(app, ["fit-many", str(folder), "-o", str(tmp_path / "c"), "--labels",
                                  str(tmp_path / "short.csv"), *NET])
