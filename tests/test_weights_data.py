@@ -166,6 +166,41 @@ def test_export_keeps_every_column_and_loads_back_as_the_set(labelled, tmp_path)
     assert np.array_equal(network.params, nets["circle/2.png"].params) and (network.width, network.height) == (6, 6)
 
 
+def test_a_set_exports_to_the_hdf5_file_neural_field_arena_reads(labelled, tmp_path):
+    """params [N, P] in fit-a-nef's layout and its param_config, labels [N]: the networks, drawn by a
+    forward pass written as fit-a-nef's flax SIREN computes it from those arrays, are the set's."""
+    h5py = pytest.importorskip("h5py")
+    import json
+
+    nets = inr_cli.load(labelled)
+    out = tmp_path / "shapes_0-16.hdf5"  # neural-field-arena reads the rows' range from the name
+    result = runner.invoke(app, ["export", str(labelled), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    with h5py.File(out, "r") as f:
+        params, labels = f["params"][:], f["labels"][:]
+        config = json.loads(f["param_config"][0])
+        names = [n.decode() for n in f["names"][:]]
+        omega0, label_names = float(f.attrs["omega_0"]), json.loads(f.attrs["label_names"])
+    assert names == nets.names and labels.tolist() == nets.labels.tolist() and label_names == nets.label_names
+    assert [key for key, _ in config] == ["kernel_net_0.linear.bias", "kernel_net_0.linear.kernel",
+                                          "kernel_net_1.linear.bias", "kernel_net_1.linear.kernel",
+                                          "output_linear.bias", "output_linear.kernel"]
+    assert params.shape == nets.weights.shape and params.dtype == np.float32
+    coords = np.random.default_rng(0).uniform(-1, 1, (50, 2)).astype(np.float32)
+    for row in (0, 9):
+        tensors, at = {}, 0
+        for key, shape in config:
+            tensors[key] = params[row, at:at + int(np.prod(shape))].reshape(shape)
+            at += int(np.prod(shape))
+        x = coords.astype(np.float64)
+        for i in range(2):
+            x = np.sin(omega0 * (x @ tensors[f"kernel_net_{i}.linear.kernel"] + tensors[f"kernel_net_{i}.linear.bias"]))
+        drawn = x @ tensors["output_linear.kernel"] + tensors["output_linear.bias"]
+        np.testing.assert_allclose(drawn, nets[row](coords, clip=False), atol=1e-4)
+    assert runner.invoke(app, ["export", str(labelled), "--image", "circle/2.png", "-o",
+                               str(tmp_path / "one.hdf5")]).exit_code == 2
+
+
 def test_labels_come_from_a_csv_or_a_list_files_second_column(tmp_path):
     folder = tmp_path / "flat"
     folder.mkdir()
