@@ -49,18 +49,22 @@ LETTERS = "ABCDEFGHIJ"
 TEST_SHARE = 0.3
 
 # Fitting recipes: fit-many's settings beyond the network and the image size. "default" is what
-# fit-many does with nothing said; the others differ from the siren preset in what they name.
+# fit-many does with nothing said (the sets preset); the others differ from the siren preset in what they name.
 RECIPES = {
     "default": {},
-    "paper": {"omega0": 30.0, "lr": 1e-4, "lr_min": 1e-4, "init_output_at_mean": False,
+    "siren": {"preset": "siren"},  # the single image's preset (fit-many's default before the sets preset)
+    "paper": {"preset": "siren", "omega0": 30.0, "lr": 1e-4, "lr_min": 1e-4, "init_output_at_mean": False,
               "settings": {"optimizer.beta2": 0.999}},  # the SIREN paper's: constant 1e-4, PyTorch's Adam
-    "w30-lr1e-3": {"omega0": 30.0, "lr": 1e-3},
-    "w30-lr1e-3-zero": {"omega0": 30.0, "lr": 1e-3, "init_output_at_mean": False},
-    "w30-lr3e-4": {"omega0": 30.0, "lr": 3e-4},
-    "w30-lr3e-4-zero": {"omega0": 30.0, "lr": 3e-4, "init_output_at_mean": False},
-    "w30-lr1e-3-until35": {"omega0": 30.0, "lr": 1e-3, "until_psnr": 35.0},
-    "w15-lr1e-3": {"omega0": 15.0, "lr": 1e-3},
-    "w30-lr3e-4-ws2": {"omega0": 30.0, "lr": 3e-4, "weight_scale": 2.0},
+    "w30-lr1e-3": {"preset": "siren", "omega0": 30.0, "lr": 1e-3},
+    "w30-lr1e-3-zero": {"preset": "siren", "omega0": 30.0, "lr": 1e-3, "init_output_at_mean": False},
+    "w30-lr3e-4": {"preset": "siren", "omega0": 30.0, "lr": 3e-4},
+    "w30-lr3e-4-zero": {"preset": "siren", "omega0": 30.0, "lr": 3e-4, "init_output_at_mean": False},
+    "w30-lr1e-3-until35": {"preset": "siren", "omega0": 30.0, "lr": 1e-3, "until_psnr": 35.0},
+    "w30-lr1e-4-held": {"preset": "siren", "omega0": 30.0, "lr": 1e-4, "lr_min": 1e-4},
+    "w15-lr1e-3": {"preset": "siren", "omega0": 15.0, "lr": 1e-3},
+    "w30-lr3e-3": {"preset": "siren", "omega0": 30.0, "lr": 3e-3},
+    "w45-lr1e-3": {"preset": "siren", "omega0": 45.0, "lr": 1e-3},
+    "w30-lr3e-4-ws2": {"preset": "siren", "omega0": 30.0, "lr": 3e-4, "weight_scale": 2.0},
 }
 
 
@@ -265,35 +269,59 @@ def learn_start(images: Path, train_names: list[str], scratch: Path, net: dict, 
     listing.write_text("\n".join(str(images / n) for n in train_names) + "\n")
     start = scratch / "start.safetensors"
     recipe = {k: v for k, v in recipe.items() if k not in ("until_psnr", "lr_min")}
-    settings = recipe.pop("settings", None)
+    settings, preset = recipe.pop("settings", None), recipe.pop("preset", None)
     config = None
     if settings:  # meta-init takes the keys without a flag through a config file
         config = scratch / "meta.toml"
         config.write_text("".join(f"[{key.split('.')[0]}]\n{key.split('.')[1]} = {value!r}\n"
                                   for key, value in settings.items()))
     began = time.perf_counter()
-    learned = meta_init(str(listing), start, {**net, **recipe}, config, None, options, quiet=True)
+    learned = meta_init(str(listing), start, {**net, **recipe}, config, preset, options, quiet=True)
     return start, {"seconds": time.perf_counter() - began, "images": learned["images"],
                    "best_outer_step": learned["best_step"], **options,
                    "heldout_psnr_after_k": [round(r["psnr"], 3) for r in learned["log"]]}
+
+
+def recipe_config(images: Path, names: list[str], net: dict, recipe: dict, steps: int) -> tuple:
+    """(config, spec, images) of a fit-many call with these settings, as fit-many builds them."""
+    from inr_cli.config import SET_PRESETS, build_config, flags_to_values
+    from inr_cli.core.network import NetworkSpec
+    from inr_cli.core.sizing import fit_to_image
+    from inr_cli.formats.data import load_training_data
+
+    flags = {k: v for k, v in recipe.items() if k not in ("preset", "settings", "until_psnr")}
+    config = build_config(None, {**flags_to_values({**net, **flags, "steps": steps}), **recipe.get("settings", {})},
+                          recipe.get("preset"), SET_PRESETS)
+    config = fit_to_image(config, net["size"], net["size"])[0]
+    pictures = [load_training_data(str(images / n), config.data.size, config.data.gray) for n in names]
+    return config, NetworkSpec.from_config(config, pictures[0].n_channels), pictures
+
+
+def set_mean_start(images: Path, train_names: list[str], path: Path, net: dict, recipe: dict,
+                   grey: bool = False) -> Path:
+    """The shared draw of the seed with its output biases at the mean colour of the training images
+    (at 0.5 where `grey`): one start for every network (a file start keeps its biases), near the
+    colours of the set."""
+    from inr_cli.core.network import init_parameters
+    from inr_cli.formats.export import write_safetensors
+
+    config, spec, pictures = recipe_config(images, train_names, net, recipe, 1)
+    mean = np.mean([p.values.reshape(-1, p.n_channels).mean(axis=0, dtype=np.float64) for p in pictures], axis=0)
+    mean = np.full_like(mean, 0.5) if grey else mean
+    write_safetensors(spec, init_parameters(spec, config.training.seed, mean, config.network.weight_scale),
+                      pictures[0].channels, path)
+    return path
 
 
 def against_torch(torch, images: Path, names: list[str], net: dict, recipe: dict, steps: int, rounds: int) -> dict:
     """fit-many against a batched PyTorch SIREN (benchmarks/torch_reference.py: the networks stacked,
     batched matmuls, the same start, schedule and Adam) on the same images, alternating, in this run."""
     from benchmarks.torch_reference import BatchedTorchTrainer, optimizer_settings
-    from inr_cli.config import build_config, flags_to_values
     from inr_cli.core.coords import pixel_grid
     from inr_cli.core.metrics import psnr_from_mse
-    from inr_cli.core.network import NetworkSpec, init_networks, output_means
-    from inr_cli.core.sizing import fit_to_image
-    from inr_cli.formats.data import load_training_data
+    from inr_cli.core.network import init_networks, output_means
 
-    recipe = {k: v for k, v in recipe.items() if k not in ("until_psnr", "settings")}
-    config = build_config(None, flags_to_values({**net, **recipe, "steps": steps}))
-    config = fit_to_image(config, net["size"], net["size"])[0]
-    pictures = [load_training_data(str(images / n), config.data.size, config.data.gray) for n in names]
-    spec = NetworkSpec.from_config(config, pictures[0].n_channels)
+    config, spec, pictures = recipe_config(images, names, net, recipe, steps)
     start = init_networks(spec, [config.training.seed] * len(names), output_means(config, pictures),
                           config.network.weight_scale)
     listing = images.parent / f"{images.name}-peer.txt"
@@ -319,11 +347,20 @@ def against_torch(torch, images: Path, names: list[str], net: dict, recipe: dict
             "torch_threads": torch.get_num_threads()}
 
 
+def keep_row(results: dict, row: dict, path: Path) -> None:
+    """The row in the results file, in place of an earlier one of the same data set, recipe and start."""
+    key = (row["dataset"], row["recipe"], row["start"])
+    results["rows"] = [r for r in results["rows"] if (r["dataset"], r["recipe"], r["start"]) != key] + [row]
+    save_json(results, path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
     parser.add_argument("--recipes", nargs="+", choices=list(RECIPES), default=["default"])
-    parser.add_argument("--starts", nargs="+", choices=("random", "shared", "learned"), default=["shared"])
+    parser.add_argument("--starts", nargs="+", choices=("random", "shared", "set-mean", "grey", "learned"),
+                        default=["shared"], help="set-mean: the shared draw, its outputs at the training images' "
+                        "mean colour (grey: at 0.5)")
     parser.add_argument("--size", type=int, default=32)
     parser.add_argument("--hidden", type=int, default=32)
     parser.add_argument("--layers", type=int, default=2)
@@ -375,7 +412,16 @@ def main() -> None:
                                    outer_lr=args.outer_lr, holdout=0.1, eval_every=25)
                     init, row["meta_init"] = learn_start(images, train, scratch, net, recipe, options)
                     init = str(init)
-                seconds = fit(images, scratch / "set", net, recipe, init, args.steps)
+                elif start in ("set-mean", "grey"):
+                    init = str(set_mean_start(images, train, scratch / "start.safetensors", net, recipe,
+                                              grey=start == "grey"))
+                try:
+                    seconds = fit(images, scratch / "set", net, recipe, init, args.steps)
+                except inr_cli.InrError as exc:  # a recipe that learns nothing on some images: said, not fatal
+                    row["error"] = str(exc)
+                    print(f"{dataset} {recipe_name} {start}: {exc}", flush=True)
+                    keep_row(results, row, path)
+                    continue
                 rows = index_rows(scratch / "set")
                 row.update({"seconds_per_image": seconds / len(rows), "held_out": fidelity(rows, set(test)),
                             "training": fidelity(rows, set(train)),
@@ -391,9 +437,7 @@ def main() -> None:
                       f"accuracy linear {row['accuracy']['linear']:.3f} MLP {row['accuracy']['mlp']:.3f}"
                       + "".join(f"; {k} steps: {v['mean_psnr']:.2f} dB" for k, v in row.get("held_out_at", {}).items()),
                       flush=True)
-                results["rows"] = [r for r in results["rows"] if (r["dataset"], r["recipe"], r["start"]) !=
-                                   (dataset, recipe_name, start)] + [row]
-                save_json(results, path)
+                keep_row(results, row, path)
         if args.peer and dataset == args.datasets[0]:
             recipe = {**RECIPES[args.recipes[0]], **({"gray": True} if gray else {})}
             results["peer"] = {"dataset": dataset, "recipe": args.recipes[0], **against_torch(

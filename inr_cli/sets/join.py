@@ -37,6 +37,10 @@ def join_sets(first: Path, second: Path, out: Path) -> Plan:
                            f"{b['settings'].get(key)!r}; only sets fitted alike join")
     if a["start_sha256"] != b["start_sha256"]:
         raise InrError(f"{first} and {second} started from different files; only sets fitted alike join")
+    if plans[0].output_start != plans[1].output_start:  # each set's shared start begins at its own mean colour
+        raise InrError(f"{first} and {second} started from different shared starts (their outputs at "
+                       f"{_colour(plans[0].output_start)} and {_colour(plans[1].output_start)}: each set's mean "
+                       f"colour); grow the first with inr fit-many IMAGES -o {first} --add instead")
     if plans[0].spec != plans[1].spec:
         raise InrError(f"{first} and {second} hold different networks; only sets fitted alike join")
     both = {e.name for e in plans[0].images} & {e.name for e in plans[1].images}
@@ -45,7 +49,7 @@ def join_sets(first: Path, second: Path, out: Path) -> Plan:
     images = sorted(plans[0].images + plans[1].images, key=lambda e: e.name)
     shards = plans[0].shards + plans[1].shards
     joined = Plan(str(first), plans[0].config, plans[0].spec, images, shards, plans[0].pack,
-                  plans[0].skipped + plans[1].skipped, plans[0].start_sha256)
+                  plans[0].skipped + plans[1].skipped, plans[0].start_sha256, plans[0].output_start)
     scratch = out.with_name(f".{out.name}.joining")
     shutil.rmtree(scratch, ignore_errors=True)
     (scratch / SHARDS).mkdir(parents=True)
@@ -65,3 +69,7 @@ def join_sets(first: Path, second: Path, out: Path) -> Plan:
     assemble(SetFolder(scratch), joined)  # index.csv and network.json from the shards, the rows in place
     scratch.rename(out)
     return joined
+
+
+def _colour(values: list[float] | None) -> str:
+    return "each image's own mean" if values is None else "(" + ", ".join(f"{v:.3f}" for v in values) + ")"

@@ -17,6 +17,8 @@ import os
 import re
 from dataclasses import dataclass, field, fields
 
+import numpy as np
+
 from inr_cli import config as configuration
 from inr_cli.config import Config
 from inr_cli.core.network import NetworkSpec
@@ -67,6 +69,9 @@ class Plan:
     pack: int
     skipped: list[list[str]] = field(default_factory=list)  # [name, why] of the inputs that do not decode
     start_sha256: str = ""  # the content of a file start (training.init = PATH): a rerun notices it changed
+    # A shared start's output biases, one for every network: the set's mean colour (set_mean_colour);
+    # None: each network's own image's mean (a random start, or a set of an older inr)
+    output_start: list[float] | None = None
 
     def settings(self) -> dict:
         """What the fitted networks depend on, besides the images: a rerun must match it."""
@@ -80,7 +85,8 @@ class Plan:
                            "config": json.loads(configuration.to_json(self.config)),
                            "spec": json.loads(self.spec.to_json()), "pack": self.pack, "fields": IMAGE_FIELDS,
                            "images": list(map(entry_values, self.images)),  # tuples: lists in JSON
-                           "shards": self.shards, "skipped": self.skipped, "start_sha256": self.start_sha256})
+                           "shards": self.shards, "skipped": self.skipped, "start_sha256": self.start_sha256,
+                           "output_start": self.output_start})
 
     @classmethod
     def from_json(cls, text: str, where: object = PLAN) -> "Plan":
@@ -123,6 +129,21 @@ def entries_from_probe(listed: list[inputs.Listed], found: list[tuple], config: 
     if not entries:
         raise InrError("no images to fit" + (f" ({len(skipped)} unreadable)" if skipped else ""))
     return entries, skipped
+
+
+SAMPLED_FOR_MEAN = 256  # images decoded for a set's mean colour: a bounded cost for a million-image set
+
+
+def set_mean_colour(entries: list[ImageEntry], config: Config) -> list[float]:
+    """The mean colour of the set's images (of up to SAMPLED_FOR_MEAN of them, evenly spaced in name
+    order), where a shared start's outputs begin: one start for every network, near the set's colours.
+    Each network's own mean (what a single image's fit starts at) would make the starts differ, and a
+    model on the weights then learns less (BENCHMARKS.md, the weights suite)."""
+    chosen = entries[::max(1, -(-len(entries) // SAMPLED_FOR_MEAN))]
+    means = [inputs.load(e.location, e.name, config)[0].values.reshape(-1, len(e.channels)).mean(axis=0,
+                                                                                               dtype=np.float64)
+             for e in chosen]
+    return [float(v) for v in np.mean(means, axis=0)]
 
 
 def make_plan(source: str, config: Config, entries: list[ImageEntry], pack: int,
@@ -190,7 +211,13 @@ def plan_from_document(data: dict) -> Plan:
     start = data.get("start_sha256", "")  # absent before starts were recorded
     if type(start) is not str or (start and not FINGERPRINT.fullmatch(start)):
         raise BadPlan(f"'start_sha256' is {_shown(start)}, not a fingerprint")
-    plan = Plan(folder, config, spec, images, shards, pack, _skipped(data.get("skipped", []), row_of), start)
+    output_start = data.get("output_start")  # absent before a shared start began at the set's mean
+    if output_start is not None and not (isinstance(output_start, list) and len(output_start) == len(images[0].channels)
+                                         and all(type(v) in (int, float) and 0 <= v <= 1 for v in output_start)):
+        raise BadPlan(f"'output_start' is {_shown(output_start)}, not a colour of {len(images[0].channels)} values "
+                      f"in [0, 1]")
+    plan = Plan(folder, config, spec, images, shards, pack, _skipped(data.get("skipped", []), row_of), start,
+                None if output_start is None else [float(v) for v in output_start])
     plan.__dict__["row_of"] = row_of  # the cached property, already made
     return plan
 
