@@ -86,8 +86,8 @@ SETTINGS = (
             "(weight scaling, Yeom et al. 2024): fewer steps to a sharp fit, at a cost between the pixels above 1.5",
             bound=POSITIVE, legacy=1.0),
     Setting("network.init_output_at_mean", bool, True, "Start the output biases at the image's mean colour "
-            "(the logit of it for a sigmoid output; fit-many's shared start: at the set's mean colour, one start "
-            "for every network); a file start (--init PATH) keeps its own", legacy=False),
+            "(the logit of it for a sigmoid output; fit-many's shared start: at mid-grey, one start for every "
+            "network); a file start (--init PATH) keeps its own", legacy=False),
     Setting("encoding.name", str, "none", "Coordinates as they are (none) or Gaussian Fourier features "
             "cos/sin(2 pi B x), B ~ N(0, sigma^2) (fourier)", name="encoding", choices=ENCODINGS),
     Setting("encoding.features", int, 256, "Fourier mapping size m: the network sees 2m inputs",

@@ -49,10 +49,10 @@ def test_a_shared_set_holds_the_networks_inr_train_fits_alone(tmp_path):
     assert not np.array_equal(np.load(random / WEIGHTS), networks.weights)
 
 
-def test_a_shared_start_begins_at_the_sets_mean_colour_a_random_one_at_each_images(tmp_path):
-    """One start for every network, its outputs at the mean colour of the set's images (recorded in
-    the plan, kept by --add); a random start's each at its own image's mean. After one Adam step
-    (lr 3e-3) the output biases are still within a step of where they began."""
+def test_a_shared_start_begins_at_mid_grey_a_random_one_at_each_images_mean(tmp_path):
+    """One start for every network, its outputs at mid-grey (recorded in the plan, kept by --add); a
+    random start's each at its own image's mean. After one Adam step (lr 3e-3) the output biases are
+    still within a step of where they began."""
     import json
 
     from PIL import Image
@@ -62,21 +62,18 @@ def test_a_shared_start_begins_at_the_sets_mean_colour_a_random_one_at_each_imag
              for p in sorted(folder.iterdir())}
     one_step = [*NET[:NET.index("--steps")], "--steps", "1", "--device", "cpu", "-q"]
     assert inr("fit-many", folder, "-o", tmp_path / "set", *one_step).exit_code == 0
-    start = json.loads((tmp_path / "set" / PLAN).read_text())["output_start"]
-    np.testing.assert_allclose(start, np.mean(list(means.values()), axis=0), atol=1e-6)
+    assert json.loads((tmp_path / "set" / PLAN).read_text())["output_start"] == [0.5, 0.5, 0.5]
     networks = load_network_set(tmp_path / "set")
-    biases = np.asarray(networks.weights)[:, -3:]
-    assert np.abs(biases - start).max() < 4e-3
+    assert np.abs(np.asarray(networks.weights)[:, -3:] - 0.5).max() < 4e-3  # the output biases: the last three
     assert inr("fit-many", folder, "-o", tmp_path / "random", "--init", "random", *one_step).exit_code == 0
     assert json.loads((tmp_path / "random" / PLAN).read_text())["output_start"] is None
     drawn = load_network_set(tmp_path / "random")
     for i, row in enumerate(drawn.index):
         assert np.abs(np.asarray(drawn.weights)[i, -3:] - means[row["name"]]).max() < 4e-3
-    spread = max(np.abs(m - start).max() for m in means.values())
-    assert spread > 0.02  # the two starts are told apart by the check above
-    (folder / "img9.png").write_bytes((folder / "img0.png").read_bytes())
-    assert inr("fit-many", folder, "-o", tmp_path / "set", "--add", *one_step).exit_code == 0
-    assert json.loads((tmp_path / "set" / PLAN).read_text())["output_start"] == start  # the set's own start
+    assert max(np.abs(m - 0.5).max() for m in means.values()) > 0.02  # the two starts are told apart above
+    at_zero = tmp_path / "zero"
+    assert inr("fit-many", folder, "-o", at_zero, "--no-init-output-at-mean", *one_step).exit_code == 0
+    assert json.loads((at_zero / PLAN).read_text())["output_start"] is None
 
 
 def test_a_file_start_gives_its_weights_to_every_network(tmp_path):

@@ -29,7 +29,7 @@ from inr_cli.sets.labels import read_labels, relabelled
 from inr_cli.sets.output_kind import output_storage
 from inr_cli.sets.packs import PackInterrupted, default_pack, fit_shard, shard_images
 from inr_cli.sets.partial import remove_partials
-from inr_cli.sets.plan import BadPlan, Plan, entries_from_probe, make_plan, set_mean_colour
+from inr_cli.sets.plan import BadPlan, Plan, entries_from_probe, make_plan, shared_output_start
 from inr_cli.sets.set_folder import SetFolder
 from inr_cli.sets.storage import (
     SET_FILES,
@@ -268,7 +268,7 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
         if grown is not None:  # --add: the set's own start, whatever this inr would choose
             plan.output_start = grown.output_start
         elif plan.config.training.init == SHARED and plan.config.network.init_output_at_mean:
-            plan.output_start = set_mean_colour(entries, plan.config)
+            plan.output_start = shared_output_start(len(entries[0].channels))
         if is_file_start(plan.config.training.init):  # its network checked before the folder is touched
             start_params(plan.config.training.init, plan.spec)
         if force:

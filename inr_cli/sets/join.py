@@ -37,10 +37,10 @@ def join_sets(first: Path, second: Path, out: Path) -> Plan:
                            f"{b['settings'].get(key)!r}; only sets fitted alike join")
     if a["start_sha256"] != b["start_sha256"]:
         raise InrError(f"{first} and {second} started from different files; only sets fitted alike join")
-    if plans[0].output_start != plans[1].output_start:  # each set's shared start begins at its own mean colour
+    if plans[0].output_start != plans[1].output_start:  # a set of an older inr: each output at its image's mean
         raise InrError(f"{first} and {second} started from different shared starts (their outputs at "
-                       f"{_colour(plans[0].output_start)} and {_colour(plans[1].output_start)}: each set's mean "
-                       f"colour); grow the first with inr fit-many IMAGES -o {first} --add instead")
+                       f"{_colour(plans[0].output_start)} and {_colour(plans[1].output_start)}); only sets fitted "
+                       f"alike join")
     if plans[0].spec != plans[1].spec:
         raise InrError(f"{first} and {second} hold different networks; only sets fitted alike join")
     both = {e.name for e in plans[0].images} & {e.name for e in plans[1].images}

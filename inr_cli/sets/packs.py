@@ -59,8 +59,8 @@ class PackInterrupted(Interrupted):
 
 
 def start_means(plan: Plan, images: list[PixelImage]) -> list[np.ndarray] | None:
-    """Where the networks' outputs start: the set's mean colour for a shared start (one start for
-    all), else each image's own mean where network.init_output_at_mean asks for it."""
+    """Where the networks' outputs start: the plan's colour for a shared start (one start for all),
+    else each image's own mean where network.init_output_at_mean asks for it."""
     if plan.output_start is not None:
         return [np.asarray(plan.output_start, dtype=np.float64)] * len(images)
     return output_means(plan.config, images)

@@ -17,8 +17,6 @@ import os
 import re
 from dataclasses import dataclass, field, fields
 
-import numpy as np
-
 from inr_cli import config as configuration
 from inr_cli.config import Config
 from inr_cli.core.network import NetworkSpec
@@ -69,8 +67,8 @@ class Plan:
     pack: int
     skipped: list[list[str]] = field(default_factory=list)  # [name, why] of the inputs that do not decode
     start_sha256: str = ""  # the content of a file start (training.init = PATH): a rerun notices it changed
-    # A shared start's output biases, one for every network: the set's mean colour (set_mean_colour);
-    # None: each network's own image's mean (a random start, or a set of an older inr)
+    # A shared start's outputs, one colour for every network (shared_output_start); None: each
+    # network's own image's mean (a random start, no mean asked for, or a set of an older inr)
     output_start: list[float] | None = None
 
     def settings(self) -> dict:
@@ -131,19 +129,16 @@ def entries_from_probe(listed: list[inputs.Listed], found: list[tuple], config: 
     return entries, skipped
 
 
-SAMPLED_FOR_MEAN = 256  # images decoded for a set's mean colour: a bounded cost for a million-image set
+MID_GREY = 0.5
 
 
-def set_mean_colour(entries: list[ImageEntry], config: Config) -> list[float]:
-    """The mean colour of the set's images (of up to SAMPLED_FOR_MEAN of them, evenly spaced in name
-    order), where a shared start's outputs begin: one start for every network, near the set's colours.
-    Each network's own mean (what a single image's fit starts at) would make the starts differ, and a
-    model on the weights then learns less (BENCHMARKS.md, the weights suite)."""
-    chosen = entries[::max(1, -(-len(entries) // SAMPLED_FOR_MEAN))]
-    means = [inputs.load(e.location, e.name, config)[0].values.reshape(-1, len(e.channels)).mean(axis=0,
-                                                                                               dtype=np.float64)
-             for e in chosen]
-    return [float(v) for v in np.mean(means, axis=0)]
+def shared_output_start(channels: int) -> list[float]:
+    """Where a shared start's outputs begin: mid-grey in every channel, one start for every network
+    and the same whatever the other images of the set (so that a set grown by --add, or joined, is
+    the set fitted at once). Each network's own image's mean would make the starts differ and put
+    the mean colour, a photo's strongest cue, in three biases, where a model on the weights finds it
+    less (BENCHMARKS.md, the weights suite); the set's mean colour would tie a network to the rest."""
+    return [MID_GREY] * channels
 
 
 def make_plan(source: str, config: Config, entries: list[ImageEntry], pack: int,
@@ -211,7 +206,7 @@ def plan_from_document(data: dict) -> Plan:
     start = data.get("start_sha256", "")  # absent before starts were recorded
     if type(start) is not str or (start and not FINGERPRINT.fullmatch(start)):
         raise BadPlan(f"'start_sha256' is {_shown(start)}, not a fingerprint")
-    output_start = data.get("output_start")  # absent before a shared start began at the set's mean
+    output_start = data.get("output_start")  # absent before a shared start's outputs began at one colour
     if output_start is not None and not (isinstance(output_start, list) and len(output_start) == len(images[0].channels)
                                          and all(type(v) in (int, float) and 0 <= v <= 1 for v in output_start)):
         raise BadPlan(f"'output_start' is {_shown(output_start)}, not a colour of {len(images[0].channels)} values "
