@@ -20,7 +20,7 @@ from inr_cli.core.sizing import AUTO, SIZED_KEYS, fit_to_image
 from inr_cli.core.training_loop import Interrupted, Signals
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.network_set import INDEX, PLAN, SHARDS, WEIGHTS
-from inr_cli.formats.start import SHARED, is_file_start, resolved_start, start_params, start_sha256
+from inr_cli.formats.start import is_file_start, resolved_start, start_params, start_sha256
 from inr_cli.hooks import hook
 from inr_cli.sets import inputs
 from inr_cli.sets.cluster import OnRay
@@ -29,7 +29,7 @@ from inr_cli.sets.labels import read_labels, relabelled
 from inr_cli.sets.output_kind import output_storage
 from inr_cli.sets.packs import PackInterrupted, default_pack, fit_shard, shard_images
 from inr_cli.sets.partial import remove_partials
-from inr_cli.sets.plan import BadPlan, Plan, entries_from_probe, make_plan, shared_output_start
+from inr_cli.sets.plan import BadPlan, Plan, entries_from_probe, make_plan
 from inr_cli.sets.set_folder import SetFolder
 from inr_cli.sets.storage import (
     SET_FILES,
@@ -267,8 +267,6 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
         plan = make_plan(source, config, entries, pack, skipped)
         if grown is not None:  # --add: the set's own start, whatever this inr would choose
             plan.output_start = grown.output_start
-        elif plan.config.training.init == SHARED and plan.config.network.init_output_at_mean:
-            plan.output_start = shared_output_start(len(entries[0].channels))
         if is_file_start(plan.config.training.init):  # its network checked before the folder is touched
             start_params(plan.config.training.init, plan.spec)
         if force:

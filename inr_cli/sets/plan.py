@@ -24,7 +24,7 @@ from inr_cli.core.pixels import MAX_IMAGE_PIXELS
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.network_set import FORMAT_VERSION, PLAN, refuse_newer_set
 from inr_cli.formats.pixel_csv import CHANNEL_SETS
-from inr_cli.formats.start import start_sha256
+from inr_cli.formats.start import SHARED, start_sha256
 from inr_cli.sets import inputs
 from inr_cli.settings import FIT_MANY_FREE_KEYS
 
@@ -159,7 +159,9 @@ def make_plan(source: str, config: Config, entries: list[ImageEntry], pack: int,
         by_size.setdefault((entry.width, entry.height), []).append(entry.name)
     for names in by_size.values():
         shards += [names[i:i + pack] for i in range(0, len(names), pack)]
-    return Plan(source, config, spec, entries, shards, pack, skipped or [], start_sha256(config.training.init))
+    shared = config.training.init == SHARED and config.network.init_output_at_mean
+    return Plan(source, config, spec, entries, shards, pack, skipped or [], start_sha256(config.training.init),
+                shared_output_start(len(first.channels)) if shared else None)
 
 
 class BadPlan(ValueError):
