@@ -410,7 +410,8 @@ def test_quiet_prints_nothing_but_the_output(tmp_path, capsys):
     import inr_cli
 
     folder = make_folder(tmp_path / "photos", count=2)
-    sized = [a for i, a in enumerate(NET) if "--omega0" not in NET[max(i - 1, 0):i + 1]]
+    # omega0 from the size (0: the sets preset's is 30), whose choice is a note
+    sized = [a for i, a in enumerate(NET[:-1]) if "--omega0" not in NET[max(i - 1, 0):i + 1]] + ["--omega0", "0", "-q"]
     loud = fit(folder, "-o", tmp_path / "loud", *sized[:-1])
     assert loud.exit_code == 0 and "omega0 15 for a 14-px image" in loud.output, loud.output
     quiet = fit(folder, "-o", tmp_path / "quiet", *sized)
