@@ -320,10 +320,14 @@ def against_torch(torch, images: Path, names: list[str], net: dict, recipe: dict
     from inr_cli.core.coords import pixel_grid
     from inr_cli.core.metrics import psnr_from_mse
     from inr_cli.core.network import init_networks, output_means
+    from inr_cli.sets.plan import shared_output_start
 
     config, spec, pictures = recipe_config(images, names, net, recipe, steps)
-    start = init_networks(spec, [config.training.seed] * len(names), output_means(config, pictures),
-                          config.network.weight_scale)
+    # fit-many's shared start: its outputs at mid-grey where they would be at each image's mean
+    means = output_means(config, pictures)
+    if means is not None:
+        means = [np.asarray(shared_output_start(spec.out_features))] * len(names)
+    start = init_networks(spec, [config.training.seed] * len(names), means, config.network.weight_scale)
     listing = images.parent / f"{images.name}-peer.txt"
     listing.write_text("\n".join(str(images / n) for n in names) + "\n")
     ours, theirs = [], []
