@@ -117,8 +117,9 @@ SETTINGS = (
             "as random), or from the weights of a run, checkpoint or .safetensors start (PATH, e.g. from inr "
             "meta-init; its network must be the one fitted)", name="init", values="random|shared|PATH",
             legacy="random"),
-    Setting("training.target_psnr", float, 0.0, "Stop when the training PSNR reaches this many dB, checked at "
-            "each loss read (fit-many: each network stops on its own); --steps stays the ceiling; 0 = off",
+    Setting("training.target_psnr", float, 0.0, "Stop when the training PSNR (of the loss: the output before "
+            "its clip to [0, 1]; index.csv's psnr, of the clipped render, is never lower) reaches this many dB, "
+            "checked at each loss read (fit-many: each network stops on its own); --steps stays the ceiling; 0 = off",
             name="until_psnr", bound=NON_NEGATIVE, legacy=0.0, commands=(TRAIN, FIT_MANY)),
     Setting("training.checkpoint_every", int, 250, "Steps between checkpoints", bound=POSITIVE, fits=False,
             commands=(TRAIN,)),
