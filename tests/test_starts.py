@@ -4,6 +4,7 @@ a file; the start is part of what a set and a run are, so a changed one is refus
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 from inr_cli.cli import app
@@ -74,6 +75,12 @@ def test_a_shared_start_begins_at_mid_grey_a_random_one_at_each_images_mean(tmp_
     at_zero = tmp_path / "zero"
     assert inr("fit-many", folder, "-o", at_zero, "--no-init-output-at-mean", *one_step).exit_code == 0
     assert json.loads((at_zero / PLAN).read_text())["output_start"] is None
+    from inr_cli.sets.plan import BadPlan, Plan
+
+    plan = json.loads((tmp_path / "set" / PLAN).read_text())
+    for damaged in ([0.5, 0.5], [0.5, 0.5, 2.0], "grey"):  # a plan's colour is checked as it is read
+        with pytest.raises(BadPlan, match="'output_start' is"):
+            Plan.from_json(json.dumps({**plan, "output_start": damaged}))
 
 
 def test_a_file_start_gives_its_weights_to_every_network(tmp_path):
