@@ -132,9 +132,13 @@ class TrainedSet:
     def labelled(self) -> bool:
         return any(row.get(LABEL) for row in self.index)
 
-    def view(self) -> WeightsView:
-        """The whole set as (weights, label) data (weights_data.WeightsView)."""
-        codes, names = label_codes([str(row[LABEL]) for row in self.index]) if self.labelled else (None, [])
+    def view(self, classes: Sequence[str] | None = None) -> WeightsView:
+        """The whole set as (weights, label) data (weights_data.WeightsView); `classes`: the class
+        names in code order, for sets fitted apart that must code their labels alike (one whose
+        folders lack a class would otherwise code the others differently)."""
+        if not self.labelled:
+            return WeightsView(self.weights, np.arange(len(self)), None, [], self.names)
+        codes, names = label_codes([str(row[LABEL]) for row in self.index], classes)
         return WeightsView(self.weights, np.arange(len(self)), codes, names, self.names)
 
     @property
@@ -146,9 +150,11 @@ class TrainedSet:
     def label_names(self) -> list[str]:
         return self.view().label_names
 
-    def split(self, test: float = 0.2, seed: int = 0) -> tuple[WeightsView, WeightsView]:
-        """(train, test) views, stratified by label and seeded (WeightsView.split)."""
-        return self.view().split(test, seed)
+    def split(self, test: float = 0.2, seed: int = 0, groups: Sequence | None = None,
+              classes: Sequence[str] | None = None) -> tuple[WeightsView, WeightsView]:
+        """(train, test) views, stratified by label and seeded, or by whole `groups` (one per
+        network, in index.csv's order) (WeightsView.split); `classes` as for view()."""
+        return self.view(classes).split(test, seed, groups)
 
     def batches(self, batch_size: int, shuffle: bool = True, seed: int = 0, epoch: int = 0,
                 drop_last: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray]]:

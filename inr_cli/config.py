@@ -73,6 +73,8 @@ KEY_TYPES = {s.key: s.type for s in SETTINGS}
 
 # The preset a model starts from when no --preset is named.
 MODEL_PRESETS = {"siren": "siren", "sigmoid": "sigmoid", "relu": "fourier"}
+# fit-many and meta-init: a set is fitted to be learned from, its images small (configs/sets.toml)
+SET_PRESETS = {**MODEL_PRESETS, "siren": "sets"}
 
 
 def presets() -> list[str]:
@@ -257,16 +259,17 @@ def validate(config: Config) -> Config:
     return config
 
 
-def build_config(config_file: Path | None, values: dict, preset_name: str | None = None) -> Config:
-    """The settings' defaults, then the preset (named, or the chosen model's), then the file, then
-    `values` ({"section.key": v})."""
+def build_config(config_file: Path | None, values: dict, preset_name: str | None = None,
+                 model_presets: dict[str, str] = MODEL_PRESETS) -> Config:
+    """The settings' defaults, then the preset (named, or the chosen model's in `model_presets`),
+    then the file, then `values` ({"section.key": v})."""
     values = {k: v for k, v in values.items() if v is not None}
     from_file = read_toml(config_file) if config_file else {}
     if preset_name is None:
         model = values.get("network.model") or from_file.get("network.model") or DEFAULTS["network.model"]
         if model not in MODELS:
             raise UsageError(f"model '{model}' is not one of: {', '.join(MODELS)}")
-        preset_name = MODEL_PRESETS[model]
+        preset_name = model_presets[model]
     path = preset_path(preset_name)
     return validate(from_values({**DEFAULTS, **read_toml(path), **from_file, **values}, str(path)))
 

@@ -87,7 +87,8 @@ SETTINGS = (
             "(weight scaling, Yeom et al. 2024): fewer steps to a sharp fit, at a cost between the pixels above 1.5",
             bound=POSITIVE, legacy=1.0),
     Setting("network.init_output_at_mean", bool, True, "Start the output biases at the image's mean colour "
-            "(the logit of it for a sigmoid output); a file start (--init PATH) keeps its own", legacy=False),
+            "(the logit of it for a sigmoid output; fit-many's shared start: at mid-grey, one start for every "
+            "network); a file start (--init PATH) keeps its own", legacy=False),
     Setting("encoding.name", str, "none", "Coordinates as they are (none) or Gaussian Fourier features "
             "cos/sin(2 pi B x), B ~ N(0, sigma^2) (fourier)", name="encoding", choices=ENCODINGS),
     Setting("encoding.features", int, 256, "Fourier mapping size m: the network sees 2m inputs",
@@ -117,8 +118,9 @@ SETTINGS = (
             "as random), or from the weights of a run, checkpoint or .safetensors start (PATH, e.g. from inr "
             "meta-init; its network must be the one fitted)", name="init", values="random|shared|PATH",
             legacy="random"),
-    Setting("training.target_psnr", float, 0.0, "Stop when the training PSNR reaches this many dB, checked at "
-            "each loss read (fit-many: each network stops on its own); --steps stays the ceiling; 0 = off",
+    Setting("training.target_psnr", float, 0.0, "Stop when the training PSNR (of the loss: the output before "
+            "its clip to [0, 1]; index.csv's psnr, of the clipped render, is never lower) reaches this many dB, "
+            "checked at each loss read (fit-many: each network stops on its own); --steps stays the ceiling; 0 = off",
             name="until_psnr", bound=NON_NEGATIVE, legacy=0.0, commands=(TRAIN, FIT_MANY)),
     Setting("training.checkpoint_every", int, 250, "Steps between checkpoints", bound=POSITIVE, fits=False,
             commands=(TRAIN,)),

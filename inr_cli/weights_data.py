@@ -23,12 +23,52 @@ WHOLE = re.compile(r"-?[0-9]+")  # a label that is a whole number (class folders
 STD_FLOOR = 1e-8  # a parameter that does not vary across the split (a shared, untrained one) stays finite
 
 
-def label_codes(labels: Sequence[str]) -> tuple[np.ndarray, list[str]]:
-    """Each label as an integer, and the names in code order (numerically when every label is a
-    whole number, so that class folders 2 and 10 keep their order; else alphabetically)."""
-    names = sorted(set(labels), key=lambda text: (0, int(text), "") if _whole(text) else (1, 0, text))
+def label_codes(labels: Sequence[str], classes: Sequence[str] | None = None) -> tuple[np.ndarray, list[str]]:
+    """Each label as an integer, and the names in code order: `classes` as given (so that sets fitted
+    apart, one of which lacks a class, code their labels alike; a label not among them is refused),
+    else numerically when every label is a whole number (class folders 2 and 10 keep their order),
+    else alphabetically."""
+    if classes is not None:
+        names = [str(name) for name in classes]
+        if len(set(names)) != len(names):
+            raise InrError(f"classes name a class twice: {names}")
+        unknown = sorted(set(labels) - set(names))
+        if unknown:
+            raise InrError(f"label {unknown[0]!r} is not one of the classes given ({', '.join(names)})")
+    else:
+        names = sorted(set(labels), key=lambda text: (0, int(text), "") if _whole(text) else (1, 0, text))
     code = {name: i for i, name in enumerate(names)}
     return np.array([code[label] for label in labels], dtype=np.int64), names
+
+
+def split_positions(codes: np.ndarray, groups: Sequence | None, test: float,
+                    seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(train, test) positions 0..n-1, sorted. Without groups, each class shuffled with `seed` and its
+    share `test` (rounded, at least one where the class has two or more) held out; with groups (one
+    per position: a font, a writer, a source photo), whole groups held out, the share `test` of them
+    drawn with `seed`, so that no group is on both sides."""
+    if not 0 < test < 1:
+        raise InrError(f"test must be a share between 0 and 1, got {test}")
+    rng = np.random.default_rng(seed)
+    if groups is not None:
+        groups = np.asarray([str(g) for g in groups])
+        if len(groups) != len(codes):
+            raise InrError(f"groups must name one group per network: {len(groups)} for {len(codes)} networks")
+        names = np.unique(groups)
+        if len(names) < 2:
+            raise InrError("groups must name two groups at least, one to train on and one to hold out")
+        count = min(max(int(round(test * len(names))), 1), len(names) - 1)
+        held = np.isin(groups, names[rng.permutation(len(names))[:count]])
+        return np.flatnonzero(~held), np.flatnonzero(held)
+    train, held = [], []
+    for code in np.unique(codes):
+        members = np.flatnonzero(codes == code)
+        members = members[rng.permutation(len(members))]
+        count = int(round(test * len(members)))
+        count = min(max(count, 1 if len(members) > 1 else 0), len(members) - 1 if len(members) > 1 else 0)
+        held.append(members[:count])
+        train.append(members[count:])
+    return np.sort(np.concatenate(train)), np.sort(np.concatenate(held))
 
 
 def _whole(text: str) -> bool:
@@ -82,22 +122,15 @@ class WeightsView:
             taken /= self.std
         return taken
 
-    def split(self, test: float = 0.2, seed: int = 0) -> tuple["WeightsView", "WeightsView"]:
+    def split(self, test: float = 0.2, seed: int = 0, groups: Sequence | None = None
+              ) -> tuple["WeightsView", "WeightsView"]:
         """(train, test): each class shuffled with `seed` and its share `test` (rounded, at least one
-        where the class has two or more) put in the test view; unlabelled sets split as one class."""
-        if not 0 < test < 1:
-            raise InrError(f"test must be a share between 0 and 1, got {test}")
-        rng = np.random.default_rng(seed)
+        where the class has two or more) put in the test view; unlabelled sets split as one class.
+        With `groups` (one per network of this view, in its order: the font of a letter, the photo
+        a crop is from), whole groups go to one side: held-out fonts, not held-out images."""
         codes = self._codes[self.rows] if self._codes is not None else np.zeros(len(self.rows), dtype=np.int64)
-        train_rows, test_rows = [], []
-        for code in np.unique(codes):
-            members = self.rows[codes == code]
-            members = members[rng.permutation(len(members))]
-            count = int(round(test * len(members)))
-            count = min(max(count, 1 if len(members) > 1 else 0), len(members) - 1 if len(members) > 1 else 0)
-            test_rows.append(members[:count])
-            train_rows.append(members[count:])
-        return self._with_rows(np.sort(np.concatenate(train_rows))), self._with_rows(np.sort(np.concatenate(test_rows)))
+        train, held = split_positions(codes, groups, test, seed)
+        return self._with_rows(self.rows[train]), self._with_rows(self.rows[held])
 
     def _with_rows(self, rows: np.ndarray) -> "WeightsView":
         return WeightsView(self._weights, rows, self._codes, self.label_names, self._names, self.mean, self.std)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import typer.main
 
+import inr_cli
 from inr_cli.cli import app
 from tests.conftest import make_image
 
@@ -25,7 +26,7 @@ click = importlib.import_module(
 DOCS = [ROOT / "README.md", ROOT / "BENCHMARKS.md", *sorted((ROOT / "docs").glob("*.md"))]
 # The Python blocks run in this order, one namespace per file, in one folder: the Python guide fits the
 # set that the file formats' forward pass reads.
-PYTHON_BLOCKS_IN_ORDER = ["README.md", "docs/python.md", "docs/file-formats.md"]
+PYTHON_BLOCKS_IN_ORDER = ["README.md", "docs/python.md", "docs/file-formats.md", "docs/learning-on-weights.md"]
 
 
 def name(doc: Path) -> str:
@@ -73,6 +74,8 @@ def test_the_python_blocks_run(pictures):
     readme = run_blocks("README.md")
     guide = run_blocks("docs/python.md")
     formats = run_blocks("docs/file-formats.md")
+    letters_set(pictures / "letters-inr")
+    weights = run_blocks("docs/learning-on-weights.md")
     # what the blocks promise, seen from outside them
     assert readme["pixels"].shape == (384, 512, 3) and str(readme["pixels"].dtype) == "uint8"
     assert guide["pixels"].shape == (192, 256, 3) and str(guide["pixels"].dtype) == "uint8"
@@ -81,6 +84,19 @@ def test_the_python_blocks_run(pictures):
     assert formats["picture"].shape == (48, 64, 3)
     assert (pictures / "runs" / "photo" / "checkpoint.npz").is_file()
     assert (pictures / "runs" / "photo-2" / "checkpoint.npz").is_file()  # the guide's fit, after the README's
+    held_out = {weights["fonts"][i] for i in weights["test"].rows}
+    assert held_out and held_out.isdisjoint(weights["fonts"][i] for i in weights["train"].rows)
+    assert len(weights["dataset"]) == len(weights["train"])
+
+
+def letters_set(out: Path) -> None:
+    """The learning-on-weights guide's letters-inr, small: letters A and B in three 'fonts' (class
+    folders A/ and B/, a file per font), fitted as the guide fits them."""
+    for letter in ("A", "B"):
+        (out.parent / "letters" / letter).mkdir(parents=True)
+        for seed, font in enumerate(("Serif", "Sans", "Mono")):
+            make_image(out.parent / "letters" / letter / f"{font}.png", "L", size=(8, 8), seed=seed + 10 * ord(letter))
+    inr_cli.fit_many(out.parent / "letters", out, hidden=8, layers=1, steps=5, quiet=True)
 
 
 def test_the_first_example_run_again_goes_on_with_its_new_runs(pictures):

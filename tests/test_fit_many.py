@@ -4,6 +4,7 @@ nothing is lost when a worker or the driver dies (in-process and on a real local
 from __future__ import annotations
 
 import csv
+import json
 import os
 import re
 import signal
@@ -140,11 +141,11 @@ def test_rerun_resumes_and_refuses_changed_settings(reference, tmp_path):
     assert result.exit_code == 1 and "training.steps = 40, not 41" in result.output
     result = fit(folder, "-o", out, "--pack", "3", *NET)
     assert result.exit_code == 1 and "--pack 2" in result.output
-    # omega0 left to the size is the one the set already has (an older inr chose 60 for every size);
-    # given by hand, it must match
+    # omega0 left to the size (0; the sets preset gives 30) is the one the set already has (an older
+    # inr chose 60 for every size); given by hand, it must match
     sized = [a for i, a in enumerate(NET) if "--omega0" not in NET[max(i - 1, 0):i + 1]]
     assert len(sized) == len(NET) - 2
-    result = fit(folder, "-o", out, "--pack", "2", *sized)
+    result = fit(folder, "-o", out, "--pack", "2", *sized, "--omega0", "0")
     assert result.exit_code == 0, result.output
     result = fit(folder, "-o", out, "--pack", "2", *sized, "--omega0", "30")
     assert result.exit_code == 1 and "omega0 = 60" in result.output, result.output
@@ -412,7 +413,8 @@ def test_quiet_prints_nothing_but_the_output(tmp_path, capsys):
     import inr_cli
 
     folder = make_folder(tmp_path / "photos", count=2)
-    sized = [a for i, a in enumerate(NET) if "--omega0" not in NET[max(i - 1, 0):i + 1]]
+    # omega0 from the size (0: the sets preset's is 30), whose choice is a note
+    sized = [a for i, a in enumerate(NET[:-1]) if "--omega0" not in NET[max(i - 1, 0):i + 1]] + ["--omega0", "0", "-q"]
     loud = fit(folder, "-o", tmp_path / "loud", *sized[:-1])
     assert loud.exit_code == 0 and "omega0 15 for a 14-px image" in loud.output, loud.output
     quiet = fit(folder, "-o", tmp_path / "quiet", *sized)
@@ -567,6 +569,14 @@ def test_until_psnr_stops_each_network_as_it_would_alone(tmp_path):
     assert min(steps.values()) < 300
     reached = [row for row in networks.index if int(row["steps"]) < 300]
     assert all(float(row["psnr"]) >= 21.9 for row in reached)
+    # inr info speaks of the set's steps, not of its first row's
+    result = runner.invoke(app, ["info", str(tmp_path / "out"), "--json"])
+    summary = json.loads(result.stdout)
+    assert summary["steps"] == np.median(list(steps.values()))
+    assert summary["mean_steps"] == pytest.approx(np.mean(list(steps.values())), abs=0.01)
+    assert (summary["min_steps"], summary["max_steps"]) == (min(steps.values()), max(steps.values()))
+    text = runner.invoke(app, ["info", str(tmp_path / "out")]).stdout
+    assert f"steps median {summary['steps']:g}, mean {summary['mean_steps']:g}" in text and "steps each" not in text
     for name in ("img0.png", "img4.png"):
         row = networks.row(name)
         result = runner.invoke(app, ["train", str(folder / name), "--seed", networks.index[row]["seed"], "--run-dir",

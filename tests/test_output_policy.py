@@ -73,12 +73,12 @@ def make_images(folder: Path, count: int, first: int = 0) -> Path:
 
 def inputs_in(base: Path) -> Path:
     """What a command reads: images (imgs/, more/, img.png), a pixel CSV, a run, two sets fitted
-    alike (set/, set2/) and a start exported from the run."""
+    alike (set/, set2/) and a start exported from the run (omega0 30: the sets preset's, as meta-init's)."""
     make_images(base / "imgs", 4)
     make_images(base / "more", 2, first=4)
     shutil.copy(base / "imgs" / "i0.png", base / "img.png")
     for args in (["encode", base / "img.png", "-o", base / "img.csv"],
-                 ["train", base / "img.png", "--run-dir", base / "run", "--steps", "2", *NET],
+                 ["train", base / "img.png", "--run-dir", base / "run", "--steps", "2", "--omega0", "30", *NET],
                  ["fit-many", base / "imgs", "-o", base / "set", "--steps", "2", *NET],
                  ["fit-many", base / "more", "-o", base / "set2", "--steps", "2", *NET],
                  ["export", base / "run", "-o", base / "start.safetensors"]):

@@ -35,18 +35,53 @@ def test_shared_draws_one_start_for_every_network_and_random_one_each():
 @pytest.mark.numerics
 def test_a_shared_set_holds_the_networks_inr_train_fits_alone(tmp_path):
     """The default start of fit-many is shared: every network starts from the draw of --seed, so
-    (full batch: the image's seed then picks nothing) each is `inr train IMAGE --init shared`."""
+    (full batch: the image's seed then picks nothing; the outputs at 0, where a set's start would
+    put them at its mean colour and one image's at its own) each is `inr train IMAGE --init shared`."""
     folder = make_folder(tmp_path / "images", count=3)
-    assert inr("fit-many", folder, "-o", tmp_path / "set", *NET).exit_code == 0
+    at_zero = [*NET, "--no-init-output-at-mean"]
+    assert inr("fit-many", folder, "-o", tmp_path / "set", *at_zero).exit_code == 0
     networks = load_network_set(tmp_path / "set")
     for name in ("img0.png", "img2.png"):
         result = inr("train", folder / name, "--init", "shared", "--seed", "0", "--run-dir", tmp_path / name,
-                     "--preview-every", "0", *NET)
+                     "--preview-every", "0", *at_zero)
         assert result.exit_code == 0, result.output
         assert np.array_equal(ckpt.load(tmp_path / name).params, networks.weights[networks.row(name)])
     random = tmp_path / "random"
     assert inr("fit-many", folder, "-o", random, "--init", "random", *NET).exit_code == 0
     assert not np.array_equal(np.load(random / WEIGHTS), networks.weights)
+
+
+def test_a_shared_start_begins_at_mid_grey_a_random_one_at_each_images_mean(tmp_path):
+    """One start for every network, its outputs at mid-grey (recorded in the plan, kept by --add); a
+    random start's each at its own image's mean. After one Adam step (lr 3e-3) the output biases are
+    still within a step of where they began."""
+    import json
+
+    from PIL import Image
+
+    folder = make_folder(tmp_path / "images", count=4)
+    means = {p.name: np.asarray(Image.open(p), dtype=np.float64).reshape(-1, 3).mean(axis=0) / 255
+             for p in sorted(folder.iterdir())}
+    one_step = [*NET[:NET.index("--steps")], "--steps", "1", "--device", "cpu", "-q"]
+    assert inr("fit-many", folder, "-o", tmp_path / "set", *one_step).exit_code == 0
+    assert json.loads((tmp_path / "set" / PLAN).read_text())["output_start"] == [0.5, 0.5, 0.5]
+    networks = load_network_set(tmp_path / "set")
+    assert np.abs(np.asarray(networks.weights)[:, -3:] - 0.5).max() < 4e-3  # the output biases: the last three
+    assert inr("fit-many", folder, "-o", tmp_path / "random", "--init", "random", *one_step).exit_code == 0
+    assert json.loads((tmp_path / "random" / PLAN).read_text())["output_start"] is None
+    drawn = load_network_set(tmp_path / "random")
+    for i, row in enumerate(drawn.index):
+        assert np.abs(np.asarray(drawn.weights)[i, -3:] - means[row["name"]]).max() < 4e-3
+    assert max(np.abs(m - 0.5).max() for m in means.values()) > 0.02  # the two starts are told apart above
+    at_zero = tmp_path / "zero"
+    assert inr("fit-many", folder, "-o", at_zero, "--no-init-output-at-mean", *one_step).exit_code == 0
+    assert json.loads((at_zero / PLAN).read_text())["output_start"] is None
+    from inr_cli.sets.plan import BadPlan, Plan
+
+    plan = json.loads((tmp_path / "set" / PLAN).read_text())
+    for damaged in ([0.5, 0.5], [0.5, 0.5, 2.0], "grey"):  # a plan's colour is checked as it is read
+        with pytest.raises(BadPlan, match="'output_start' is"):
+            Plan.from_json(json.dumps({**plan, "output_start": damaged}))
 
 
 def test_a_file_start_gives_its_weights_to_every_network(tmp_path):

@@ -156,7 +156,8 @@ def test_bad_weight_scale_is_one_line(rgb_png, tmp_path):
 
 def test_the_api_and_fit_many_start_from_the_scaled_draw(tmp_path):
     folder = make_folder(tmp_path / "images", count=2)
-    flags = {"hidden": 12, "layers": 2, "lr": 1e-3, "steps": 3, "device": "cpu", "quiet": True}
+    # omega0 given: inr train's preset takes it from the size, fit-many's (sets) fixes it
+    flags = {"hidden": 12, "layers": 2, "omega0": 30.0, "lr": 1e-3, "steps": 3, "device": "cpu", "quiet": True}
     network = api.fit(folder / "img1.png", run_dir=tmp_path / "api-run", weight_scale=2.0, preview_every=0, **flags)
     run = ckpt.load(tmp_path / "api-run")
     assert np.array_equal(network.params, trained_from_scaled_init(folder / "img1.png", run, 0, 2.0))

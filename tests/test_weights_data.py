@@ -125,6 +125,31 @@ def test_numpy_batches_feed_jax(labelled):
     assert bool(jnp.isfinite(weights).all()) and float(jnp.abs(weights).sum()) > 0
 
 
+def test_a_split_by_group_holds_whole_groups_out(labelled):
+    nets = inr_cli.load(labelled)
+    groups = [name.split("/")[1] for name in nets.names]  # the file name: 0.png .. 5.png, across classes
+    train, test = nets.split(test=0.3, seed=1, groups=groups)
+    held = {groups[i] for i in test.rows}
+    assert held and not held & {groups[i] for i in train.rows}  # no group on both sides
+    assert len(held) == round(0.3 * len(set(groups)))
+    assert sorted(np.concatenate([train.rows, test.rows]).tolist()) == list(range(len(nets)))
+    assert np.array_equal(nets.split(test=0.3, seed=1, groups=groups)[1].rows, test.rows)
+    with pytest.raises(inr_cli.InrError, match="one group per network"):
+        nets.split(groups=groups[1:])
+
+
+def test_a_class_list_codes_sets_fitted_apart_alike(labelled):
+    nets = inr_cli.load(labelled)
+    classes = ["circle", "square", "2", "10", "triangle"]  # one class this set lacks
+    view = nets.view(classes=classes)
+    assert view.label_names == classes
+    assert [classes[c] for c in view.labels] == [row["label"] for row in nets.index]
+    train, _ = nets.split(test=0.25, seed=0, classes=classes)
+    assert train.label_names == classes
+    with pytest.raises(inr_cli.InrError, match="label '2' is not one of the classes given"):
+        nets.view(classes=["circle", "square", "10"])
+
+
 def test_export_keeps_every_column_and_loads_back_as_the_set(labelled, tmp_path):
     out = tmp_path / "set.safetensors"
     result = runner.invoke(app, ["export", str(labelled), "-o", str(out)])
@@ -139,6 +164,41 @@ def test_export_keeps_every_column_and_loads_back_as_the_set(labelled, tmp_path)
     network = inr_cli.load(one)
     assert isinstance(network, inr_cli.TrainedNetwork)
     assert np.array_equal(network.params, nets["circle/2.png"].params) and (network.width, network.height) == (6, 6)
+
+
+def test_a_set_exports_to_the_hdf5_file_neural_field_arena_reads(labelled, tmp_path):
+    """params [N, P] in fit-a-nef's layout and its param_config, labels [N]: the networks, drawn by a
+    forward pass written as fit-a-nef's flax SIREN computes it from those arrays, are the set's."""
+    h5py = pytest.importorskip("h5py")
+    import json
+
+    nets = inr_cli.load(labelled)
+    out = tmp_path / "shapes_0-16.hdf5"  # neural-field-arena reads the rows' range from the name
+    result = runner.invoke(app, ["export", str(labelled), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    with h5py.File(out, "r") as f:
+        params, labels = f["params"][:], f["labels"][:]
+        config = json.loads(f["param_config"][0])
+        names = [n.decode() for n in f["names"][:]]
+        omega0, label_names = float(f.attrs["omega_0"]), json.loads(f.attrs["label_names"])
+    assert names == nets.names and labels.tolist() == nets.labels.tolist() and label_names == nets.label_names
+    assert [key for key, _ in config] == ["kernel_net_0.linear.bias", "kernel_net_0.linear.kernel",
+                                          "kernel_net_1.linear.bias", "kernel_net_1.linear.kernel",
+                                          "output_linear.bias", "output_linear.kernel"]
+    assert params.shape == nets.weights.shape and params.dtype == np.float32
+    coords = np.random.default_rng(0).uniform(-1, 1, (50, 2)).astype(np.float32)
+    for row in (0, 9):
+        tensors, at = {}, 0
+        for key, shape in config:
+            tensors[key] = params[row, at:at + int(np.prod(shape))].reshape(shape)
+            at += int(np.prod(shape))
+        x = coords.astype(np.float64)
+        for i in range(2):
+            x = np.sin(omega0 * (x @ tensors[f"kernel_net_{i}.linear.kernel"] + tensors[f"kernel_net_{i}.linear.bias"]))
+        drawn = x @ tensors["output_linear.kernel"] + tensors["output_linear.bias"]
+        np.testing.assert_allclose(drawn, nets[row](coords, clip=False), atol=1e-4)
+    assert runner.invoke(app, ["export", str(labelled), "--image", "circle/2.png", "-o",
+                               str(tmp_path / "one.hdf5")]).exit_code == 2
 
 
 def test_labels_come_from_a_csv_or_a_list_files_second_column(tmp_path):
@@ -159,10 +219,14 @@ def test_labels_come_from_a_csv_or_a_list_files_second_column(tmp_path):
                                  str(tmp_path / "relabelled.csv"), *NET])  # a rerun may not relabel the set
     assert result.exit_code == 1 and "0.png is labelled 'a' now, 'odd one' in this set" in result.output
     assert [row["label"] for row in inr_cli.load(tmp_path / "a").index] == ["odd one", "b", "b", "a"]
-    (tmp_path / "list.txt").write_text("flat/0.png\tcat\nflat/1.png,dog\n")
+    (tmp_path / "more").mkdir()
+    (tmp_path / "more" / "with space.png").write_bytes((folder / "3.png").read_bytes())
+    (tmp_path / "list.txt").write_text("flat/0.png\tcat\nflat/1.png,dog\nflat/2.png owl\nmore/with space.png\n")
     result = runner.invoke(app, ["fit-many", str(tmp_path / "list.txt"), "-o", str(tmp_path / "b"), *NET])
     assert result.exit_code == 0, result.output
-    assert [row["label"] for row in inr_cli.load(tmp_path / "b").index] == ["cat", "dog"]
+    # a tab, a comma or a space after a path that exists parts the label; a path with a space stays whole
+    assert {row["name"]: row["label"] for row in inr_cli.load(tmp_path / "b").index} == {
+        "flat/0.png": "cat", "flat/1.png": "dog", "flat/2.png": "owl", "more/with space.png": ""}
     (tmp_path / "short.csv").write_text("0.png,a\n")
     result = runner.invoke(app, ["fit-many", str(folder), "-o", str(tmp_path / "c"), "--labels",
                                  str(tmp_path / "short.csv"), *NET])

@@ -14,26 +14,40 @@ from inr_cli.loading import one_network
 NAME = "export"
 HELP = ("Write a trained network for other tools: -o model.safetensors (weights, named per layer) or "
         "-o model.onnx (the whole function: coordinates in, colours out); a whole inr fit-many set as "
-        "-o set.safetensors (each layer stacked over the networks).")
+        "-o set.safetensors (each layer stacked over the networks) or -o set_0-N.hdf5 (the file neural-field-arena "
+        "reads, fit-a-nef's layout).")
 NEEDS_ARGS = True
 
 
 def command(
     run: Path = typer.Argument(..., metavar="RUN|SET", help="Run directory, checkpoint.npz, or an inr fit-many folder "
                                "(the whole set, or one network with --image)."),
-    output: Path = typer.Option(..., "-o", "--output", metavar="FILE", help="model.safetensors or model.onnx."),
+    output: Path = typer.Option(..., "-o", "--output", metavar="FILE",
+                                help="model.safetensors, model.onnx or (a set) set.hdf5."),
     image: Optional[str] = typer.Option(None, "--image", metavar="NAME", help="With an inr fit-many folder: export "
                                         "only this image's network."),
     force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
 ) -> None:
-    if Path(output).suffix.lower() not in exporter.FORMATS:  # checked before any work
-        raise UsageError(f"{output}: unknown export format '{Path(output).suffix}' (use .safetensors or .onnx)")
+    suffix = Path(output).suffix.lower()
+    if suffix not in {**exporter.FORMATS, **exporter.SET_FORMATS}:  # checked before any work
+        raise UsageError(f"{output}: unknown export format '{Path(output).suffix}' (use .safetensors, .onnx or, "
+                         f"for a set, .hdf5)")
     whole_set = image is None and is_network_set(run)
-    if whole_set and Path(output).suffix.lower() != ".safetensors":
-        raise UsageError(f"{output}: a set of networks is exported whole as .safetensors; for ONNX name one "
-                         f"network with --image NAME")
+    if whole_set and suffix not in exporter.SET_FORMATS:
+        raise UsageError(f"{output}: a set of networks is exported whole as .safetensors or .hdf5; for ONNX name "
+                         f"one network with --image NAME")
+    if not whole_set and suffix not in exporter.FORMATS:
+        raise UsageError(f"{output}: .hdf5 holds a whole inr fit-many set (neural-field-arena's file); export one "
+                         f"network as .safetensors or .onnx")
     output = output_target(output, None, force, [run, *run_sources(run, image)])
-    if whole_set:
+    if whole_set and suffix == ".hdf5":
+        import inr_cli
+
+        nets = inr_cli.load(run)
+        view = nets.view()
+        exporter.write_set_hdf5(nets.spec, nets.weights, nets.channels, nets.names,
+                                view.labels if nets.labelled else None, view.label_names, output)
+    elif whole_set:
         networks = load_network_set(run)
         exporter.write_set_safetensors(networks.spec, networks.weights, networks.channels,
                                        [row["name"] for row in networks.index], output, networks.index)

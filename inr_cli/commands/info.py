@@ -80,14 +80,20 @@ def _set_info(out: Path, as_json: bool) -> None:
         "mean_psnr": round(float(psnrs.mean()), 4), "worst_psnr": round(float(psnrs[worst]), 4),
         "worst_image": networks.index[worst]["name"],
         "image_bytes_mean": float((pixels * len(networks.channels)).mean()),
-        "steps": int(networks.index[0]["steps"]),
     }
+    # A set fitted with --until-psnr stops each network at its own step: the first row's is not the set's.
+    steps = np.array([int(r["steps"]) for r in networks.index])
+    median = float(np.median(steps))
+    result.update({"steps": int(median) if median.is_integer() else median, "mean_steps": round(float(steps.mean()), 2),
+                   "min_steps": int(steps.min()), "max_steps": int(steps.max())})
+    stepped = f"{result['steps']} steps each" if steps.min() == steps.max() else \
+        (f"steps median {result['steps']:g}, mean {result['mean_steps']:g}, {result['min_steps']} to "
+         f"{result['max_steps']} (each stopped at its own: --until-psnr)")
     if as_json:
         typer.echo(json.dumps(result))
         return
     typer.echo("\n".join([
-        f"set       {result['count']} networks ({spec.model}, {spec.layers} hidden x {spec.hidden}), "
-        f"{result['steps']} steps each",
+        f"set       {result['count']} networks ({spec.model}, {spec.layers} hidden x {spec.hidden}), {stepped}",
         f"PSNR      mean {result['mean_psnr']:.2f} dB, worst {result['worst_psnr']:.2f} dB ({result['worst_image']})",
         f"size      {bytes_per_image:,} bytes per image (float32) vs {result['image_bytes_mean']:,.0f} bytes of "
         f"8-bit pixels = {bytes_per_image / result['image_bytes_mean']:.2f}x",

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from inr_cli.config import MODEL_PRESETS, build_config, presets, to_toml
+from inr_cli.config import MODEL_PRESETS, SET_PRESETS, build_config, presets, to_toml
 from inr_cli.console import info
 
 NAME = "presets"
@@ -29,7 +29,9 @@ def command(
         typer.echo(f"{preset:8s} {describe(preset)}")
     chosen = ", ".join(f"{preset} for {'--model ' if i == 0 else ''}{model}"
                        for i, (model, preset) in enumerate(MODEL_PRESETS.items()))
-    info(f"Without --preset: {chosen}.")
+    for_sets = ", ".join(f"{preset} for {model}" for model, preset in SET_PRESETS.items()
+                         if MODEL_PRESETS[model] != preset)
+    info(f"Without --preset: {chosen}; inr fit-many and inr meta-init: {for_sets}.")
     info("inr presets NAME prints one with every key: a file to edit and pass to --config.")
 
 

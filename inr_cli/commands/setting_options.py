@@ -17,7 +17,7 @@ import typer
 
 from inr_cli import config
 from inr_cli.config import preset_path, presets, read_toml
-from inr_cli.settings import Setting, for_command, format_value
+from inr_cli.settings import META_INIT, Setting, for_command, format_value
 
 COMMAND_LINE = config.Spelling(
     flag=lambda name: "--" + name.replace("_", "-"),
@@ -49,7 +49,12 @@ def gpus_per_worker_option():
                         "workers per GPU; default 1).")
 
 
-def _option(setting: Setting) -> inspect.Parameter:
+# Where a command uses a setting otherwise than the table's help says (meta-init holds its rate).
+COMMAND_HELP = {(META_INIT, "optimizer.lr"): "Learning rate of the inner fits, held at this value (no cosine, "
+                "no warm-up: they stand for the first steps of a fit); learn with the --lr you will fit with"}
+
+
+def _option(setting: Setting, command: str) -> inspect.Parameter:
     if setting.type is bool:  # a pair of flags, so that one can undo a config file's true or false
         declaration, metavar = f"{setting.option}/--no-{setting.option[2:]}", None
     else:
@@ -57,7 +62,8 @@ def _option(setting: Setting) -> inspect.Parameter:
     kind = Literal[setting.choices] if setting.choices else setting.type
     return inspect.Parameter(setting.name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[kind],
                              default=typer.Option(None, declaration, metavar=metavar, show_default=False,
-                                                  help=f"{setting.help}. {_default_text(setting)}."))
+                                                  help=f"{COMMAND_HELP.get((command, setting.key), setting.help)}. "
+                                                       f"{_default_text(setting)}."))
 
 
 def _default_text(setting: Setting) -> str:
@@ -89,7 +95,7 @@ def with_setting_options(command: str):
                for p in inspect.signature(function, eval_str=True).parameters.values()
                if p.kind is not inspect.Parameter.VAR_KEYWORD]
         at = next(i for i, p in enumerate(own) if p.name == "overrides") + 1
-        generated = [_option(s) for s in for_command(command) if s.flag]
+        generated = [_option(s, command) for s in for_command(command) if s.flag]
         function.__signature__ = inspect.Signature(own[:at] + generated + own[at:])
         return function
 

@@ -19,6 +19,8 @@ from inr_cli.extras import require
 from inr_cli.formats.atomic import atomic_path, is_special
 
 FORMATS = {".safetensors": "safetensors", ".onnx": "onnx"}
+# A whole set only: neural-field-arena's (and fit-a-nef's) file of networks
+SET_FORMATS = {".safetensors": "safetensors", ".hdf5": "hdf5"}
 CONVENTION = "input (u, v) = ((x + 0.5) / W * 2 - 1, (y + 0.5) / H * 2 - 1); output channels in [0, 1]"
 
 
@@ -89,6 +91,46 @@ def write_set_safetensors(spec: NetworkSpec, weights: np.ndarray, channels, name
     if index is not None:
         metadata["index"] = json.dumps(index)
     _save_safetensors(stacked_tensors(spec, weights), metadata, path)
+
+
+def arena_layout(spec: NetworkSpec, weights: np.ndarray) -> tuple[list, np.ndarray]:
+    """The networks as fit-a-nef flattens a flax SIREN (its `param_config`, and `params` [N, P]): per
+    layer, kernel_net_I.linear (the output layer: output_linear), its bias then its kernel [in, out]
+    (the transpose of our weights [out, in]), row-major. Their SIREN computes sin(omega_0 (x K + b))
+    in the hidden layers and a linear output, as ours does; its num_layers is our layers + 1."""
+    if spec.model != "siren" or frequency_view(spec, np.zeros((1, spec.parameter_count()), np.float32)) is not None:
+        raise InrError(f"a {spec.model} set{' with Fourier features' if spec.model == 'siren' else ''} has no "
+                       f"counterpart in fit-a-nef's SIREN layout; export it as .safetensors")
+    views = layer_views(spec, np.asarray(weights, dtype=np.float32))
+    config, columns = [], []
+    for i, (weight, bias) in enumerate(views):
+        name = "output_linear" if i == len(views) - 1 else f"kernel_net_{i}.linear"
+        kernel = np.swapaxes(weight, 1, 2)  # [N, in, out]
+        config += [[f"{name}.bias", [bias.shape[1]]], [f"{name}.kernel", list(kernel.shape[1:])]]
+        columns += [bias, kernel.reshape(len(kernel), -1)]
+    return config, np.ascontiguousarray(np.concatenate(columns, axis=1), dtype=np.float32)
+
+
+def write_set_hdf5(spec: NetworkSpec, weights: np.ndarray, channels, names, labels: np.ndarray | None,
+                   label_names: list[str], path: Path) -> None:
+    """A set in the HDF5 file neural-field-arena's datasets read (and fit-a-nef's trainers write):
+    `params` [N, P] in fit-a-nef's layout (arena_layout), `param_config` (its JSON, one string),
+    `labels` [N] int64 where the set is labelled; beside them the image names, the label names and
+    our description as attributes. Rows in index.csv's order."""
+    h5py = require("h5py", "writing hdf5 files", "hdf5")
+    config, params = arena_layout(spec, weights)
+    with atomic_path(path, suffix=".hdf5") as tmp:
+        with h5py.File(tmp, "w") as f:
+            f.create_dataset("params", data=params)
+            f.create_dataset("param_config", data=[json.dumps(config)], dtype=h5py.string_dtype())
+            if labels is not None:
+                f.create_dataset("labels", data=np.asarray(labels, dtype=np.int64))
+            f.create_dataset("names", data=list(names), dtype=h5py.string_dtype())
+            f.attrs["label_names"] = json.dumps(list(label_names))
+            f.attrs["omega_0"] = spec.omega0
+            f.attrs["num_layers"] = spec.layers + 1
+            for key, value in _metadata(spec, channels).items():
+                f.attrs[key] = value
 
 
 def onnx_model(spec: NetworkSpec, params: np.ndarray, channels):

@@ -205,6 +205,7 @@ class ShardWorker:
         self.folder = settings["folder"]
         self.shard_size = settings["pack"]
         self.start_sha256 = settings.get("start_sha256", "")  # a file start's, as the driver read it
+        self.output_start = settings.get("output_start")  # a shared start's outputs, as the driver chose them
         hook("worker-start", out=settings["out"])
         self.backend, self.problem, self.fallback, self.where = worker_backend(self.config, settings)
         # Shards fit one at a time, always on this one thread: fitted on whichever of Ray's threads
@@ -246,7 +247,8 @@ class ShardWorker:
         entries = [ImageEntry(*values) for values in entry_fields]
         names = [entry.name for entry in entries]
         hook("shard-start", names=names, out=str(self.out))
-        plan = Plan(self.folder, self.config, self.spec, entries, [], self.shard_size, start_sha256=self.start_sha256)
+        plan = Plan(self.folder, self.config, self.spec, entries, [], self.shard_size, start_sha256=self.start_sha256,
+                    output_start=self.output_start)
         contents = contents or [None] * len(entries)
         images = [load_entry(entry, self.config, data) for entry, data in zip(entries, contents)]
         first = images[0]
@@ -565,7 +567,8 @@ def run_on_ray(ray, plan: Plan, out: SetFolder, pending: list[int], on_shard, wo
     # restarted once they are lost.
     settings = {"config": configuration.to_json(plan.config), "spec": plan.spec.to_json(), "out": str(out),
                 "rows_in_place": out.rows_in_place, "folder": plan.folder, "pack": plan.pack,
-                "gpu_asked": device == "gpu" or bool(gpus_per_worker), "start_sha256": plan.start_sha256}
+                "gpu_asked": device == "gpu" or bool(gpus_per_worker), "start_sha256": plan.start_sha256,
+                "output_start": plan.output_start}
     # Ray restarts a worker that dies (on its node); its shards come back to us as errors and are
     # resent elsewhere, so that a loss is said, not hidden, and counted.
     remote = ray.remote(max_restarts=-1, max_task_retries=0, max_concurrency=IN_FLIGHT)(ShardWorker)

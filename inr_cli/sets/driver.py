@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from inr_cli.config import Config, build_config, flags_to_values, with_values
+from inr_cli.config import SET_PRESETS, Config, build_config, flags_to_values, with_values
 from inr_cli.console import info, notice
 from inr_cli.core.network import NetworkSpec
 from inr_cli.core.sizing import AUTO, SIZED_KEYS, fit_to_image
@@ -78,7 +78,7 @@ def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, pre
     if not inputs.is_url(out):
         out = str(Path(out).resolve())
     flags = {**flags, "preview_every": 0}
-    config = build_config(config_file, flags_to_values({**flags, "source": source}), preset)
+    config = build_config(config_file, flags_to_values({**flags, "source": source}), preset, SET_PRESETS)
     config = resolved_start(config)
     if add:  # the new images apart, with the set's own settings (checked as a rerun's), then joined
         def fit_new(scratch: Path, names: set[str]) -> None:
@@ -90,7 +90,7 @@ def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, pre
             _refuse_changed_settings(SetFolder(out), saved, Plan(saved.folder, sized, saved.spec, [], [], saved.pack,
                                                                  start_sha256=start_sha256(sized.training.init)))
             fit_set(source, str(scratch), sized, pack or saved.pack, ray, workers, gpus_per_worker, skip_unreadable,
-                    quiet, only=names, labels=labels)
+                    quiet, only=names, labels=labels, grown=saved)
 
         grow(source, Path(out), fit_new)
         return Plan.read(Path(out) / PLAN)
@@ -168,7 +168,7 @@ class InProcess:
 def fit_set(source: str, out: str | Path, config: Config, pack: int | None = None, ray: str | None = None,
             workers: int | None = None, gpus_per_worker: float | None = None, skip_unreadable: bool = False,
             quiet: bool = False, force: bool = False, only: set[str] | None = None,
-            labels: Path | None = None) -> Plan:
+            labels: Path | None = None, grown: Plan | None = None) -> Plan:
     """`inr fit-many` after its options are read and checked (fit_folder): plan (or resume), fit every
     pending shard in-process or on a Ray cluster, assemble the set in `out`. Progress and notices on
     stderr unless quiet."""
@@ -181,7 +181,8 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
     if folder.local:
         whole_shards, folder.front_to_back = output_storage(folder.local, runner.machines(config))
         folder.rows_in_place = not whole_shards
-    plan, pending = prepare(source, folder, config, pack, skip_unreadable, notices, runner, force, only, labels)
+    plan, pending = prepare(source, folder, config, pack, skip_unreadable, notices, runner, force, only, labels,
+                            grown)
     if whole_shards and pending:
         notices.append(f"{whole_shards}: each shard's file holds its networks, and the driver streams them into "
                        f"{WEIGHTS} at the end")
@@ -233,7 +234,7 @@ def interrupted_message(exc: Interrupted, plan: Plan, steps: int, folder: SetFol
 
 def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, skip_unreadable: bool,
             notices: list, runner: Runner, force: bool = False, only: set[str] | None = None,
-            labels: Path | None = None) -> tuple[Plan, list[int]]:
+            labels: Path | None = None, grown: Plan | None = None) -> tuple[Plan, list[int]]:
     """The plan (new, or the one in the output checked against this command) and the shards still
     to fit. The runner probes the images (their size and fingerprint, learned where they are read)
     and says the shard size when --pack is not given. Every check is made before the output is
@@ -277,6 +278,8 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
             spec = NetworkSpec.from_config(config, len(first.channels))
             pack = runner.pack_for(spec, config, first.width, first.height)
         plan = make_plan(source, config, entries, pack, skipped)
+        if grown is not None:  # --add: the set's own start, whatever this inr would choose
+            plan.output_start = grown.output_start
         if is_file_start(plan.config.training.init):  # its network checked before the folder is touched
             start_params(plan.config.training.init, plan.spec)
         if force:

@@ -153,14 +153,19 @@ def _list_file(list_path: Path) -> list[Listed]:
 
 
 def _label_column(line: str, base: Path) -> tuple[str, str]:
-    """PATH, or PATH<TAB>LABEL / PATH,LABEL (a second column: the image's label); a local path that
-    exists as written keeps its commas."""
+    """PATH, or PATH<TAB>LABEL / PATH,LABEL / PATH LABEL (a second column: the image's label); a local
+    path that exists as written keeps its commas and spaces."""
     if "\t" in line:
         path, _, label = line.partition("\t")
         return path.strip(), label.strip()
-    if "," in line and not (not is_url(line) and (base / line).exists()):
+    exists = not is_url(line) and (base / line).exists()
+    if "," in line and not exists:
         path, _, label = line.rpartition(",")
         return path.strip(), label.strip()
+    if " " in line and not exists:
+        path, _, label = line.rpartition(" ")
+        if is_url(path) or (base / path.strip()).exists():  # else the path as written, said missing
+            return path.strip(), label.strip()
     return line, ""
 
 

@@ -61,6 +61,10 @@ def join_sets(first: Path, second: Path, out: Path) -> Plan:
                            f"{b['settings'].get(key)!r}; only sets fitted alike join")
     if a["start_sha256"] != b["start_sha256"]:
         raise InrError(f"{first} and {second} started from different files; only sets fitted alike join")
+    if plans[0].output_start != plans[1].output_start:  # a set of an older inr: each output at its image's mean
+        raise InrError(f"{first} and {second} started from different shared starts (their outputs at "
+                       f"{_colour(plans[0].output_start)} and {_colour(plans[1].output_start)}); only sets fitted "
+                       f"alike join")
     if plans[0].spec != plans[1].spec:
         raise InrError(f"{first} and {second} hold different networks; only sets fitted alike join")
     if plans[0].labelled != plans[1].labelled:
@@ -72,7 +76,7 @@ def join_sets(first: Path, second: Path, out: Path) -> Plan:
     images = sorted(plans[0].images + plans[1].images, key=lambda e: e.name)
     shards = plans[0].shards + plans[1].shards
     joined = Plan(str(first), plans[0].config, plans[0].spec, images, shards, plans[0].pack,
-                  plans[0].skipped + plans[1].skipped, plans[0].start_sha256)
+                  plans[0].skipped + plans[1].skipped, plans[0].start_sha256, plans[0].output_start)
     with scratch(out.with_name(f".{out.name}.joining")) as work:
         try:
             _write(work, joined, [(first, plan_a, set_a), (second, plan_b, set_b)])
@@ -100,3 +104,7 @@ def _write(work: Path, joined: Plan, sets: list[tuple[Path, Plan, NetworkSet]]) 
             shard += 1
     (work / PLAN).write_text(joined.to_json())
     assemble(SetFolder(work), joined)  # index.csv and network.json from the shards, the rows in place
+
+
+def _colour(values: list[float] | None) -> str:
+    return "each image's own mean" if values is None else "(" + ", ".join(f"{v:.3f}" for v in values) + ")"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from inr_cli.config import build_config, flags_to_values
+from inr_cli.config import SET_PRESETS, build_config, flags_to_values
 from inr_cli.console import info
 from inr_cli.errors import UsageError
 from inr_cli.formats.export import need_writer
@@ -31,7 +31,8 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
         raise UsageError(f"{out}: a start is written as .safetensors")
     check_options(None, ray, workers, gpus_per_worker)
     need_writer("safetensors")  # said before the learning, not after it
-    config = build_config(config_file, flags_to_values({**flags, "source": str(source), "preview_every": 0}), preset)
+    config = build_config(config_file, flags_to_values({**flags, "source": str(source), "preview_every": 0}), preset,
+                          SET_PRESETS)
     config = resolved_start(config)
     init = config.training.init
     MetaState(out).check_outputs(force, options["outer_steps"], [source, config_file or "",

@@ -58,6 +58,14 @@ class PackInterrupted(Interrupted):
         self.saved, self.step = saved, step
 
 
+def start_means(plan: Plan, images: list[PixelImage]) -> list[np.ndarray] | None:
+    """Where the networks' outputs start: the plan's colour for a shared start (one start for all),
+    else each image's own mean where network.init_output_at_mean asks for it."""
+    if plan.output_start is not None:
+        return [np.asarray(plan.output_start, dtype=np.float64)] * len(images)
+    return output_means(plan.config, images)
+
+
 def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], signals: Signals | None = None,
              progress: PackProgress | None = None, saved: PackState | None = None, on_reading=None) -> dict:
     """Fit one pack: its networks trained together for the full budget (the training loop of `inr
@@ -82,7 +90,7 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
     active = result.active_rows()
     if state is None:
         state = initial_state(training.init, plan.spec, training.seed, [seeds[i] for i in active],
-                              output_means(plan.config, [images[i] for i in active]), plan_start(plan),
+                              start_means(plan, [images[i] for i in active]), plan_start(plan),
                               plan.config.network.weight_scale)
     trainer = Trainer(backend, plan.spec, plan.config, [images[i] for i in active], state,
                       [seeds[i] for i in active])

@@ -26,7 +26,7 @@ from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import input_files
 from inr_cli.formats.network_set import FORMAT_VERSION, PLAN, refuse_newer_set
 from inr_cli.formats.pixel_csv import CHANNEL_SETS
-from inr_cli.formats.start import start_sha256
+from inr_cli.formats.start import SHARED, start_sha256
 from inr_cli.limits import MAX_LIST_BYTES
 from inr_cli.sets import inputs
 from inr_cli.settings import FIT_MANY_FREE_KEYS
@@ -70,6 +70,9 @@ class Plan:
     pack: int
     skipped: list[list[str]] = field(default_factory=list)  # [name, why] of the inputs that do not decode
     start_sha256: str = ""  # the content of a file start (training.init = PATH): a rerun notices it changed
+    # A shared start's outputs, one colour for every network (shared_output_start); None: each
+    # network's own image's mean (a random start, no mean asked for, or a set of an older inr)
+    output_start: list[float] | None = None
 
     def settings(self) -> dict:
         """What the fitted networks depend on, besides the images: a rerun must match it."""
@@ -83,7 +86,8 @@ class Plan:
                            "config": json.loads(configuration.to_json(self.config)),
                            "spec": json.loads(self.spec.to_json()), "pack": self.pack, "fields": IMAGE_FIELDS,
                            "images": list(map(entry_values, self.images)),  # tuples: lists in JSON
-                           "shards": self.shards, "skipped": self.skipped, "start_sha256": self.start_sha256})
+                           "shards": self.shards, "skipped": self.skipped, "start_sha256": self.start_sha256,
+                           "output_start": self.output_start})
 
     @classmethod
     def from_json(cls, text: str, where: object = PLAN) -> "Plan":
@@ -138,6 +142,18 @@ def entries_from_probe(listed: list[inputs.Listed], found: list[tuple], config: 
     return entries, skipped
 
 
+MID_GREY = 0.5
+
+
+def shared_output_start(channels: int) -> list[float]:
+    """Where a shared start's outputs begin: mid-grey in every channel, one start for every network
+    and the same whatever the other images of the set (so that a set grown by --add, or joined, is
+    the set fitted at once). Each network's own image's mean would make the starts differ and put
+    the mean colour, a photo's strongest cue, in three biases, where a model on the weights finds it
+    less (BENCHMARKS.md, the weights suite); the set's mean colour would tie a network to the rest."""
+    return [MID_GREY] * channels
+
+
 def make_plan(source: str, config: Config, entries: list[ImageEntry], pack: int,
               skipped: list[list[str]] | None = None) -> Plan:
     first = entries[0]
@@ -156,7 +172,9 @@ def make_plan(source: str, config: Config, entries: list[ImageEntry], pack: int,
         by_size.setdefault((entry.width, entry.height), []).append(entry.name)
     for names in by_size.values():
         shards += [names[i:i + pack] for i in range(0, len(names), pack)]
-    return Plan(source, config, spec, entries, shards, pack, skipped or [], start_sha256(config.training.init))
+    shared = config.training.init == SHARED and config.network.init_output_at_mean
+    return Plan(source, config, spec, entries, shards, pack, skipped or [], start_sha256(config.training.init),
+                shared_output_start(len(first.channels)) if shared else None)
 
 
 class BadPlan(ValueError):
@@ -203,7 +221,13 @@ def plan_from_document(data: dict) -> Plan:
     start = data.get("start_sha256", "")  # absent before starts were recorded
     if type(start) is not str or (start and not FINGERPRINT.fullmatch(start)):
         raise BadPlan(f"'start_sha256' is {_shown(start)}, not a fingerprint")
-    plan = Plan(folder, config, spec, images, shards, pack, _skipped(data.get("skipped", []), row_of), start)
+    output_start = data.get("output_start")  # absent before a shared start's outputs began at one colour
+    if output_start is not None and not (isinstance(output_start, list) and len(output_start) == len(images[0].channels)
+                                         and all(type(v) in (int, float) and 0 <= v <= 1 for v in output_start)):
+        raise BadPlan(f"'output_start' is {_shown(output_start)}, not a colour of {len(images[0].channels)} values "
+                      f"in [0, 1]")
+    plan = Plan(folder, config, spec, images, shards, pack, _skipped(data.get("skipped", []), row_of), start,
+                None if output_start is None else [float(v) for v in output_start])
     plan.__dict__["row_of"] = row_of  # the cached property, already made
     return plan
 
