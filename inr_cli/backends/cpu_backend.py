@@ -31,6 +31,7 @@ from inr_cli.backends import numpy_ops as ops
 from inr_cli.backends.host_memory import HostMemory
 from inr_cli.backends.numpy_ops import activate, blas_controller, check_activation, derivative_times
 from inr_cli.core.batch_pass import WholeBatchPass, forward_loss_backward
+from inr_cli.core.encodings import create_encoding
 from inr_cli.core.network import Network, layer_views
 from inr_cli.core.workspace import Workspace
 
@@ -134,6 +135,9 @@ class CpuBackend(HostMemory):
 
     # --- a training step in blocks ---------------------------------------------------------------
     def training_pass(self, spec, params, grads, networks: int, batch: int):
+        if create_encoding(spec).trainable:
+            # Blocks of rows would each need a gradient of the whole table.
+            return WholeBatchPass(self, spec, params, grads, networks, batch)
         widest = max(max(out_f, in_f) for out_f, in_f in spec.layer_shapes())
         groups, row_blocks = self.step_blocks(networks, batch, widest)
         if len(groups) == 1 and len(row_blocks) == 1:
@@ -169,6 +173,8 @@ class CpuBackend(HostMemory):
     # --- the reference's operations as they are: small, or one pass over memory -------------------
     fill = staticmethod(ops.fill)
     fourier_features = staticmethod(ops.fourier_features)
+    hashgrid_encode = staticmethod(ops.hashgrid_encode)
+    hashgrid_backward = staticmethod(ops.hashgrid_backward)
     mse_loss = staticmethod(ops.mse_loss)
     sample_batch = staticmethod(ops.sample_batch)
     advance_schedule = staticmethod(ops.advance_schedule)

@@ -29,6 +29,8 @@ class NumpyBackend(HostMemory):
     linear_backward_input = staticmethod(ops.linear_backward_input)
     linear_backward_weights = staticmethod(ops.linear_backward_weights)
     fourier_features = staticmethod(ops.fourier_features)
+    hashgrid_encode = staticmethod(ops.hashgrid_encode)
+    hashgrid_backward = staticmethod(ops.hashgrid_backward)
     mse_loss = staticmethod(ops.mse_loss)
     sample_batch = staticmethod(ops.sample_batch)
     advance_schedule = staticmethod(ops.advance_schedule)

@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from inr_cli.core.encodings import HASH_PRIME, LEVEL_HASHED, LEVEL_OFFSET, LEVEL_RESOLUTION, LEVEL_SIZE
 from inr_cli.core.models import ACTIVATIONS
 from inr_cli.core.schedule import step_hyperparameters
 
@@ -138,6 +139,57 @@ def fourier_features(projection, out) -> None:
     angle = (2.0 * math.pi) * projection  # a Python float keeps the array dtype (NEP 50)
     np.cos(angle, out=out[..., :m])
     np.sin(angle, out=out[..., m:])
+
+
+def hashgrid_corners(x, level) -> tuple[np.ndarray, np.ndarray]:
+    """Where points x [..., 2] read one level of the hash grid (a row of HashGrid.level_table): the
+    entries of their cells' four corners [4, ...] (int64, within the level) and the corners'
+    bilinear weights [4, ...], corners in the order (i, j), (i+1, j), (i, j+1), (i+1, j+1)."""
+    resolution, hashed = int(level[LEVEL_RESOLUTION]), bool(level[LEVEL_HASHED])
+    one = x.dtype.type(1)
+    # (u + 1) * N/2: the point on the level's grid of N cells, clamped to it; its cell and the point's
+    # place in it (a point on the far edge lies in the last cell).
+    position = np.clip((x + one) * x.dtype.type(resolution / 2), 0, resolution)
+    cell = np.minimum(np.floor(position), resolution - 1)
+    fraction = position - cell
+    cell = cell.astype(np.int64)
+    i, j = cell[..., 0], cell[..., 1]
+    fx, fy = fraction[..., 0], fraction[..., 1]
+    gx, gy = one - fx, one - fy
+    weights = np.stack([gx * gy, fx * gy, gx * fy, fx * fy])
+    corner_i, corner_j = np.stack([i, i + 1, i, i + 1]), np.stack([j, j, j + 1, j + 1])
+    if hashed:  # in uint32 arithmetic, as the kernels compute it
+        with np.errstate(over="ignore"):
+            hashed_index = corner_i.astype(np.uint32) ^ (corner_j.astype(np.uint32) * np.uint32(HASH_PRIME))
+        entries = (hashed_index % np.uint32(level[LEVEL_SIZE])).astype(np.int64)
+    else:
+        entries = corner_i + corner_j * (resolution + 1)
+    return entries, weights
+
+
+def hashgrid_encode(x, tables, out, levels) -> None:
+    n, features = out.shape[0], out.shape[2] // len(levels)
+    per_network = tables.reshape(tables.shape[0], -1, features)  # [N, entries, F] (a view: rows are packed)
+    networks = np.arange(n)[None, :, None]
+    for index, level in enumerate(levels):
+        entries, weights = hashgrid_corners(x, level)  # [4, N or 1, rows]
+        corners = per_network[networks, int(level[LEVEL_OFFSET]) + entries]  # [4, N, rows, F]
+        np.sum(weights[..., None] * corners, axis=0, out=out[:, :, index * features:(index + 1) * features])
+
+
+def hashgrid_backward(x, grad, table_grads, levels) -> None:
+    n, features = grad.shape[0], grad.shape[2] // len(levels)
+    per_network = table_grads.reshape(n, -1, features)
+    for index, level in enumerate(levels):
+        offset, size = int(level[LEVEL_OFFSET]), int(level[LEVEL_SIZE])
+        entries, weights = hashgrid_corners(x, level)  # [4, N or 1, rows]
+        level_grad = grad[:, :, index * features:(index + 1) * features]  # [N, rows, F]
+        # Each corner's share, w * g, added into a flat [N, size, F] array by bincount: a scatter
+        # whose repeated indices add up (fancy-index assignment would keep only the last).
+        flat = ((np.arange(n)[:, None] * size + entries)[..., None] * features + np.arange(features))
+        shares = weights[..., None] * level_grad  # [4, N, rows, F]
+        sums = np.bincount(np.broadcast_to(flat, shares.shape).ravel(), shares.ravel(), minlength=n * size * features)
+        per_network[:, offset:offset + size] = sums.reshape(n, size, features)
 
 
 def mse_loss(pred, target, grad, loss, count: int | None = None) -> None:

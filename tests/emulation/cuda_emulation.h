@@ -6,6 +6,7 @@
 // barrier placement are exercised as on the GPU; speed, warps and memory coalescing are not.
 #pragma once
 
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -39,6 +40,9 @@ inline float __cosf(float x) { return std::cos(x); }
 #define __launch_bounds__(...)
 
 inline void __syncthreads() { emu_block_barrier->arrive_and_wait(); }
+
+// The threads of a block are real threads: an atomic add must be one here too.
+inline float atomicAdd(float* address, float value) { return std::atomic_ref<float>(*address).fetch_add(value); }
 
 namespace emu {
 
