@@ -164,17 +164,22 @@ def upscale(backend, recipe: Recipe, name: str, size: int, scale: int, steps: in
 
 def torch_race(config, image, spec, check: int, stop_when_done: bool, device: str, targets=TARGETS) -> dict:
     """PyTorch from the same initial parameters with the same recipe (full batch or the same batch
-    size; its own random batches)."""
+    size; its own random batches; the hash grid's peer draws inr's)."""
     import torch
 
+    from benchmarks.torch_hashgrid import TorchHashGridTrainer
     from benchmarks.torch_reference import TorchTrainer, optimizer_settings
     from inr_cli.core.coords import pixel_grid
 
     start = init_parameters(spec, config.training.seed, (output_means(config, [image]) or [None])[0],
                             config.network.weight_scale)
     opt, train = config.optimizer, config.training
-    trainer = TorchTrainer(torch, spec, start, pixel_grid(image.width, image.height), image.targets(), opt.lr,
-                           opt.lr_min, train.steps, train.batch_size, train.seed, device, **optimizer_settings(opt))
+    coords = pixel_grid(image.width, image.height)
+    if spec.encoding == "hashgrid":
+        trainer = TorchHashGridTrainer(torch, spec, start, coords, image.targets(), config, train.seed, device)
+    else:
+        trainer = TorchTrainer(torch, spec, start, coords, image.targets(), opt.lr, opt.lr_min, train.steps,
+                               train.batch_size, train.seed, device, **optimizer_settings(opt))
     synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     reached = {target_key(t): None for t in targets}
     best, step = float("-inf"), 0

@@ -173,8 +173,6 @@ class CpuBackend(HostMemory):
     # --- the reference's operations as they are: small, or one pass over memory -------------------
     fill = staticmethod(ops.fill)
     fourier_features = staticmethod(ops.fourier_features)
-    hashgrid_encode = staticmethod(ops.hashgrid_encode)
-    hashgrid_backward = staticmethod(ops.hashgrid_backward)
     mse_loss = staticmethod(ops.mse_loss)
     sample_batch = staticmethod(ops.sample_batch)
     advance_schedule = staticmethod(ops.advance_schedule)
@@ -199,6 +197,16 @@ class CpuBackend(HostMemory):
         """As the reference composes it, from this engine's matmul and column_reduce."""
         self.matmul(grad, layer_input, weight_grad, trans_a=True)
         self.column_reduce(grad, bias_grad)
+
+    def hashgrid_encode(self, x, tables, out, levels) -> None:
+        """The reference's levels, one per task, over the threads (each writes its own columns)."""
+        self._run(lambda index: ops.hashgrid_encode_level(x, tables, out, levels, index),
+                  [(index,) for index in range(len(levels))], out.size)
+
+    def hashgrid_backward(self, x, grad, table_grads, levels) -> None:
+        """The reference's levels, one per task, over the threads (each writes its own entries)."""
+        self._run(lambda index: ops.hashgrid_backward_level(x, grad, table_grads, levels, index),
+                  [(index,) for index in range(len(levels))], grad.size)
 
     def bias_activation(self, z, bias, out, activation: str, omega0: float = 1.0) -> None:
         check_activation(activation)

@@ -14,7 +14,7 @@ from inr_cli.config import Config, to_toml
 from inr_cli.console import info, notice
 from inr_cli.core.metrics import psnr, psnr_from_mse
 from inr_cli.core.network import NetworkSpec, output_means
-from inr_cli.core.pixels import PixelImage
+from inr_cli.core.pixels import PixelImage, fit_longer_side
 from inr_cli.core.render import render_float
 from inr_cli.core.schedule import learning_rate
 from inr_cli.core.sizing import fit_to_image
@@ -34,6 +34,8 @@ from inr_cli.runs.pictures import side_by_side, write_previews_animation, write_
 
 # A full-batch run whose steps would take longer than this gets a hint to shrink the image or batch.
 SLOW_RUN_SECONDS = 600.0
+# Previews of a large image are drawn smaller: a photo's full size takes seconds to draw each time.
+PREVIEW_LONGEST = 1024
 
 
 def slow_run_hint(seconds_per_step: float, steps_left: int, full_batch: bool, pixels: int) -> str | None:
@@ -125,7 +127,7 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
         def on_step(step):
             if previews and step % previews == 0 and step < total:
                 (run_dir / "previews").mkdir(exist_ok=True)
-                _write_preview(trainer, run_dir / "previews" / f"step-{step:06d}.png")
+                _write_preview(trainer, run_dir / "previews" / f"step-{step:06d}.png", PREVIEW_LONGEST)
                 trainer.pause_clock()
 
         def checkpoint(step):
@@ -177,9 +179,13 @@ def fresh_state(config: Config, spec: NetworkSpec, image: PixelImage) -> Trainin
                          weight_scale=config.network.weight_scale)
 
 
-def _write_preview(trainer: Trainer, path: Path) -> np.ndarray:
-    """The current network drawn at the training size; a failure to write it only warns."""
-    values = render_float(trainer.backend, trainer.spec, trainer.params[:1], trainer.width, trainer.height)
+def _write_preview(trainer: Trainer, path: Path, longest: int | None = None) -> np.ndarray:
+    """The current network drawn at the training size (or with its longer side at most `longest`); a
+    failure to write it only warns."""
+    width, height = trainer.width, trainer.height
+    if longest is not None and max(width, height) > longest:
+        width, height = fit_longer_side(width, height, longest)
+    values = render_float(trainer.backend, trainer.spec, trainer.params[:1], width, height)
     _save_quietly(PixelImage(values, trainer.channels), path)
     return values
 
