@@ -209,6 +209,16 @@ class HashGrid(Encoding):
     def backward(self, backend: Backend, ws: Workspace, x, rows: int, output_grad, parameter_grads) -> None:
         backend.hashgrid_backward(x[:, :rows], output_grad, parameter_grads, self.level_table)
 
+    def levels_rows(self) -> list[tuple[int, int, int, bool]]:
+        """(resolution, offset, size, hashed) per level, as plain numbers: what the exports loop over."""
+        return [(int(n), int(offset), int(size), bool(hashed)) for n, offset, size, hashed in self.level_table]
+
+    def description(self) -> dict:
+        """What another tool needs to read the tables (the exports' metadata): the level table's rows,
+        the hash's prime and the features per entry."""
+        return {"levels": [list(row) for row in self.levels_rows()], "columns": ["resolution", "offset", "size",
+                "hashed"], "prime": HASH_PRIME, "features": self.level_features}
+
 
 ENCODING_CLASSES: dict[str, type[Encoding]] = {kind.name: kind for kind in (Identity, Fourier, HashGrid)}
 

@@ -13,6 +13,7 @@ import numpy as np
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
 from inr_cli.errors import InrError
 from inr_cli.extras import require
+from inr_cli.formats.export import encoding_tensor
 
 INDEX_METADATA = "index"  # a set's index.csv rows, as JSON [{column: text}]
 
@@ -50,9 +51,9 @@ def read_exported(path: Path) -> Exported:
         for i, (weight, bias) in enumerate(layer_views(spec, params)):
             weight[...] = tensors[f"layers.{i}.weight"].reshape(weight.shape)
             bias[...] = tensors[f"layers.{i}.bias"].reshape(bias.shape)
-        frequencies = frequency_view(spec, params)
-        if frequencies is not None:
-            frequencies[...] = tensors["encoding.frequencies"].reshape(frequencies.shape)
+        encoding = frequency_view(spec, params)
+        if encoding is not None:
+            encoding[...] = tensors[encoding_tensor(spec)].reshape(encoding.shape)
     except (KeyError, ValueError) as exc:
         raise InrError(f"{path}: its tensors do not match its network description ({exc})") from None
     channels = tuple(c for c in metadata.get("channels", "").split(",") if c)
