@@ -73,8 +73,9 @@ SUITE = {  # name: (file, grey)
     "rocket-grey": (FIXTURES / "rocket.jpg", True),
     "cub": (FIXTURES / "drawing-cub.png", True),
     "house": (FIXTURES / "drawing-house.png", True),
+    "text": (FIXTURES / "drawing-text.png", True),  # lines of text: strokes under 2 px at 224 px wide
 }
-DRAWINGS = ("cub", "house")
+DRAWINGS = ("cub", "house", "text")
 DEFAULT_IMAGES = ["coffee", "rocket-grey", "cub", "house"]
 TARGETS = (30.0, 35.0, 40.0)  # the goals' targets; --targets for fewer (a run stops at its last)
 # The CPU suite: 64 px with the goals' 2,000-step budget, the "suite" recipes ("all" less the slowest
@@ -200,6 +201,13 @@ def torch_race(config, image, spec, check: int, stop_when_done: bool, device: st
             "seconds_run": round(time.perf_counter() - begin, 3)}
 
 
+def peak_rss_mb() -> float:
+    """The job's process's peak resident memory so far, in MiB (its worker is fresh for each job)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
 def job(device: str, workers: int, recipe_name: str, recipe: Recipe, name: str, size: int, budget: int, check: int,
         full: bool, scale: int, upscale_steps: tuple, with_race: bool, with_torch: bool,
         targets: tuple = TARGETS) -> dict:
@@ -215,6 +223,7 @@ def job(device: str, workers: int, recipe_name: str, recipe: Recipe, name: str, 
             warm.read_loss()
         trainer = make_trainer(backend, config, [image])
         result = race(trainer, backend, image, check, not full, targets)
+        result["peak_rss_mb"] = peak_rss_mb()
     net, enc, opt = config.network, config.encoding, config.optimizer
     settings = {"preset": recipe.preset, "model": net.model, "hidden": net.hidden, "layers": net.layers,
                 "omega0": net.omega0, "weight_scale": net.weight_scale, "encoding": enc.name,
@@ -232,6 +241,7 @@ def job(device: str, workers: int, recipe_name: str, recipe: Recipe, name: str, 
     if with_torch and with_race:
         torch_device = "cuda" if backend.name == "gpu" else "cpu"
         report["torch"] = torch_race(config, image, trainer.spec, check, not full, torch_device, targets)
+        report["torch"]["peak_rss_mb"] = peak_rss_mb()  # the job's whole peak: the torch race's where it is higher
     return report
 
 
@@ -398,7 +408,8 @@ def main() -> None:
                         help="also score 2x renders of runs this long (besides the recipe's own step count)")
     parser.add_argument("--no-race", dest="race", action="store_false",
                         help="only the 2x renders, not the steps to the targets")
-    parser.add_argument("--torch", action="store_true", help="also race PyTorch with the same recipe")
+    parser.add_argument("--torch", nargs="*", metavar="RECIPE", help="also race PyTorch with the same recipe (every "
+                        "recipe, or the ones named)")
     parser.add_argument("--workers", type=int, default=0, help="parallel runs (default: 1 on a GPU, else cores)")
     parser.add_argument("--resume", action="store_true", help="keep the runs already in --out, run the rest")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "time-to-quality.json")
@@ -414,7 +425,8 @@ def main() -> None:
         raise SystemExit(f"time_to_quality: {exc}") from None
     workers = args.workers or default_workers(backend_name)
     jobs = [(args.device, workers, recipe_name, recipe, name, size, budgets[size], args.check, args.full, args.scale,
-             tuple(args.upscale_steps), args.race, args.torch, tuple(sorted(args.targets)))
+             tuple(args.upscale_steps), args.race,
+             args.torch is not None and (not args.torch or recipe_name in args.torch), tuple(sorted(args.targets)))
             for size in sizes for name in args.images for recipe_name, recipe in recipes.items()]
     done: dict[str, dict] = {}
     if args.resume and args.out.is_file():
@@ -433,7 +445,7 @@ def main() -> None:
           flush=True)
     results = [done[key] for key in order if key in done]
     started = time.perf_counter()
-    with worker_pool(workers) as pool:
+    with worker_pool(workers, jobs_per_worker=1) as pool:
         futures = [(key, pool.submit(job, *j)) for j, key in todo]
         for key, future in futures:
             result = {"key": key, **future.result()}
