@@ -3,6 +3,8 @@ side on a suite of photos and line drawings, with what each draws between the pi
 
     PYTHONPATH=. python benchmarks/time_to_quality.py                       # the CPU suite
     PYTHONPATH=. python benchmarks/time_to_quality.py --device gpu --sizes 64 128 256 512 --torch
+    PYTHONPATH=. python benchmarks/time_to_quality.py --device gpu --images PHOTO.jpg --sizes 768 --recipes hashgrid \\
+        default --torch hashgrid --targets 40 44 --budget 5000 --scale 0
     PYTHONPATH=. python benchmarks/time_to_quality.py --recipes default ws2-paper \\
         --define 'ws2-o45=siren:weight_scale=2,omega0=45,lr=1e-4,lr_min=1e-4'
 
@@ -94,7 +96,9 @@ def target_key(target: float) -> str:
 
 
 def suite_image(name: str, size: int):
-    path, grey = SUITE[name]
+    """An image of the suite, or a photo file named by its path (kept out of the repository: the large
+    photos of BENCHMARKS.md), in colour."""
+    path, grey = SUITE[name] if name in SUITE else (Path(name), False)
     return load_image(path, size=size, gray=grey)
 
 
@@ -394,7 +398,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="*", help=f"longer sides (CPU {CPU_SIZES}, GPU {GPU_SIZES})")
     parser.add_argument("--budget", nargs="*", help=f"steps: N for every size, SIZE=N for one (CPU {CPU_BUDGETS}, "
                                                     f"GPU {GPU_BUDGETS})")
-    parser.add_argument("--images", nargs="*", default=DEFAULT_IMAGES, choices=list(SUITE))
+    parser.add_argument("--images", nargs="*", default=DEFAULT_IMAGES,
+                        help=f"suite images ({', '.join(SUITE)}) or paths of photos")
     parser.add_argument("--recipes", nargs="*", default=["suite"],
                         help=f"recipe names or groups ({', '.join(GROUPS)}); see benchmarks/recipes.py")
     parser.add_argument("--define", nargs="*", default=[], metavar="NAME=PRESET:key=value,...",
@@ -415,6 +420,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "time-to-quality.json")
     args = parser.parse_args()
 
+    unknown = [name for name in args.images if name not in SUITE and not Path(name).is_file()]
+    if unknown:
+        raise SystemExit(f"time_to_quality: {unknown[0]} is neither an image of the suite ({', '.join(SUITE)}) "
+                         f"nor a file")
     backend_name = get_backend(args.device).name
     on_gpu = backend_name == "gpu"
     sizes = args.sizes or (GPU_SIZES if on_gpu else CPU_SIZES)
