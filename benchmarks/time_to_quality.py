@@ -176,6 +176,8 @@ def torch_race(config, image, spec, check: int, stop_when_done: bool, device: st
     from benchmarks.torch_reference import TorchTrainer, optimizer_settings
     from inr_cli.core.coords import pixel_grid
 
+    if device == "cpu":  # as many threads as the CPU engine runs (the benchmark's BLAS is held to one)
+        torch.set_num_threads(os.cpu_count() or 1)
     start = init_parameters(spec, config.training.seed, (output_means(config, [image]) or [None])[0],
                             config.network.weight_scale)
     opt, train = config.optimizer, config.training

@@ -43,54 +43,57 @@ __device__ __forceinline__ void hashgrid_corners(float u, float v, const long lo
     }
 }
 
-// out[net, r, level * F + f] = sum over the corners of weight * tables[net, (offset + entry) * F + f].
-// x: [networks or 1, rows, 2] (stride_x 0: one table of points for all); tables: stride_tables floats
-// between networks; out: [networks, rows, L * F], stride_out floats between networks.
-extern "C" __global__ void hashgrid_encode(const float* __restrict__ x, const float* __restrict__ tables,
-                                           float* __restrict__ out, const long long* __restrict__ levels,
-                                           long long rows, int n_levels, int features, long long stride_x,
-                                           long long stride_tables, long long stride_out, unsigned long long prime)
+// One level (blockIdx.y) of one network (blockIdx.z), grid-stride over the points r. x: [networks or 1,
+// rows, 2] (stride_x 0: one table of points for all); tables: stride_tables floats between networks;
+// values: [networks, rows, L * F], stride_values floats between networks.
+// Forward:  values[net, r, level * F + f] = sum over the corners of weight * tables[net, (offset + entry) * F + f].
+// Backward: tables[net, (offset + entry) * F + f] += weight * values[net, r, level * F + f], for every point
+//           and corner (tables: the gradient, cleared by hashgrid_zero; values: dL/d(encoding)).
+template <bool BACKWARD>
+__device__ void hashgrid_level(const float* __restrict__ x, float* tables, float* values,
+                               const long long* __restrict__ levels, long long rows, int n_levels, int features,
+                               long long stride_x, long long stride_tables, long long stride_values,
+                               unsigned long long prime)
 {
     const int level = blockIdx.y;
     const long long net = blockIdx.z;
     x += net * stride_x;
     tables += net * stride_tables + levels[4 * level + 1] * features;
-    out += net * stride_out + (long long)level * features;
+    values += net * stride_values + (long long)level * features;
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += stride) {
         long long entries[4];
         float weights[4];
         hashgrid_corners(x[2 * r], x[2 * r + 1], levels + 4 * level, (unsigned int)prime, entries, weights);
+        float* point = values + r * n_levels * features;
         for (int f = 0; f < features; ++f) {
-            float sum = 0.0f;
-            for (int c = 0; c < 4; ++c) sum += weights[c] * tables[entries[c] * features + f];
-            out[r * n_levels * features + f] = sum;
+            if (BACKWARD) {
+                for (int c = 0; c < 4; ++c) atomicAdd(&tables[entries[c] * features + f], weights[c] * point[f]);
+            } else {
+                float sum = 0.0f;
+                for (int c = 0; c < 4; ++c) sum += weights[c] * tables[entries[c] * features + f];
+                point[f] = sum;
+            }
         }
     }
 }
 
-// table_grads[net, (offset + entry) * F + f] += weight * grad[net, r, level * F + f] for every point r and
-// corner: the scatter, onto a gradient that hashgrid_zero cleared. Layouts as in hashgrid_encode.
+extern "C" __global__ void hashgrid_encode(const float* __restrict__ x, const float* __restrict__ tables,
+                                           float* __restrict__ out, const long long* __restrict__ levels,
+                                           long long rows, int n_levels, int features, long long stride_x,
+                                           long long stride_tables, long long stride_out, unsigned long long prime)
+{
+    hashgrid_level<false>(x, (float*)tables, out, levels, rows, n_levels, features, stride_x, stride_tables,
+                          stride_out, prime);
+}
+
 extern "C" __global__ void hashgrid_backward(const float* __restrict__ x, float* __restrict__ table_grads,
                                              const float* __restrict__ grad, const long long* __restrict__ levels,
                                              long long rows, int n_levels, int features, long long stride_x,
                                              long long stride_tables, long long stride_grad, unsigned long long prime)
 {
-    const int level = blockIdx.y;
-    const long long net = blockIdx.z;
-    x += net * stride_x;
-    table_grads += net * stride_tables + levels[4 * level + 1] * features;
-    grad += net * stride_grad + (long long)level * features;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x; r < rows; r += stride) {
-        long long entries[4];
-        float weights[4];
-        hashgrid_corners(x[2 * r], x[2 * r + 1], levels + 4 * level, (unsigned int)prime, entries, weights);
-        for (int f = 0; f < features; ++f) {
-            const float g = grad[r * n_levels * features + f];
-            for (int c = 0; c < 4; ++c) atomicAdd(&table_grads[entries[c] * features + f], weights[c] * g);
-        }
-    }
+    hashgrid_level<true>(x, table_grads, (float*)grad, levels, rows, n_levels, features, stride_x, stride_tables,
+                         stride_grad, prime);
 }
 
 // table_grads[net, 0:count] = 0 for every network (stride_tables floats apart).
