@@ -125,7 +125,7 @@ class Fourier(Encoding):
 HASH_PRIME = 2654435761
 # Columns of HashGrid.level_table: what every implementation of the lookup reads per level.
 LEVEL_RESOLUTION, LEVEL_OFFSET, LEVEL_SIZE, LEVEL_HASHED = range(4)
-# At most 2^24 entries a level: a table of 16 such levels is already 512 MiB per network.
+# At most 2^24 entries a level: 16 such levels of 2 features are already 2 GiB per network.
 MAX_LOG2_TABLE_SIZE = 24
 
 
