@@ -75,3 +75,22 @@ def test_the_torch_peer_encodes_as_the_reference():
     NumpyBackend().hashgrid_backward(x[None], g[None], table_grads, grid.level_table)
     np.testing.assert_allclose(encoded.detach().numpy(), out[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(peer.tables.grad.numpy(), table_grads[0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_large_image_ends_with_its_render_whole_and_a_smaller_comparison(tmp_path, monkeypatch):
+    """The final render is the image's own size; the comparison's panels are drawn smaller beyond
+    COMPARISON_LONGEST (three float panels of a large photo would take gigabytes), with the PSNR of the
+    whole render; the previews too are drawn smaller."""
+    from PIL import Image
+
+    from inr_cli.runs import training
+
+    monkeypatch.setattr(training, "COMPARISON_LONGEST", 10)
+    monkeypatch.setattr(training, "PREVIEW_LONGEST", 8)
+    image = make_image(tmp_path / "wide.png", "RGB", (40, 20))
+    result = run("train", image, "--preset", "hashgrid", "--steps", "4", "--preview-every", "2", "--device", "cpu",
+                 "-q", "--run-dir", tmp_path / "r")
+    assert result.exit_code == 0, result.output
+    assert Image.open(tmp_path / "r" / "render.png").size == (40, 20)
+    assert Image.open(tmp_path / "r" / "previews" / "step-000002.png").size == (8, 4)
+    assert Image.open(tmp_path / "r" / "comparison.png").size[1] == 5  # panels of 10 x 5, no caption at that width

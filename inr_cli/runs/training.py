@@ -25,7 +25,7 @@ from inr_cli.errors import InrError
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.atomic import atomic_write_text
 from inr_cli.formats.data import fingerprint
-from inr_cli.formats.images import save_image
+from inr_cli.formats.images import resample, save_image
 from inr_cli.formats.start import initial_state
 from inr_cli.progress import TrainingProgress
 from inr_cli.runs.directory import RunLock
@@ -36,6 +36,7 @@ from inr_cli.runs.pictures import side_by_side, write_previews_animation, write_
 SLOW_RUN_SECONDS = 600.0
 # Previews of a large image are drawn smaller: a photo's full size takes seconds to draw each time.
 PREVIEW_LONGEST = 1024
+COMPARISON_LONGEST = 2048
 
 
 def slow_run_hint(seconds_per_step: float, steps_left: int, full_batch: bool, pixels: int) -> str | None:
@@ -158,9 +159,9 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
         finally:
             metrics.close()
         save(trainer)
+        trainer.release_training_memory()  # room for the final render of a large image
         rendered = _write_preview(trainer, run_dir / "render.png")
-        _save_quietly(side_by_side(rendered, image.values, psnr=psnr(rendered, image.values)),
-                      run_dir / "comparison.png")
+        _save_quietly(comparison(rendered, image.values), run_dir / "comparison.png")
         _write_run_pictures(run_dir, rendered)
     if ended is not None:
         raise InrError(f"{ended.describe()} (the run is saved in {run_dir}). Try a smaller learning rate, e.g. "
@@ -169,6 +170,17 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
     if trainer.step_done < total and not quiet:
         info(f"reached {train.target_psnr:g} dB (--until-psnr) at step {trainer.step_done} of {total}")
     return TrainingResult(run_dir, trainer.step_done, loss, psnr_from_mse(loss), trainer.seconds)
+
+
+def comparison(rendered: np.ndarray, reference: np.ndarray) -> PixelImage:
+    """reference | render | error map, with the render's PSNR; a large image's panels drawn with the
+    longer side COMPARISON_LONGEST (three full-size float panels of a 13-megapixel photo take 0.5 GB)."""
+    score = psnr(rendered, reference)
+    height, width = reference.shape[:2]
+    if max(width, height) > COMPARISON_LONGEST:
+        width, height = fit_longer_side(width, height, COMPARISON_LONGEST)
+        rendered, reference = resample(rendered, width, height), resample(reference, width, height)
+    return side_by_side(rendered, reference, psnr=score)
 
 
 def fresh_state(config: Config, spec: NetworkSpec, image: PixelImage) -> TrainingState:
