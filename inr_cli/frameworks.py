@@ -28,10 +28,7 @@ def stacked(spec: NetworkSpec, params: np.ndarray) -> tuple[np.ndarray | None, l
     [(W [N, out, in], b [N, out]) per layer]) of [N, P] parameters, as contiguous float32 arrays of
     their own."""
     flat = np.ascontiguousarray(params, dtype=np.float32)
-    encoding = frequency_view(spec, flat)
-    if encoding is not None and spec.encoding == "hashgrid":
-        grid = create_encoding(spec)
-        encoding = encoding.reshape(len(flat), grid.entries, grid.level_features)
+    encoding = create_encoding(spec).table_view(flat) if spec.encoding == "hashgrid" else frequency_view(spec, flat)
     layers = [(np.array(w), np.array(b)) for w, b in layer_views(spec, flat)]
     return (None if encoding is None else np.array(encoding)), layers
 

@@ -189,6 +189,11 @@ class HashGrid(Encoding):
         """The tables [N, entries * F] (a view)."""
         return flat[:, : self.parameter_count]
 
+    def table_view(self, flat):
+        """The tables as [N, entries, F]: each entry's features in a row (what the exports name
+        encoding.table)."""
+        return self.parameters(flat).reshape(len(flat), self.entries, self.level_features)
+
     def initialise(self, parameters, rng) -> None:
         parameters[...] = rng.uniform(-self.INIT_BOUND, self.INIT_BOUND, parameters.shape)
 

@@ -39,11 +39,8 @@ def stacked_tensors(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarr
     encoding.table [N, entries, F] with a hash grid."""
     flat = np.asarray(params, dtype=np.float32)
     tensors = {}
-    encoding = frequency_view(spec, flat)
+    encoding = create_encoding(spec).table_view(flat) if spec.encoding == "hashgrid" else frequency_view(spec, flat)
     if encoding is not None:
-        if spec.encoding == "hashgrid":
-            grid = create_encoding(spec)
-            encoding = encoding.reshape(len(flat), grid.entries, grid.level_features)
         tensors[encoding_tensor(spec)] = np.ascontiguousarray(encoding)
     for i, (weight, bias) in enumerate(layer_views(spec, flat)):
         tensors[f"layers.{i}.weight"] = np.ascontiguousarray(weight)
