@@ -4,9 +4,9 @@ resumed, then scored, with the seconds to each PSNR target and the peak memory o
     PYTHONPATH=. python benchmarks/large_photo.py PHOTO [--until-psnr 35] [--interrupt-at 40] [--device cpu]
 
 The photo is not in the repository. The one in BENCHMARKS.md is Dragonfly_by_Bolly.jpg (4224x3168,
-13.4 megapixels, CC-BY-SA 4.0) from Debian's lomiri-wallpapers-20.04 package:
+13.4 megapixels, CC-BY-SA 4.0) from Debian's lomiri-wallpapers-16.04 package:
 
-    apt-get download lomiri-wallpapers-20.04 && dpkg-deb -x lomiri-wallpapers-20.04_*.deb wallpapers
+    apt-get download lomiri-wallpapers-16.04 && dpkg-deb -x lomiri-wallpapers-16.04_*.deb wallpapers
     # wallpapers/usr/share/backgrounds/Dragonfly_by_Bolly.jpg
 
 The run stops at --until-psnr (the training PSNR of the random batches, read every 10 steps); with
