@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields, make_dataclass, replace
 from pathlib import Path
 
-from inr_cli.core.encodings import MAX_LOG2_TABLE_SIZE
 from inr_cli.errors import UsageError
 from inr_cli.resources import configs_dir
 from inr_cli.settings import (  # noqa: F401
@@ -26,6 +25,7 @@ from inr_cli.settings import (  # noqa: F401
     DEVICES,
     ENCODINGS,
     MATMULS,
+    MAX_LOG2_TABLE_SIZE,
     MODELS,
     NON_NEGATIVE,
     OPTIMIZERS,

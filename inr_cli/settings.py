@@ -25,6 +25,10 @@ Matmul = Literal["kernel", "cublas"]
 MODELS, ENCODINGS, OPTIMIZERS = get_args(Model), get_args(Encoding), get_args(Optimizer)
 DEVICES, MATMULS = get_args(Device), get_args(Matmul)
 
+# The hash grid's largest table: 2^24 entries a level (16 such levels of 2 features are already 2 GiB
+# per network).
+MAX_LOG2_TABLE_SIZE = 24
+
 TRAIN, FIT_MANY, META_INIT = "train", "fit-many", "meta-init"
 # meta-init fits as fit-many does, but for a fit's length and schedule (its inner fits last
 # --inner-steps at the peak rate held) and its checkpoints (at each held-out measure).

@@ -125,8 +125,6 @@ class Fourier(Encoding):
 HASH_PRIME = 2654435761
 # Columns of HashGrid.level_table: what every implementation of the lookup reads per level.
 LEVEL_RESOLUTION, LEVEL_OFFSET, LEVEL_SIZE, LEVEL_HASHED = range(4)
-# At most 2^24 entries a level: 16 such levels of 2 features are already 2 GiB per network.
-MAX_LOG2_TABLE_SIZE = 24
 
 
 def level_resolutions(levels: int, coarsest: int, finest: int) -> list[int]:

@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 import math
 
-from inr_cli.core.encodings import MAX_LOG2_TABLE_SIZE
 from inr_cli.core.network import IN_FEATURES, NetworkSpec
-from inr_cli.settings import ENCODINGS, MODELS
+from inr_cli.settings import ENCODINGS, MAX_LOG2_TABLE_SIZE, MODELS
 
 # Far beyond any network inr fits (a few hundred neurons, a few layers), and small enough that
 # what is sized from them stays a number of bytes a machine could hold.
