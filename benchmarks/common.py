@@ -91,9 +91,11 @@ def save_json(data: dict, path: Path) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
-def worker_pool(workers: int) -> ProcessPoolExecutor:
-    """Worker processes started fresh (spawn): a forked child cannot use a CUDA context its parent opened."""
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+def worker_pool(workers: int, jobs_per_worker: int | None = None) -> ProcessPoolExecutor:
+    """Worker processes started fresh (spawn): a forked child cannot use a CUDA context its parent opened.
+    jobs_per_worker: a new process after that many jobs (1: each job's peak memory is its own)."""
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               max_tasks_per_child=jobs_per_worker)
 
 
 def default_workers(backend_name: str) -> int:

@@ -24,7 +24,10 @@ What the papers claim, in short (BENCHMARKS.md has the longer story and what the
   Adam 1e-4 constant, biases left at PyTorch's draw.
 - Fourier features (Tancik et al. 2020): [cos(2 pi B x), sin(2 pi B x)], B ~ N(0, sigma^2), then
   a ReLU MLP: inr's fourier preset.
-- The sigmoid preset: the original system's sigmoid MLP on Fourier features (issue 16).
+- The sigmoid preset: the original system's sigmoid MLP on Fourier features.
+- The hash grid (Müller, Evans, Schied, Keller 2022, "Instant Neural Graphics Primitives"): L levels
+  of trained feature tables, dense where a level fits, spatially hashed beyond, bilinearly
+  interpolated and fed to a ReLU 2x64; Adam beta2 0.99, epsilon 1e-15. inr's hashgrid preset.
 """
 
 from __future__ import annotations
@@ -100,6 +103,8 @@ RECIPES: dict[str, Recipe] = {
                                 batch_fraction=0.25),
     "fourier": Recipe("fourier", {}, "inr's fourier preset: ReLU MLP on Fourier features, sigma 6, 3e-3 cosine"),
     "sigmoid": Recipe("sigmoid", {}, "inr's sigmoid preset: sigmoid MLP on Fourier features, 3e-3 cosine"),
+    "hashgrid": Recipe("hashgrid", {}, "inr's hashgrid preset: a trained multiresolution hash grid (Mueller et al. "
+                                       "2022) in front of a ReLU 2x64, random batches of 2^18 pixels"),
     **{f"sigmoid-ws{_factor(f)}": Recipe("sigmoid", {"weight_scale": f},
                                          f"the sigmoid preset, Glorot weights x{_factor(f)} but the output layer's")
        for f in SIGMOID_WS_FACTORS},

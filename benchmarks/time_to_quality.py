@@ -3,6 +3,8 @@ side on a suite of photos and line drawings, with what each draws between the pi
 
     PYTHONPATH=. python benchmarks/time_to_quality.py                       # the CPU suite
     PYTHONPATH=. python benchmarks/time_to_quality.py --device gpu --sizes 64 128 256 512 --torch
+    PYTHONPATH=. python benchmarks/time_to_quality.py --device gpu --images PHOTO.jpg --sizes 768 --recipes hashgrid \\
+        default --torch hashgrid --targets 40 44 --budget 5000 --scale 0
     PYTHONPATH=. python benchmarks/time_to_quality.py --recipes default ws2-paper \\
         --define 'ws2-o45=siren:weight_scale=2,omega0=45,lr=1e-4,lr_min=1e-4'
 
@@ -73,8 +75,9 @@ SUITE = {  # name: (file, grey)
     "rocket-grey": (FIXTURES / "rocket.jpg", True),
     "cub": (FIXTURES / "drawing-cub.png", True),
     "house": (FIXTURES / "drawing-house.png", True),
+    "text": (FIXTURES / "drawing-text.png", True),  # lines of text: strokes under 2 px at 224 px wide
 }
-DRAWINGS = ("cub", "house")
+DRAWINGS = ("cub", "house", "text")
 DEFAULT_IMAGES = ["coffee", "rocket-grey", "cub", "house"]
 TARGETS = (30.0, 35.0, 40.0)  # the goals' targets; --targets for fewer (a run stops at its last)
 # The CPU suite: 64 px with the goals' 2,000-step budget, the "suite" recipes ("all" less the slowest
@@ -93,7 +96,9 @@ def target_key(target: float) -> str:
 
 
 def suite_image(name: str, size: int):
-    path, grey = SUITE[name]
+    """An image of the suite, or a photo file named by its path (kept out of the repository: the large
+    photos of BENCHMARKS.md), in colour."""
+    path, grey = SUITE[name] if name in SUITE else (Path(name), False)
     return load_image(path, size=size, gray=grey)
 
 
@@ -164,17 +169,24 @@ def upscale(backend, recipe: Recipe, name: str, size: int, scale: int, steps: in
 
 def torch_race(config, image, spec, check: int, stop_when_done: bool, device: str, targets=TARGETS) -> dict:
     """PyTorch from the same initial parameters with the same recipe (full batch or the same batch
-    size; its own random batches)."""
+    size; its own random batches; the hash grid's peer draws inr's)."""
     import torch
 
+    from benchmarks.torch_hashgrid import TorchHashGridTrainer
     from benchmarks.torch_reference import TorchTrainer, optimizer_settings
     from inr_cli.core.coords import pixel_grid
 
+    if device == "cpu":  # as many threads as the CPU engine runs (the benchmark's BLAS is held to one)
+        torch.set_num_threads(os.cpu_count() or 1)
     start = init_parameters(spec, config.training.seed, (output_means(config, [image]) or [None])[0],
                             config.network.weight_scale)
     opt, train = config.optimizer, config.training
-    trainer = TorchTrainer(torch, spec, start, pixel_grid(image.width, image.height), image.targets(), opt.lr,
-                           opt.lr_min, train.steps, train.batch_size, train.seed, device, **optimizer_settings(opt))
+    coords = pixel_grid(image.width, image.height)
+    if spec.encoding == "hashgrid":
+        trainer = TorchHashGridTrainer(torch, spec, start, coords, image.targets(), config, train.seed, device)
+    else:
+        trainer = TorchTrainer(torch, spec, start, coords, image.targets(), opt.lr, opt.lr_min, train.steps,
+                               train.batch_size, train.seed, device, **optimizer_settings(opt))
     synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     reached = {target_key(t): None for t in targets}
     best, step = float("-inf"), 0
@@ -195,6 +207,13 @@ def torch_race(config, image, spec, check: int, stop_when_done: bool, device: st
             "seconds_run": round(time.perf_counter() - begin, 3)}
 
 
+def peak_rss_mb() -> float:
+    """The job's process's peak resident memory so far, in MiB (its worker is fresh for each job)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
 def job(device: str, workers: int, recipe_name: str, recipe: Recipe, name: str, size: int, budget: int, check: int,
         full: bool, scale: int, upscale_steps: tuple, with_race: bool, with_torch: bool,
         targets: tuple = TARGETS) -> dict:
@@ -210,6 +229,7 @@ def job(device: str, workers: int, recipe_name: str, recipe: Recipe, name: str, 
             warm.read_loss()
         trainer = make_trainer(backend, config, [image])
         result = race(trainer, backend, image, check, not full, targets)
+        result["peak_rss_mb"] = peak_rss_mb()
     net, enc, opt = config.network, config.encoding, config.optimizer
     settings = {"preset": recipe.preset, "model": net.model, "hidden": net.hidden, "layers": net.layers,
                 "omega0": net.omega0, "weight_scale": net.weight_scale, "encoding": enc.name,
@@ -227,6 +247,7 @@ def job(device: str, workers: int, recipe_name: str, recipe: Recipe, name: str, 
     if with_torch and with_race:
         torch_device = "cuda" if backend.name == "gpu" else "cpu"
         report["torch"] = torch_race(config, image, trainer.spec, check, not full, torch_device, targets)
+        report["torch"]["peak_rss_mb"] = peak_rss_mb()  # the job's whole peak: the torch race's where it is higher
     return report
 
 
@@ -379,7 +400,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="*", help=f"longer sides (CPU {CPU_SIZES}, GPU {GPU_SIZES})")
     parser.add_argument("--budget", nargs="*", help=f"steps: N for every size, SIZE=N for one (CPU {CPU_BUDGETS}, "
                                                     f"GPU {GPU_BUDGETS})")
-    parser.add_argument("--images", nargs="*", default=DEFAULT_IMAGES, choices=list(SUITE))
+    parser.add_argument("--images", nargs="*", default=DEFAULT_IMAGES,
+                        help=f"suite images ({', '.join(SUITE)}) or paths of photos")
     parser.add_argument("--recipes", nargs="*", default=["suite"],
                         help=f"recipe names or groups ({', '.join(GROUPS)}); see benchmarks/recipes.py")
     parser.add_argument("--define", nargs="*", default=[], metavar="NAME=PRESET:key=value,...",
@@ -393,12 +415,17 @@ def main() -> None:
                         help="also score 2x renders of runs this long (besides the recipe's own step count)")
     parser.add_argument("--no-race", dest="race", action="store_false",
                         help="only the 2x renders, not the steps to the targets")
-    parser.add_argument("--torch", action="store_true", help="also race PyTorch with the same recipe")
+    parser.add_argument("--torch", nargs="*", metavar="RECIPE", help="also race PyTorch with the same recipe (every "
+                        "recipe, or the ones named)")
     parser.add_argument("--workers", type=int, default=0, help="parallel runs (default: 1 on a GPU, else cores)")
     parser.add_argument("--resume", action="store_true", help="keep the runs already in --out, run the rest")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results" / "time-to-quality.json")
     args = parser.parse_args()
 
+    unknown = [name for name in args.images if name not in SUITE and not Path(name).is_file()]
+    if unknown:
+        raise SystemExit(f"time_to_quality: {unknown[0]} is neither an image of the suite ({', '.join(SUITE)}) "
+                         f"nor a file")
     backend_name = get_backend(args.device).name
     on_gpu = backend_name == "gpu"
     sizes = args.sizes or (GPU_SIZES if on_gpu else CPU_SIZES)
@@ -409,7 +436,8 @@ def main() -> None:
         raise SystemExit(f"time_to_quality: {exc}") from None
     workers = args.workers or default_workers(backend_name)
     jobs = [(args.device, workers, recipe_name, recipe, name, size, budgets[size], args.check, args.full, args.scale,
-             tuple(args.upscale_steps), args.race, args.torch, tuple(sorted(args.targets)))
+             tuple(args.upscale_steps), args.race,
+             args.torch is not None and (not args.torch or recipe_name in args.torch), tuple(sorted(args.targets)))
             for size in sizes for name in args.images for recipe_name, recipe in recipes.items()]
     done: dict[str, dict] = {}
     if args.resume and args.out.is_file():
@@ -428,7 +456,7 @@ def main() -> None:
           flush=True)
     results = [done[key] for key in order if key in done]
     started = time.perf_counter()
-    with worker_pool(workers) as pool:
+    with worker_pool(workers, jobs_per_worker=1) as pool:
         futures = [(key, pool.submit(job, *j)) for j, key in todo]
         for key, future in futures:
             result = {"key": key, **future.result()}

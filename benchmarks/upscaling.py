@@ -50,6 +50,7 @@ IMAGES = {  # name: (file, grey)
     "rocket": (FIXTURES / "rocket.jpg", False),
     "cub": (FIXTURES / "drawing-cub.png", True),
     "house": (FIXTURES / "drawing-house.png", True),
+    "text": (FIXTURES / "drawing-text.png", True),  # lines of text: strokes under 2 px at 224 px wide
 }
 
 

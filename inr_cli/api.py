@@ -64,7 +64,8 @@ class TrainedNetwork:
 
     @property
     def frequencies(self) -> np.ndarray | None:
-        """The Fourier features' B [m, 2] (a view into `params`), or None without an encoding."""
+        """The encoding's parameters, a view into `params`: the Fourier features' B [m, 2], a hash grid's
+        tables [entries * F] (docs/hashgrid.md), or None without an encoding."""
         view = frequency_view(self.spec, self.params[None])
         return None if view is None else view[0]
 

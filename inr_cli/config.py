@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, fields, make_dataclass, replace
 from pathlib import Path
 
 from inr_cli.errors import UsageError
+from inr_cli.limits import MAX_LOG2_TABLE_SIZE
 from inr_cli.resources import configs_dir
 from inr_cli.settings import (  # noqa: F401
     ADDED_KEYS,
@@ -254,6 +255,11 @@ def validate(config: Config) -> Config:
         raise UsageError(f"lr_min ({opt.lr_min}) must not exceed lr ({opt.lr})")
     if not (opt.beta1 < 1 and opt.beta2 < 1):
         raise UsageError("beta1 and beta2 must be below 1")
+    grid = config.encoding
+    if grid.log2_table_size > MAX_LOG2_TABLE_SIZE:
+        raise UsageError(f"hash_log2_size must be at most {MAX_LOG2_TABLE_SIZE}, got {grid.log2_table_size}")
+    if 0 < grid.max_resolution < grid.min_resolution:
+        raise UsageError(f"hash_max_res ({grid.max_resolution}) must not be below hash_min_res ({grid.min_resolution})")
     if opt.warmup >= config.training.steps:
         raise UsageError(f"warmup ({opt.warmup}) must be below steps ({config.training.steps})")
     return config

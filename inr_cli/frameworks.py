@@ -3,9 +3,10 @@
 Neither framework is a dependency: each is imported when asked for, and its absence is one line
 naming the extra to install. Both follow the parameter layout of core/network.py: per layer
 z = x Wᵀ + b with W [out, in], then the layer's activation (sin(omega0 z), sigmoid or ReLU; the
-output layer of a SIREN is linear); a Fourier encoding first maps x to [cos(2 pi x Bᵀ), sin(2 pi x Bᵀ)];
-the colours are clipped to [0, 1] unless asked not to. For a set every tensor gains a leading
-dimension N, one network per row of the set.
+output layer of a SIREN is linear); a Fourier encoding first maps x to [cos(2 pi x Bᵀ), sin(2 pi x Bᵀ)],
+a hash grid to its levels' interpolated features (encodings.HashGrid, numpy_ops.hashgrid_corners; its
+table a trainable parameter); the colours are clipped to [0, 1] unless asked not to. For a set every
+tensor gains a leading dimension N, one network per row of the set.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from inr_cli.core.encodings import HASH_PRIME, create_encoding
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
 from inr_cli.extras import require
 
@@ -22,12 +24,35 @@ TWO_PI = 2.0 * math.pi
 
 
 def stacked(spec: NetworkSpec, params: np.ndarray) -> tuple[np.ndarray | None, list[tuple[np.ndarray, np.ndarray]]]:
-    """(frequencies [N, m, 2] or None, [(W [N, out, in], b [N, out]) per layer]) of [N, P] parameters,
-    as contiguous float32 arrays of their own."""
+    """(the encoding's parameters: frequencies [N, m, 2], a hash grid's table [N, entries, F], or None;
+    [(W [N, out, in], b [N, out]) per layer]) of [N, P] parameters, as contiguous float32 arrays of
+    their own."""
     flat = np.ascontiguousarray(params, dtype=np.float32)
-    frequencies = frequency_view(spec, flat)
+    encoding = create_encoding(spec).table_view(flat) if spec.encoding == "hashgrid" else frequency_view(spec, flat)
     layers = [(np.array(w), np.array(b)) for w, b in layer_views(spec, flat)]
-    return (None if frequencies is None else np.array(frequencies)), layers
+    return (None if encoding is None else np.array(encoding)), layers
+
+
+def hash_grid_lookup(xp, spec: NetworkSpec, coords, read, integers, prime):
+    """The hash grid's encoding of coords [..., 2] in an array library xp (torch or jax.numpy) as
+    numpy_ops.hashgrid_corners computes it. read(entries [..., rows]) gives the table's rows at those
+    entries [..., rows, F]; integers(cells) turns whole floats into the library's indices, whose
+    product with `prime` must wrap as uint32 arithmetic does (JAX: uint32; torch: int64 masked)."""
+    levels = []
+    for resolution, offset, size, hashed in create_encoding(spec).levels_rows():
+        position = xp.clip((coords + 1.0) * (resolution / 2), min=0, max=resolution)
+        cell = xp.clip(xp.floor(position), max=resolution - 1)
+        fraction = position - cell
+        cell = integers(cell)
+        i, j = cell[..., 0], cell[..., 1]
+        fx, fy = fraction[..., 0:1], fraction[..., 1:2]
+        total = 0.0
+        for a, b, weight in ((i, j, (1 - fx) * (1 - fy)), (i + 1, j, fx * (1 - fy)), (i, j + 1, (1 - fx) * fy),
+                             (i + 1, j + 1, fx * fy)):
+            entry = xp.bitwise_xor(a, prime(b)) % size if hashed else a + b * (resolution + 1)
+            total = total + weight * read(entry + offset)
+        levels.append(total)
+    return xp.concatenate(levels, -1)
 
 
 @lru_cache(maxsize=None)
@@ -54,6 +79,27 @@ def _torch_module_class():
             angle = TWO_PI * torch.matmul(x, self.frequencies.transpose(-1, -2))
             return torch.cat([torch.cos(angle), torch.sin(angle)], dim=-1)
 
+    class HashGridEncoding(torch.nn.Module):
+        """The hash grid; its table [entries, F] (a set: [N, entries, F]) a trainable parameter."""
+
+        def __init__(self, spec: NetworkSpec, table: np.ndarray):
+            super().__init__()
+            self.spec = spec
+            self.table = torch.nn.Parameter(torch.from_numpy(table))
+
+        def forward(self, x):
+            table = self.table
+            if table.ndim == 2:
+                def read(entries):
+                    return table[entries]
+            else:
+                def read(entries):  # a set: each network's rows of its own table
+                    entries = entries.expand(table.shape[0], entries.shape[-1])
+                    return torch.gather(table, 1, entries.unsqueeze(-1).expand(*entries.shape, table.shape[-1]))
+
+            return hash_grid_lookup(torch, self.spec, x, read, lambda cells: cells.long(),
+                                    lambda b: (b * HASH_PRIME) & 0xFFFFFFFF)
+
     class InrModule(torch.nn.Module):
         """coords [rows, 2] (a set: [N, rows, 2], or [rows, 2] shared by all) -> colours [rows, C]
         (a set: [N, rows, C]). Its state_dict names are those of `inr export`'s safetensors."""
@@ -64,7 +110,12 @@ def _torch_module_class():
             pick = (lambda array: array[0]) if single else (lambda array: array)
             self.spec, self.clip = spec, clip
             self.activations = spec.activations()
-            self.encoding = None if frequencies is None else FourierEncoding(pick(frequencies))
+            if frequencies is None:
+                self.encoding = None
+            elif spec.encoding == "hashgrid":
+                self.encoding = HashGridEncoding(spec, pick(frequencies))
+            else:
+                self.encoding = FourierEncoding(pick(frequencies))
             self.layers = torch.nn.ModuleList(Linear(pick(w), pick(b)) for w, b in layers)
 
         def forward(self, coords):
@@ -90,7 +141,8 @@ def to_torch(spec: NetworkSpec, params: np.ndarray, single: bool, clip: bool = T
 
 def to_jax(spec: NetworkSpec, params: np.ndarray, single: bool, clip: bool = True):
     """(params, apply): a pytree {"layers": [{"weight", "bias"}...], "frequencies" (with Fourier
-    features)} and apply(params, coords) -> colours, jittable and vmappable. single: one network,
+    features) or "table" (with a hash grid)} and apply(params, coords) -> colours, jittable and
+    vmappable. single: one network,
     coords [rows, 2]; else the leaves have a leading N and apply maps the one-network function over
     it (coords [N, rows, 2], or [rows, 2] shared by all)."""
     require("jax", "to_jax()", "jax")
@@ -101,11 +153,14 @@ def to_jax(spec: NetworkSpec, params: np.ndarray, single: bool, clip: bool = Tru
     pick = (lambda array: array[0]) if single else (lambda array: array)
     tree = {"layers": [{"weight": jnp.asarray(pick(w)), "bias": jnp.asarray(pick(b))} for w, b in layers]}
     if frequencies is not None:
-        tree["frequencies"] = jnp.asarray(pick(frequencies))
+        tree["table" if spec.encoding == "hashgrid" else "frequencies"] = jnp.asarray(pick(frequencies))
     activations, omega0 = spec.activations(), spec.omega0
 
     def apply_one(params, coords):
         h = coords
+        if "table" in params:
+            h = hash_grid_lookup(jnp, spec, h, lambda entries: jnp.take(params["table"], entries, axis=0),
+                                 lambda cells: cells.astype(jnp.uint32), lambda b: b * jnp.uint32(HASH_PRIME))
         if "frequencies" in params:
             angle = TWO_PI * (h @ params["frequencies"].T)
             h = jnp.concatenate([jnp.cos(angle), jnp.sin(angle)], axis=-1)

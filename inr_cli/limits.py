@@ -35,6 +35,10 @@ MAX_WIDTH = 1 << 16  # neurons per hidden layer, Fourier features
 MAX_LAYERS = 1 << 10
 MAX_PARAMETERS = 1 << 31  # per network: 8 GiB of float32
 MAX_CHANNELS = 4  # r, g, b, a
+# The hash grid's: levels, features per level, a level's resolution, and its table (2^24 entries a
+# level: 16 such levels of 2 features are already 2 GiB per network).
+MAX_LEVELS, MAX_LEVEL_FEATURES, MAX_RESOLUTION = 64, 64, 1 << 20
+MAX_LOG2_TABLE_SIZE = 24
 
 # Seconds a connection or a read of a URL may wait (INR_NETWORK_TIMEOUT sets another).
 NETWORK_TIMEOUT = 60.0

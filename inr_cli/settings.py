@@ -18,7 +18,7 @@ from typing import Literal, get_args
 
 # The choices, as types: the command line lists them in --help and completes them.
 Model = Literal["siren", "sigmoid", "relu"]
-Encoding = Literal["none", "fourier"]
+Encoding = Literal["none", "fourier", "hashgrid"]
 Optimizer = Literal["adam", "sgd"]
 Device = Literal["auto", "cpu", "gpu"]
 Matmul = Literal["kernel", "cublas"]
@@ -89,12 +89,24 @@ SETTINGS = (
     Setting("network.init_output_at_mean", bool, True, "Start the output biases at the image's mean colour "
             "(the logit of it for a sigmoid output; fit-many's shared start: at mid-grey, one start for every "
             "network); a file start (--init PATH) keeps its own", legacy=False),
-    Setting("encoding.name", str, "none", "Coordinates as they are (none) or Gaussian Fourier features "
-            "cos/sin(2 pi B x), B ~ N(0, sigma^2) (fourier)", name="encoding", choices=ENCODINGS),
+    Setting("encoding.name", str, "none", "Coordinates as they are (none), Gaussian Fourier features "
+            "cos/sin(2 pi B x), B ~ N(0, sigma^2) (fourier), or a trained multiresolution hash grid (hashgrid, "
+            "Mueller et al. 2022)", name="encoding", choices=ENCODINGS),
     Setting("encoding.features", int, 256, "Fourier mapping size m: the network sees 2m inputs",
             name="fourier_features", bound=POSITIVE),
     Setting("encoding.sigma", float, 6.0, "Spread of the Fourier frequencies; 0 = from the image's size (0.027 "
             "per pixel of its longer side, 2 to 10)", name="fourier_sigma", bound=NON_NEGATIVE),
+    Setting("encoding.levels", int, 16, "Hash grid: levels of the grid, coarsest to finest", name="hash_levels",
+            bound=POSITIVE, legacy=16),
+    Setting("encoding.level_features", int, 2, "Hash grid: trained features per level (the network sees levels x "
+            "features inputs)", name="hash_features", bound=POSITIVE, legacy=2),
+    Setting("encoding.log2_table_size", int, 19, "Hash grid: log2 of the entries of each level's table (a level "
+            "with fewer vertices is stored dense, a finer one hashed into the table)", name="hash_log2_size",
+            bound=POSITIVE, legacy=19),
+    Setting("encoding.min_resolution", int, 16, "Hash grid: cells across the coarsest level", name="hash_min_res",
+            bound=POSITIVE, legacy=16),
+    Setting("encoding.max_resolution", int, 0, "Hash grid: cells across the finest level; 0 = from the image's "
+            "size (its longer side: one cell a pixel)", name="hash_max_res", bound=NON_NEGATIVE, legacy=0),
     Setting("optimizer.name", str, "adam", "Adam (PyTorch's formula) or SGD with momentum", name="optimizer",
             choices=OPTIMIZERS),
     Setting("optimizer.lr", float, 4e-4, "Peak learning rate, cosine-annealed to lr_min over the whole budget",

@@ -200,3 +200,43 @@ def check_fourier_features(backend, rows, m, networks=2):
     out = backend.to_device(np.full((networks, rows, 2 * m), np.nan, np.float32))
     backend.fourier_features(backend.to_device(projection), out)
     close(backend, out, ref, atol=2e-4)
+
+
+def hashgrid_levels(levels=4, features=2, log2_size=6, coarsest=2, finest=20):
+    """A hash grid's level table with dense levels and hashed ones (2^6 entries: vertices collide)."""
+    from inr_cli.core.encodings import HashGrid
+    from inr_cli.core.network import NetworkSpec
+
+    spec = NetworkSpec(model="relu", out_features=3, hidden=4, layers=1, omega0=1.0, encoding="hashgrid",
+                       fourier_features=0, fourier_sigma=0.0, hash_levels=levels, hash_features=features,
+                       hash_log2_size=log2_size, hash_min_resolution=coarsest, hash_max_resolution=finest)
+    grid = HashGrid(spec)
+    assert not grid.level_table[0, 3] and grid.level_table[-1, 3]
+    return grid
+
+
+def check_hashgrid(backend, rows, networks=2, shared_x=True, features=2):
+    """hashgrid_encode and hashgrid_backward against the reference: tables as views of [N, P]
+    parameters (a stride between networks that is not their size), points on the image's border and on
+    vertices among random ones, and a gradient scattered by atomics where the reference adds in order."""
+    grid = hashgrid_levels(features=features)
+    levels, count = grid.level_table, grid.parameter_count
+    rng = np.random.default_rng(rows)
+    x = rng.uniform(-1, 1, (1 if shared_x else networks, rows, 2)).astype(np.float32)
+    x[:, : min(rows, 3)] = np.array([[-1, -1], [1, 1], [0, 0.5]], np.float32)[: min(rows, 3)]
+    params = rng.uniform(-1, 1, (networks, count + 7)).astype(np.float32)
+    width = grid.levels * features
+    grad = rng.standard_normal((networks, rows, width)).astype(np.float32)
+    out_ref = np.empty((networks, rows, width), np.float32)
+    table_grads_ref = np.full((networks, count + 7), np.nan, np.float32)
+    cpu.hashgrid_encode(x, params[:, :count], out_ref, levels)
+    cpu.hashgrid_backward(x, grad, table_grads_ref[:, :count], levels)
+    params_d = backend.to_device(params)
+    out = backend.to_device(np.full((networks, rows, width), np.nan, np.float32))
+    table_grads = backend.to_device(np.full((networks, count + 7), np.nan, np.float32))
+    backend.hashgrid_encode(backend.to_device(x), params_d[:, :count], out, levels)
+    backend.hashgrid_backward(backend.to_device(x), backend.to_device(grad), table_grads[:, :count], levels)
+    close(backend, out, out_ref, rtol=1e-5, atol=1e-6)
+    host = backend.to_host(table_grads)
+    assert np.isnan(host[:, count:]).all(), "wrote outside the tables"
+    np.testing.assert_allclose(host[:, :count], table_grads_ref[:, :count], rtol=1e-4, atol=1e-5 * np.sqrt(rows))

@@ -28,7 +28,8 @@ runner = CliRunner()
 NET = ["--hidden", "16", "--layers", "2", "--steps", "20", "--device", "cpu", "-q"]
 KINDS = {"siren": ["--preset", "siren", "--omega0", "30"],
          "fourier": ["--preset", "fourier", "--fourier-features", "6"],
-         "sigmoid": ["--preset", "sigmoid", "--fourier-features", "6"]}
+         "sigmoid": ["--preset", "sigmoid", "--fourier-features", "6"],
+         "hashgrid": ["--preset", "hashgrid", "--hash-levels", "3", "--hash-log2-size", "6", "--hash-min-res", "2"]}
 
 
 def invoke(*args):
@@ -50,9 +51,19 @@ def trained(request, tmp_path_factory):
 
 def reference_forward(spec, params: np.ndarray, coords: np.ndarray) -> np.ndarray:
     """The format as the README writes it down, in float64: per layer W [out, in] then b [out],
-    after the Fourier frequencies B [m, 2] when there are any."""
+    after the Fourier frequencies B [m, 2] or the hash grid's table [entries, F] when there are any
+    (the hash grid's lookup: the NumPy reference's)."""
     params, h = params.astype(np.float64), coords.astype(np.float64)
     at = 0
+    if spec.encoding == "hashgrid":
+        from inr_cli.backends.numpy_backend import NumpyBackend
+        from inr_cli.core.encodings import create_encoding
+
+        grid = create_encoding(spec)
+        at = grid.parameter_count
+        encoded = np.empty((1, len(h), grid.features))
+        NumpyBackend().hashgrid_encode(coords[None], params[None, :at], encoded, grid.level_table)
+        h = encoded[0]
     if spec.encoding == "fourier":
         frequencies = params[: spec.fourier_features * 2].reshape(spec.fourier_features, 2)
         at = frequencies.size
@@ -442,6 +453,7 @@ def test_export_of_a_whole_set_stacks_each_layer(trained, tmp_path):
     from safetensors import safe_open
 
     from inr_cli.core.network import frequency_view, layer_views
+    from inr_cli.formats.export import encoding_tensor
 
     networks = inr_cli.load(trained / "set")
     invoke("export", trained / "set", "-o", tmp_path / "set.safetensors")
@@ -450,10 +462,11 @@ def test_export_of_a_whole_set_stacks_each_layer(trained, tmp_path):
     for i, (weight, bias) in enumerate(layer_views(networks.spec, weights)):
         assert np.array_equal(tensors[f"layers.{i}.weight"], weight) and tensors[f"layers.{i}.weight"].shape[0] == 3
         assert np.array_equal(tensors[f"layers.{i}.bias"], bias)
-    frequencies = frequency_view(networks.spec, weights)
-    assert ("encoding.frequencies" in tensors) == (frequencies is not None)
-    if frequencies is not None:
-        assert np.array_equal(tensors["encoding.frequencies"], frequencies)
+    encoding = frequency_view(networks.spec, weights)
+    name = encoding_tensor(networks.spec)
+    assert {key for key in tensors if key.startswith("encoding.")} == ({name} if encoding is not None else set())
+    if encoding is not None:
+        assert np.array_equal(tensors[name].reshape(encoding.shape), encoding) and tensors[name].shape[0] == 3
     with safe_open(str(tmp_path / "set.safetensors"), framework="numpy") as handle:
         metadata = handle.metadata()
     assert json.loads(metadata["names"]) == networks.names

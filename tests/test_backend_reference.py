@@ -178,3 +178,51 @@ def test_threaded_blocks_change_no_bit(activation):
     if activation == "sine":
         assert np.array_equal(results[0][1], whole_a)
         assert np.array_equal(results[1][2], grad * (np.float32(30.0) * np.cos(np.float32(30.0) * whole_z)))
+
+
+def test_hashgrid_interpolates_a_plane_exactly_and_hashes_as_the_paper_does():
+    """On a dense level whose vertices hold a plane a + b x + c y, the encoding is that plane at every
+    point (bilinear interpolation reproduces it); a hashed level's corner (i, j) reads entry
+    (i XOR j * 2654435761) mod T; and points beyond the image read its border."""
+    from inr_cli.core.encodings import HASH_PRIME
+    from tests.kernel_checks import hashgrid_levels
+
+    grid = hashgrid_levels(levels=2, features=1, log2_size=6, coarsest=4, finest=12)
+    (dense_n, _, dense_size, dense_hashed), (fine_n, fine_offset, fine_size, fine_hashed) = grid.level_table
+    assert (dense_size, dense_hashed, fine_size, fine_hashed) == (25, 0, 64, 1)
+    j, i = np.divmod(np.arange(25), 5)
+    tables = np.zeros((1, grid.parameter_count))
+    tables[0, :25] = 0.5 + 2.0 * i / dense_n - 3.0 * j / dense_n  # vertex (i, j) sits at x = i / N
+    x = np.random.default_rng(0).uniform(-1, 1, (1, 50, 2))
+    out = np.empty((1, 50, 2))
+    NumpyBackend().hashgrid_encode(x, tables, out, grid.level_table)
+    p = (x[0] + 1) / 2
+    np.testing.assert_allclose(out[0, :, 0], 0.5 + 2.0 * p[:, 0] - 3.0 * p[:, 1], atol=1e-12)
+    assert (out[0, :, 1] == 0).all()
+
+    corner = np.array([[[(2 * 5 + 0.0) / fine_n - 1, (2 * 7 + 0.0) / fine_n - 1]]])  # vertex (5, 7) exactly
+    entry = (5 ^ (7 * HASH_PRIME)) % 64
+    tables[0, fine_offset + entry] = 9.0
+    NumpyBackend().hashgrid_encode(corner, tables, out[:, :1], grid.level_table)
+    assert out[0, 0, 1] == 9.0
+    beyond = np.array([[[3.0, -5.0]]])
+    on_border = np.array([[[1.0, -1.0]]])
+    out2 = np.empty((1, 1, 2))
+    NumpyBackend().hashgrid_encode(beyond, tables, out[:, :1], grid.level_table)
+    NumpyBackend().hashgrid_encode(on_border, tables, out2, grid.level_table)
+    assert (out[:, :1] == out2).all()
+
+
+def test_hashgrid_backward_is_the_adjoint_of_the_encoding(rng):
+    """The encoding is linear in the tables, so its backward pass is its transpose: for any tables T and
+    output gradient G, <encode(T), G> = <T, backward(G)>, over several networks with points of their own."""
+    from tests.kernel_checks import hashgrid_levels
+
+    grid = hashgrid_levels(features=3)
+    tables = rng.standard_normal((2, grid.parameter_count))
+    x = rng.uniform(-1, 1, (2, 40, 2))
+    g = rng.standard_normal((2, 40, grid.features))
+    out, table_grads = np.empty((2, 40, grid.features)), np.empty_like(tables)
+    NumpyBackend().hashgrid_encode(x, tables, out, grid.level_table)
+    NumpyBackend().hashgrid_backward(x, g, table_grads, grid.level_table)
+    np.testing.assert_allclose((out * g).sum(axis=(1, 2)), (tables * table_grads).sum(axis=1), rtol=1e-10)

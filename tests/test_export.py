@@ -16,7 +16,7 @@ from inr_cli.formats import checkpoint as ckpt
 runner = CliRunner()
 
 
-@pytest.fixture(scope="module", params=["siren", "fourier", "sigmoid"])
+@pytest.fixture(scope="module", params=["siren", "fourier", "sigmoid", "hashgrid"])
 def run_dir(request, tmp_path_factory):
     from tests.conftest import make_image
 
@@ -24,7 +24,9 @@ def run_dir(request, tmp_path_factory):
     image = make_image(base / "img.png", "RGB", size=(12, 8))
     flags = {"siren": ["--preset", "siren", "--omega0", "30"],
              "fourier": ["--preset", "fourier", "--fourier-features", "6"],
-             "sigmoid": ["--preset", "sigmoid"]}[request.param]
+             "sigmoid": ["--preset", "sigmoid"],
+             "hashgrid": ["--preset", "hashgrid", "--hash-levels", "3", "--hash-log2-size", "6",
+                          "--hash-min-res", "2"]}[request.param]
     result = runner.invoke(app, ["train", str(image), "--steps", "20", "--hidden", "16", "--layers", "2", "-q",
                                  "--device", "cpu", "--run-dir", str(base / "run"), *flags])
     assert result.exit_code == 0, result.output
@@ -59,8 +61,17 @@ def test_safetensors_hold_the_weights_by_layer(run_dir, tmp_path):
         assert np.array_equal(tensors[f"layers.{i}.weight"], weight[0])
         assert np.array_equal(tensors[f"layers.{i}.bias"], bias[0])
     assert ("encoding.frequencies" in tensors) == (saved.spec.encoding == "fourier")
+    assert ("encoding.table" in tensors) == (saved.spec.encoding == "hashgrid")
     with safe_open(str(tmp_path / "model.safetensors"), framework="numpy") as handle:
-        assert '"model"' in handle.metadata()["spec"]
+        metadata = handle.metadata()
+        assert '"model"' in metadata["spec"]
+    if saved.spec.encoding == "hashgrid":  # the table as the README lays it out: entries of F, levels in turn
+        import json
+
+        grid = json.loads(metadata["hash_grid"])
+        entries = sum(size for _, _, size, _ in grid["levels"])
+        assert tensors["encoding.table"].shape == (entries, grid["features"]) and grid["prime"] == 2654435761
+        assert np.array_equal(tensors["encoding.table"].ravel(), saved.state.params[0, : entries * grid["features"]])
 
 
 def test_export_refuses_unknown_formats_before_work(tmp_path):

@@ -37,6 +37,11 @@ CHANGED = {
     "encoding.name": ("fourier", {}),
     "encoding.features": (4, {"encoding.name": "fourier"}),
     "encoding.sigma": (3.0, {"encoding.name": "fourier"}),
+    "encoding.levels": (3, {"encoding.name": "hashgrid"}),
+    "encoding.level_features": (1, {"encoding.name": "hashgrid"}),
+    "encoding.log2_table_size": (4, {"encoding.name": "hashgrid"}),  # every level hashed into 16 entries
+    "encoding.min_resolution": (4, {"encoding.name": "hashgrid"}),
+    "encoding.max_resolution": (32, {"encoding.name": "hashgrid"}),  # the base's 0 is chosen from the image
     "optimizer.name": ("sgd", {}),
     "optimizer.lr": (1e-3, {}),
     "optimizer.lr_min": (1e-4, {}),
@@ -119,7 +124,11 @@ def test_a_fitting_setting_changes_the_fit(backend, base, key, tmp_path):
     first, second = fit(backend, before), fit(backend, with_values(before, {key: value}))
     assert np.isfinite(first).all() and np.isfinite(second).all()
     assert first.shape != second.shape or not np.array_equal(first, second), f"{key} = {value!r} fitted the same"
-    assert np.array_equal(fit(backend, before), first)  # and the same setting fits the same
+    again = fit(backend, before)  # and the same setting fits the same
+    if before.encoding.name == "hashgrid" and backend.name != "numpy":  # atomics add in the order they land
+        np.testing.assert_allclose(again, first, rtol=1e-5, atol=1e-7)
+    else:
+        assert np.array_equal(again, first)
 
 
 class _Ignores:

@@ -26,7 +26,7 @@ def loss_and_grads(spec, flat, x, t):
     loss = np.empty(n)
     out = network.forward(cpu, ws, x, rows)
     cpu.mse_loss(out, t, ws.grad[-1], loss)
-    network.backward(cpu, ws, x, rows, layer_views(spec, grads))
+    network.backward(cpu, ws, x, rows, layer_views(spec, grads), network.encoding.parameters(grads))
     return loss, grads, ws
 
 
@@ -85,3 +85,32 @@ def test_fourier_relu_gradients_and_frozen_frequencies():
     np.testing.assert_allclose(grads, numeric, rtol=1e-4, atol=1e-7)
     angle = 2 * np.pi * np.matmul(x, frequency_view(spec, flat).swapaxes(1, 2))
     np.testing.assert_allclose(ws.encoded, np.concatenate([np.cos(angle), np.sin(angle)], axis=2), rtol=1e-10)
+
+
+@pytest.mark.parametrize("shared_x", [True, False])
+def test_hash_grid_gradients_match_finite_differences(shared_x):
+    """The hash grid's table is trained: its gradient, scattered onto the corners of each point's
+    cells, and the ReLU MLP's after it, match finite differences, on dense levels and on hashed ones
+    (a table of 2^5 entries: vertices collide) with points on cell edges and the image's border."""
+    spec = spec_for("hashgrid", 2, hidden=6, layers=2, hash_levels=3, hash_features=2, hash_log2_size=5,
+                    hash_min_res=2, hash_max_res=9)
+    levels = spec_levels(spec)
+    assert not levels[0, 3] and levels[-1, 3], "a dense level and a hashed one"
+    rng = np.random.default_rng(4)
+    flat = init_networks(spec, [5, 6]).astype(np.float64)
+    flat[:, : spec.encoding_size()] = rng.uniform(-1, 1, (2, spec.encoding_size()))  # far from the start's 1e-4
+    x = rng.uniform(-1, 1, (1 if shared_x else 2, 13, 2))
+    x[:, 0] = (-1.0, 1.0)  # corners of the image
+    x[:, 1] = (0.0, 0.5)  # on vertices of the coarsest levels
+    t = rng.uniform(0, 1, (2, 13, 2))
+    _, grads, _ = loss_and_grads(spec, flat, x, t)
+    table = grads[:, : spec.encoding_size()]
+    assert (table != 0).sum() > spec.encoding_size() // 4, "most of the table is reached"
+    numeric = numeric_gradient(spec, flat, x, t, range(flat.shape[1]), eps=1e-5)
+    np.testing.assert_allclose(grads, numeric, rtol=1e-4, atol=1e-8)
+
+
+def spec_levels(spec):
+    from inr_cli.core.encodings import create_encoding
+
+    return create_encoding(spec).level_table

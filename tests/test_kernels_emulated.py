@@ -19,6 +19,7 @@ from tests.kernel_checks import (
     check_fill,
     check_fourier_features,
     check_fused_layer,
+    check_hashgrid,
     check_matmul,
     check_matmul_into_parameter_views,
     check_mse_loss,
@@ -153,6 +154,30 @@ def test_fused_layer_kernels(emulated, rows, in_f, out_f, activation):
 @pytest.mark.parametrize("rows,m", [(1, 1), (70, 5), (33, 256)])
 def test_fourier_features(emulated, rows, m):
     check_fourier_features(emulated, rows, m)
+
+
+@pytest.mark.parametrize("rows,features", [(1, 2), (3, 1), (300, 2), (130, 4)])
+def test_hashgrid(emulated, rows, features):
+    check_hashgrid(emulated, rows, networks=1, features=features)
+    check_hashgrid(emulated, rows, networks=3, features=features)
+    check_hashgrid(emulated, rows, networks=2, shared_x=False, features=features)
+
+
+def test_hash_grid_trains_alike_on_the_kernels_and_the_reference(emulated):
+    """A few steps of the hash grid on mini-batches, table trained, through the kernels and through
+    the NumPy reference: the same losses and parameters (atomics add in another order: to rounding)."""
+    from inr_cli.backends.numpy_backend import NumpyBackend
+
+    config = config_for("hashgrid", width=12, height=10, hidden=8, layers=2, hash_levels=3, hash_log2_size=6,
+                        hash_min_res=2, batch_size=50)
+    trainer, losses = train_together(emulated, config, images(2, 10, 12), [0, 1], 4)
+    reference, reference_losses = train_together(NumpyBackend(), config, images(2, 10, 12), [0, 1], 4)
+    size = trainer.spec.encoding_size()
+    start = train_together(emulated, config, images(2, 10, 12), [0, 1], 0)[0].state().params
+    assert not (trainer.state().params[:, :size] == start[:, :size]).all(), "the table is trained"
+    np.testing.assert_allclose(losses, reference_losses, rtol=1e-4)
+    np.testing.assert_allclose(trainer.state().params, reference.state().params, rtol=1e-3, atol=1e-5)
+    assert "hashgrid_backward" in emulated.launched
 
 
 def test_fourier_frequencies_stay_frozen_through_the_kernels(emulated):

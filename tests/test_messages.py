@@ -150,8 +150,8 @@ def test_help_lists_every_command_whole_and_options_with_their_defaults_and_meta
         options = [line for line in output.split("Options:")[1].splitlines() if line.startswith("  -")]
         assert not [line for line in options if "<" in line.split("  ")[1]], (name, options)
     train = " ".join(runner.invoke(app, ["train", "--help"], env={"COLUMNS": "80"}).output.split())
-    assert "--hidden N Neurons per hidden layer. Default: 256 (sigmoid preset: 128)." in train
-    assert "Default: 0.0004 (fourier, sigmoid presets: 0.003; sets preset: 0.001)." in train
+    assert "--hidden N Neurons per hidden layer. Default: 256 (hashgrid preset: 64; sigmoid preset: 128)." in train
+    assert "Default: 0.0004 (fourier, sigmoid presets: 0.003; hashgrid preset: 0.02; sets preset: 0.001)." in train
     assert "--gray / --no-gray Train on one grey channel. Default: false." in train
 
 
@@ -168,7 +168,8 @@ def test_presets_are_listed_and_printed_whole_for_a_config_file(tmp_path):
     assert len(read_toml(tmp_path / "mine.toml")) == len(settings.SETTINGS)  # every key
     assert build_config(tmp_path / "mine.toml", {}) == build_config(None, {}, "sigmoid")
     result = run("presets", "nope")
-    assert result.exit_code == 2 and "no preset 'nope' (available: fourier, sets, sigmoid, siren)" in result.stderr
+    assert result.exit_code == 2
+    assert "no preset 'nope' (available: fourier, hashgrid, sets, sigmoid, siren)" in result.stderr
 
 
 def test_messages_show_paths_inside_the_working_directory_relative(tmp_path, monkeypatch):

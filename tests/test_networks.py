@@ -107,6 +107,8 @@ CASES = {  # preset and flags: every activation, both optimizers, full and mini-
     "siren-full": ("siren", dict(hidden=12, layers=2, lr=1e-3)),
     "sigmoid-sampled-sgd": ("sigmoid", dict(hidden=10, layers=2, batch_size=30, optimizer="sgd", lr=0.05)),
     "fourier-sampled": ("fourier", dict(hidden=8, layers=2, fourier_features=5, batch_size=40)),
+    "hashgrid-sampled": ("hashgrid", dict(hidden=8, layers=2, hash_levels=3, hash_log2_size=5, hash_min_res=2,
+                                          batch_size=40)),
 }
 
 
@@ -130,7 +132,8 @@ def test_networks_together_equal_networks_alone_bit_for_bit(case):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_networks_together_through_the_kernels(emulated, case):
     """The same through the kernels' batched launches (one launch covers every network): bit for bit
-    against the kernels on one network, and close to the NumPy reference."""
+    against the kernels on one network, and close to the NumPy reference. The hash grid's scatter adds
+    with atomics, in the order they land, so its bits vary from run to run: to rounding there."""
     preset, flags = CASES[case]
     config = config_for(preset, steps=4, cuda_graph=False, **flags)
     pictures, seeds = images(3, 6, 7), [5, 6, 7]
@@ -140,7 +143,10 @@ def test_networks_together_through_the_kernels(emulated, case):
     np.testing.assert_allclose(together.state().params, reference.state().params, rtol=1e-3, atol=1e-5)
     for i in (0, 2):
         alone, _ = train_together(emulated, config, [pictures[i]], [seeds[i]], 4)
-        assert np.array_equal(together.state().params[i], alone.state().params[0]), f"network {i} differs"
+        if preset == "hashgrid":
+            np.testing.assert_allclose(together.state().params[i], alone.state().params[0], rtol=1e-4, atol=1e-6)
+        else:
+            assert np.array_equal(together.state().params[i], alone.state().params[0]), f"network {i} differs"
     spec = together.spec
     np.testing.assert_allclose(render_float(emulated, spec, together.state().params[1], 5, 4),
                                render_float(CpuBackend(), spec, reference.state().params[1], 5, 4), atol=1e-4)

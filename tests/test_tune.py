@@ -347,3 +347,15 @@ def test_on_ray_two_trials_run_at_once_and_a_lost_one_runs_again(cluster, pictur
     assert len(again) == 1 and again[0].params == trials[1].params and counted(again[0])
     assert sum(map(counted, trials)) == 4
     assert all(t.intermediate_values for t in trials if counted(t))  # the workers reported to the journal
+
+
+def test_a_hash_grid_study_searches_its_table_and_levels(picture, tmp_path):
+    """For a hash grid the default space adds the table's size and the levels (not omega0 or sigma)."""
+    tune(str(picture), tmp_path / "study", {"steps": 6, "device": "cpu", "hidden": 8, "layers": 1}, preset="hashgrid",
+         options=TuneOptions(trials=4, quiet=True))
+    trials = load(tmp_path / "study").trials
+    assert sum(map(counted, trials)) == 4
+    drawn = [trial.params for trial in trials]
+    assert all(10 <= p["encoding.log2_table_size"] <= 22 and 4 <= p["encoding.levels"] <= 24 for p in drawn)
+    assert not any("network.omega0" in p or "encoding.sigma" in p for p in drawn)
+    assert len({(p["encoding.log2_table_size"], p["encoding.levels"]) for p in drawn}) > 1

@@ -34,6 +34,7 @@ from inr_cli.backends import numpy_ops as ops
 from inr_cli.backends.host_memory import HostMemory
 from inr_cli.backends.numpy_ops import activate, blas_controller, check_activation, derivative_times
 from inr_cli.core.batch_pass import WholeBatchPass, forward_loss_backward
+from inr_cli.core.encodings import create_encoding
 from inr_cli.core.network import Network, layer_views
 from inr_cli.core.workspace import Workspace
 
@@ -137,6 +138,9 @@ class CpuBackend(HostMemory):
 
     # --- a training step in blocks ---------------------------------------------------------------
     def training_pass(self, spec, params, grads, networks: int, batch: int):
+        if create_encoding(spec).trainable:
+            # Blocks of rows would each need a gradient of the whole table.
+            return WholeBatchPass(self, spec, params, grads, networks, batch)
         widest = max(max(out_f, in_f) for out_f, in_f in spec.layer_shapes())
         groups, row_blocks = self.step_blocks(networks, batch, widest)
         if len(groups) == 1 and len(row_blocks) == 1:
@@ -196,6 +200,16 @@ class CpuBackend(HostMemory):
         """As the reference composes it, from this engine's matmul and column_reduce."""
         self.matmul(grad, layer_input, weight_grad, trans_a=True)
         self.column_reduce(grad, bias_grad)
+
+    def hashgrid_encode(self, x, tables, out, levels) -> None:
+        """The reference's levels, one per task, over the threads (each writes its own columns)."""
+        self._run(lambda index: ops.hashgrid_encode_level(x, tables, out, levels, index),
+                  [(index,) for index in range(len(levels))], out.size)
+
+    def hashgrid_backward(self, x, grad, table_grads, levels) -> None:
+        """The reference's levels, one per task, over the threads (each writes its own entries)."""
+        self._run(lambda index: ops.hashgrid_backward_level(x, grad, table_grads, levels, index),
+                  [(index,) for index in range(len(levels))], grad.size)
 
     def bias_activation(self, z, bias, out, activation: str, omega0: float = 1.0) -> None:
         check_activation(activation)

@@ -38,7 +38,7 @@ class FusedPass:
         self.encoding = create_encoding(spec)
         self.encoding_parameters = self.encoding.parameters(params)
         self.buffers = SimpleNamespace(**{name: backend.empty(shape) for name, shape in
-                                          self.encoding.buffer_shapes(networks, batch).items()})
+                                          self.encoding.buffer_shapes(networks, batch, training=True).items()})
         activations = spec.activations()
         self.hidden_activation, self.output_activation = activations[0], activations[-1]
         empty = backend.empty

@@ -32,9 +32,10 @@ from inr_cli.backends.launch import (
 )
 from inr_cli.core.backend import Backend
 from inr_cli.core.batch_pass import WholeBatchPass
+from inr_cli.core.encodings import HASH_PRIME, LEVEL_OFFSET, LEVEL_SIZE
 from inr_cli.settings import PRECISIONS
 
-i32, i64, f32, f64 = np.int32, np.int64, np.float32, np.float64
+i32, i64, u64, f32, f64 = np.int32, np.int64, np.uint64, np.float32, np.float64
 FLOAT_SIZE = 4
 NULL = np.uint64(0)  # a pointer argument a kernel is told to go without
 
@@ -96,6 +97,7 @@ class KernelBackend(Backend):
         self.precision = precision
         self.fused = fused
         self._scratch: dict[str, object] = {}
+        self._level_tables: dict[bytes, object] = {}
 
     # --- what a subclass adds to the memory of backend.Backend -----------------------------------
     @abstractmethod
@@ -229,6 +231,46 @@ class KernelBackend(Backend):
         contiguous("fourier_features out", out, (n_net, rows, 2 * m))
         grid, block = elementwise_grid(projection.size)
         self.launch("fourier_features", grid, block, (projection, out, i64(n_net * rows), i32(m)))
+
+    def _hashgrid_launch(self, name: str, x, tables, values, levels) -> None:
+        """hashgrid_encode (values: out) or hashgrid_backward (values: grad) for every network."""
+        n_net, rows, width = values.shape
+        n_levels = len(levels)
+        features = width // n_levels
+        stride_values = stack_stride(f"{name} {'out' if name == 'hashgrid_encode' else 'grad'}", values,
+                                     (None, rows, n_levels * features))
+        stride_x = stack_stride(f"{name} x", x, (None, rows, 2))
+        entries = int(levels[-1][LEVEL_OFFSET] + levels[-1][LEVEL_SIZE])
+        stride_tables = stack_stride(f"{name} tables", tables, (n_net, entries * features))
+        networks_of(name, x, values)
+        grid, block = elementwise_grid(rows)
+        device_levels = self._level_table(levels)
+        for first, stop in network_groups(n_net):
+            self.launch(name, (grid[0], n_levels, stop - first), block,
+                        (group(x, first, stop), tables[first:stop], values[first:stop], device_levels, i64(rows),
+                         i32(n_levels), i32(features), i64(stride_x), i64(stride_tables), i64(stride_values),
+                         u64(HASH_PRIME)))
+
+    def _level_table(self, levels):
+        """HashGrid.level_table on the device, uploaded once per grid (before a step is captured: the
+        first step runs eagerly)."""
+        levels = np.ascontiguousarray(levels, dtype=np.int64)
+        key = levels.tobytes()
+        if key not in self._level_tables:
+            self._level_tables[key] = self.to_device(levels)
+        return self._level_tables[key]
+
+    def hashgrid_encode(self, x, tables, out, levels) -> None:
+        self._hashgrid_launch("hashgrid_encode", x, tables, out, levels)
+
+    def hashgrid_backward(self, x, grad, table_grads, levels) -> None:
+        n_net, count = table_grads.shape
+        stride_tables = stack_stride("hashgrid_backward table_grads", table_grads, (n_net, count))
+        grid, block = elementwise_grid(count)
+        for first, stop in network_groups(n_net):
+            self.launch("hashgrid_zero", (grid[0], stop - first, 1), block,
+                        (table_grads[first:stop], i64(count), i64(stride_tables)))
+        self._hashgrid_launch("hashgrid_backward", x, table_grads, grad, levels)
 
     def mse_loss(self, pred, target, grad, loss, count: int | None = None) -> None:
         n_net = pred.shape[0]

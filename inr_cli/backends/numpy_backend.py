@@ -43,6 +43,8 @@ class NumpyBackend(HostMemory):
     def linear_backward_weights(self, grad, layer_input, weight_grad, bias_grad) -> None:
         ops.linear_backward_weights(grad, layer_input, weight_grad, bias_grad, self.precision)
     fourier_features = staticmethod(ops.fourier_features)
+    hashgrid_encode = staticmethod(ops.hashgrid_encode)
+    hashgrid_backward = staticmethod(ops.hashgrid_backward)
     mse_loss = staticmethod(ops.mse_loss)
     sample_batch = staticmethod(ops.sample_batch)
     advance_schedule = staticmethod(ops.advance_schedule)

@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from inr_cli.core.encodings import HASH_PRIME, LEVEL_HASHED, LEVEL_OFFSET, LEVEL_RESOLUTION, LEVEL_SIZE
 from inr_cli.core.models import ACTIVATIONS
 from inr_cli.core.schedule import step_hyperparameters
 
@@ -156,6 +157,86 @@ def fourier_features(projection, out) -> None:
     angle = (2.0 * math.pi) * projection  # a Python float keeps the array dtype (NEP 50)
     np.cos(angle, out=out[..., :m])
     np.sin(angle, out=out[..., m:])
+
+
+def hashgrid_corners(x, level) -> tuple[np.ndarray, np.ndarray]:
+    """Where points x [..., 2] read one level of the hash grid (a row of HashGrid.level_table): the
+    entries of their cells' four corners [4, ...] (int64, within the level) and the corners'
+    bilinear weights [4, ...], corners in the order (i, j), (i+1, j), (i, j+1), (i+1, j+1)."""
+    resolution, size = int(level[LEVEL_RESOLUTION]), int(level[LEVEL_SIZE])
+    one = x.dtype.type(1)
+    # (u + 1) * N/2: the point on the level's grid of N cells, clamped to it; its cell and the point's
+    # place in it (a point on the far edge lies in the last cell).
+    position = np.clip((x + one) * x.dtype.type(resolution / 2), 0, resolution)
+    cell = np.minimum(np.floor(position), resolution - 1)
+    fraction = position - cell
+    cell = cell.astype(np.int64)
+    i, j = cell[..., 0], cell[..., 1]
+    fx, fy = fraction[..., 0], fraction[..., 1]
+    gx, gy = one - fx, one - fy
+    weights = np.empty((4, *i.shape), dtype=x.dtype)
+    np.multiply(gx, gy, out=weights[0])
+    np.multiply(fx, gy, out=weights[1])
+    np.multiply(gx, fy, out=weights[2])
+    np.multiply(fx, fy, out=weights[3])
+    entries = np.empty((4, *i.shape), dtype=np.int64)
+    if level[LEVEL_HASHED]:  # (a XOR b * prime) mod size, in uint32 arithmetic as the kernels compute it
+        a = i.astype(np.uint32)
+        b = j.astype(np.uint32) * np.uint32(HASH_PRIME)
+        b_next = b + np.uint32(HASH_PRIME)  # (j + 1) * prime, wrapping as the product does
+        for corner, (column, row) in enumerate(((a, b), (a + np.uint32(1), b), (a, b_next),
+                                                (a + np.uint32(1), b_next))):
+            entries[corner] = (column ^ row) % np.uint32(size)
+    else:  # a + b (N + 1)
+        np.multiply(j, resolution + 1, out=entries[0])
+        entries[0] += i
+        np.add(entries[0], 1, out=entries[1])
+        np.add(entries[0], resolution + 1, out=entries[2])
+        np.add(entries[2], 1, out=entries[3])
+    return entries, weights
+
+
+def hashgrid_encode(x, tables, out, levels) -> None:
+    for index in range(len(levels)):
+        hashgrid_encode_level(x, tables, out, levels, index)
+
+
+def hashgrid_encode_level(x, tables, out, levels, index: int) -> None:
+    """hashgrid_encode's columns of level `index` (levels are independent: the CPU engine runs them on
+    threads)."""
+    n, features = out.shape[0], out.shape[2] // len(levels)
+    offset, size = int(levels[index][LEVEL_OFFSET]), int(levels[index][LEVEL_SIZE])
+    per_network = tables.reshape(n, -1, features)  # [N, entries, F] (a view: each network's row is packed)
+    entries, weights = hashgrid_corners(x, levels[index])  # [4, N or 1, rows]
+    for i in range(n):
+        own = i if len(x) > 1 else 0
+        corners = np.take(per_network[i, offset:offset + size], entries[:, own], axis=0)  # [4, rows, F]
+        corners *= weights[:, own, :, None]
+        corners[0] += corners[1]
+        corners[2] += corners[3]
+        np.add(corners[0], corners[2], out=out[i, :, index * features:(index + 1) * features])
+
+
+def hashgrid_backward(x, grad, table_grads, levels) -> None:
+    for index in range(len(levels)):
+        hashgrid_backward_level(x, grad, table_grads, levels, index)
+
+
+def hashgrid_backward_level(x, grad, table_grads, levels, index: int) -> None:
+    """hashgrid_backward's part of level `index`: its entries of table_grads."""
+    n, features = grad.shape[0], grad.shape[2] // len(levels)
+    offset, size = int(levels[index][LEVEL_OFFSET]), int(levels[index][LEVEL_SIZE])
+    per_network = table_grads.reshape(n, -1, features)
+    entries, weights = hashgrid_corners(x, levels[index])  # [4, N or 1, rows]
+    for i in range(n):
+        own = i if len(x) > 1 else 0
+        corner_entries = entries[:, own].ravel()
+        level_grad = grad[i, :, index * features:(index + 1) * features].copy()  # [rows, F], packed
+        for f in range(features):
+            # Each corner's share w * g, added up per entry by bincount: a scatter whose repeated
+            # entries add up (fancy-index assignment would keep only the last).
+            shares = weights[:, own] * level_grad[:, f]
+            per_network[i, offset:offset + size, f] = np.bincount(corner_entries, shares.ravel(), minlength=size)
 
 
 def mse_loss(pred, target, grad, loss, count: int | None = None) -> None:

@@ -36,6 +36,10 @@ def command(
         "encoding": spec.encoding,
         "fourier_features": spec.fourier_features or None,
         "fourier_sigma": spec.fourier_sigma or None,
+        **({"hash_levels": spec.hash_levels, "hash_features": spec.hash_features,
+            "hash_log2_size": spec.hash_log2_size, "hash_resolutions": [spec.hash_min_resolution,
+                                                                       spec.hash_max_resolution]}
+           if spec.encoding == "hashgrid" else {}),
         "params": spec.parameter_count(),
         "step": saved.step,
         "total_steps": saved.total_steps,
@@ -55,7 +59,10 @@ def command(
         f"network   {spec.model}, {spec.layers} hidden x {spec.hidden}"
         + (f", omega0 {spec.omega0:g}" if spec.model == "siren" else "")
         + (f", Fourier features m={spec.fourier_features} sigma={spec.fourier_sigma:g}"
-           if spec.encoding == "fourier" else ""),
+           if spec.encoding == "fourier" else "")
+        + (f", hash grid of {spec.hash_levels} levels x {spec.hash_features} features, {spec.hash_min_resolution} to "
+           f"{spec.hash_max_resolution} cells across, tables of 2^{spec.hash_log2_size}"
+           if spec.encoding == "hashgrid" else ""),
         f"params    {result['params']:,}",
         f"step      {saved.step} of {saved.total_steps}",
         f"loss      {loss:.4e}   PSNR {result['psnr']} dB" if result["loss"] is not None else "loss      -",

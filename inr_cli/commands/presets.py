@@ -9,6 +9,7 @@ import typer
 
 from inr_cli.config import MODEL_PRESETS, SET_PRESETS, build_config, presets, to_toml
 from inr_cli.console import info
+from inr_cli.runs.start import LARGE_IMAGE_PRESET
 
 NAME = "presets"
 HELP = ("List the packaged presets (what --preset NAME starts from); with NAME, print that preset with every "
@@ -31,7 +32,8 @@ def command(
                        for i, (model, preset) in enumerate(MODEL_PRESETS.items()))
     for_sets = ", ".join(f"{preset} for {model}" for model, preset in SET_PRESETS.items()
                          if MODEL_PRESETS[model] != preset)
-    info(f"Without --preset: {chosen}; inr fit-many and inr meta-init: {for_sets}.")
+    info(f"Without --preset: {chosen} (for an image of a megapixel or more, with no --model either, "
+         f"{LARGE_IMAGE_PRESET}); inr fit-many and inr meta-init: {for_sets}.")
     info("inr presets NAME prints one with every key: a file to edit and pass to --config.")
 
 
@@ -42,4 +44,6 @@ def describe(preset: str) -> str:
     parts = [f"{network.model} {network.layers}x{network.hidden}"]
     if config.encoding.name == "fourier":
         parts.append("Fourier features")
+    elif config.encoding.name == "hashgrid":
+        parts.append("trained hash grid")
     return ", ".join(parts + [f"lr {config.optimizer.lr:g}", f"{config.training.steps} steps"])

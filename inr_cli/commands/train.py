@@ -25,7 +25,8 @@ def command(
     config_file: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML config (inr presets "
                                                "NAME prints one to start from)."),
     preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME", help="Start from a packaged preset: "
-                                         "siren, sigmoid, fourier (inr presets lists them; default: the model's)."),
+                                         "siren, sigmoid, fourier, hashgrid (inr presets lists them; default: "
+                                         "the model's, or hashgrid for a megapixel or more)."),
     overrides: list[str] = set_option(),
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", metavar="DIR",
                                            help="Where to write the run (default: runs/<name>)."),

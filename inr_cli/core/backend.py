@@ -106,6 +106,17 @@ class Backend(ABC):
         """out = [cos(2 pi p), sin(2 pi p)] for projection p [N, rows, m]; out is [N, rows, 2m]."""
 
     @abstractmethod
+    def hashgrid_encode(self, x, tables, out, levels) -> None:
+        """The hash grid's encoding (encodings.HashGrid) of points x [N or 1, rows, 2]: out [N, rows, L * F]
+        from network i's tables [N, entries * F]; levels: HashGrid.level_table [L, 4], a host int64 array."""
+
+    @abstractmethod
+    def hashgrid_backward(self, x, grad, table_grads, levels) -> None:
+        """table_grads [N, entries * F] = the gradient of the tables, from grad [N, rows, L * F] =
+        dL/d(hashgrid_encode's out) on the same points: each point's gradient scattered onto its
+        cells' corners with their interpolation weights, summed over the points (overwrites)."""
+
+    @abstractmethod
     def mse_loss(self, pred, target, grad, loss, count: int | None = None) -> None:
         """Per network i: grad[i] = d(mean squared error)/d(pred[i]); loss[i] = its mean squared error.
         count: the elements per network the mean is over, when pred is one block of a larger batch

@@ -12,12 +12,13 @@ from inr_cli.core.workspace import Workspace
 
 
 def forward_loss_backward(backend, network: Network, ws: Workspace, x, t, rows: int, grads, loss,
-                          count: int | None = None) -> None:
-    """loss = each network's mean squared error on (x, t); grads = its parameter gradients.
-    count: the elements per network the mean is over, when the rows are a block of a larger batch."""
+                          count: int | None = None, encoding_grads=None) -> None:
+    """loss = each network's mean squared error on (x, t); grads = its layers' parameter gradients
+    (and encoding_grads its trained encoding's). count: the elements per network the mean is over,
+    when the rows are a block of a larger batch."""
     output = network.forward(backend, ws, x, rows)
     backend.mse_loss(output, t, ws.grad[-1], loss, count)
-    network.backward(backend, ws, x, rows, grads)
+    network.backward(backend, ws, x, rows, grads, encoding_grads)
 
 
 class WholeBatchPass:
@@ -25,7 +26,9 @@ class WholeBatchPass:
         self.backend, self.batch = backend, batch
         self.network = Network(spec, params)
         self.grads = layer_views(spec, grads)
+        self.encoding_grads = self.network.encoding.parameters(grads)
         self.workspace = Workspace(spec, networks, batch, backend, training=True)
 
     def __call__(self, x, t, loss) -> None:
-        forward_loss_backward(self.backend, self.network, self.workspace, x, t, self.batch, self.grads, loss)
+        forward_loss_backward(self.backend, self.network, self.workspace, x, t, self.batch, self.grads, loss,
+                              encoding_grads=self.encoding_grads)

@@ -16,9 +16,17 @@ def psnr_from_mse(mse: float) -> float:
     return -10.0 * math.log10(mse)
 
 
+PSNR_BLOCK_ELEMENTS = 1 << 22  # float64 differences a block: a large photo's would take gigabytes at once
+
+
 def psnr(image: np.ndarray, reference: np.ndarray) -> float:
-    diff = image.astype(np.float64) - reference.astype(np.float64)
-    return psnr_from_mse(float(np.mean(diff * diff)))
+    """In blocks of rows (an image of up to PSNR_BLOCK_ELEMENTS values is one block, summed as np.mean sums)."""
+    rows = max(1, PSNR_BLOCK_ELEMENTS // max(1, image[0].size))
+    total = 0.0
+    for start in range(0, len(image), rows):
+        diff = image[start:start + rows].astype(np.float64) - reference[start:start + rows].astype(np.float64)
+        total += float(np.sum(diff * diff))
+    return psnr_from_mse(total / image.size)
 
 
 def _gaussian_window(size: int = 11, sigma: float = 1.5) -> np.ndarray:

@@ -6,11 +6,13 @@ their parameters are one [N, P] float32 array, so one fused kernel updates them 
 operation of a pass covers all N in one call. The backend (NumPy or our kernels) and the workspace
 (the batch-sized buffers) are passed into each pass and belong to the caller, not to the network.
 
-The first layer sees the coordinates through the spec's encoding (encodings.py: none, or Fourier
-features [cos(2 pi x Bᵀ), sin(2 pi x Bᵀ)]). An encoding's parameters (B) sit at the front of each
-network's parameter vector so that checkpoints and renders carry them, but they are never trained:
-their gradient stays zero, and a zero gradient leaves Adam and SGD updates at zero. The model
-(models.py) gives the layers' activations and how they start.
+The first layer sees the coordinates through the spec's encoding (encodings.py: none, Fourier
+features [cos(2 pi x Bᵀ), sin(2 pi x Bᵀ)], or a multiresolution hash grid). An encoding's parameters
+(B, or the hash grid's tables) sit at the front of each network's parameter vector so that
+checkpoints and renders carry them. Fourier frequencies are never trained: their gradient stays
+zero, and a zero gradient leaves Adam and SGD updates at zero; the hash grid's tables are, their
+gradient scattered by the encoding's backward pass. The model (models.py) gives the layers'
+activations and how they start.
 """
 
 from __future__ import annotations
@@ -39,21 +41,34 @@ class NetworkSpec:
     hidden: int
     layers: int  # number of hidden layers
     omega0: float
-    encoding: str  # one of config.ENCODINGS (encodings.ENCODING_CLASSES): "none" or "fourier"
-    fourier_features: int  # rows of B (m); the first layer then has 2m inputs; 0 without an encoding
+    encoding: str  # one of config.ENCODINGS (encodings.ENCODING_CLASSES): "none", "fourier" or "hashgrid"
+    fourier_features: int  # rows of B (m); the first layer then has 2m inputs; 0 without Fourier features
     fourier_sigma: float
     in_features: int = IN_FEATURES
+    # The hash grid's (encodings.HashGrid); 0 without one (and in specs saved before it).
+    hash_levels: int = 0
+    hash_features: int = 0  # per level
+    hash_log2_size: int = 0  # log2 of the entries of a level's table
+    hash_min_resolution: int = 0  # cells across the coarsest level
+    hash_max_resolution: int = 0  # and the finest
 
     @classmethod
     def from_config(cls, config: Config, out_features: int) -> "NetworkSpec":
-        fourier = config.encoding.name == "fourier"
+        encoding = config.encoding
+        fourier, grid = encoding.name == "fourier", encoding.name == "hashgrid"
         net = config.network
-        if net.omega0 == 0 or (fourier and config.encoding.sigma == 0):
-            raise ValueError("omega0 / sigma still 0: decide them for the image first (sizing.fit_to_image)")
+        if net.omega0 == 0 or (fourier and encoding.sigma == 0) or (grid and encoding.max_resolution == 0):
+            raise ValueError("omega0 / sigma / max_resolution still 0: decide them for the image first "
+                             "(sizing.fit_to_image)")
+        grid_values = {}
+        if grid:
+            grid_values = dict(hash_levels=encoding.levels, hash_features=encoding.level_features,
+                               hash_log2_size=encoding.log2_table_size, hash_min_resolution=encoding.min_resolution,
+                               hash_max_resolution=encoding.max_resolution)
         return cls(model=net.model, out_features=out_features, hidden=net.hidden, layers=net.layers,
-                   omega0=net.omega0, encoding=config.encoding.name,
-                   fourier_features=config.encoding.features if fourier else 0,
-                   fourier_sigma=config.encoding.sigma if fourier else 0.0)
+                   omega0=net.omega0, encoding=encoding.name,
+                   fourier_features=encoding.features if fourier else 0,
+                   fourier_sigma=encoding.sigma if fourier else 0.0, **grid_values)
 
     @property
     def encoded_features(self) -> int:
@@ -71,14 +86,20 @@ class NetworkSpec:
         return [model.hidden_activation] * self.layers + [model.output_activation]
 
     def encoding_size(self) -> int:
-        """Entries of the encoding's fixed parameters (Fourier: B) at the front of the parameter vector."""
+        """Entries of the encoding's parameters (Fourier: B; the hash grid: its tables) at the front of the
+        parameter vector."""
         return create_encoding(self).parameter_count
 
     def parameter_count(self) -> int:
         return self.encoding_size() + sum(o * i + o for o, i in self.layer_shapes())
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        """Its fields; the hash grid's only with a hash grid, so that other networks' descriptions read
+        as they did before it."""
+        fields = asdict(self)
+        if self.encoding != "hashgrid":
+            fields = {name: value for name, value in fields.items() if not name.startswith("hash_")}
+        return json.dumps(fields, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "NetworkSpec":
@@ -104,7 +125,7 @@ def layer_views(spec: NetworkSpec, flat) -> list[tuple]:
 
 def frequency_view(spec: NetworkSpec, flat):
     """The encoding's parameters at the front of [N, P] parameters (the Fourier frequencies B
-    [N, m, in]), or None."""
+    [N, m, in], the hash grid's tables [N, entries * F]), or None."""
     return create_encoding(spec).parameters(flat)
 
 
@@ -167,12 +188,15 @@ class Network:
             layer_input = a
         return layer_input
 
-    def backward(self, backend: Backend, ws: Workspace, x, rows: int, grads: list[tuple]) -> None:
-        """Parameter gradients into `grads` (layer_views of an [N, P] gradient array), given dL/d(output)
-        in ws.grad[-1] and the forward pass just run on the same rows.
+    def backward(self, backend: Backend, ws: Workspace, x, rows: int, grads: list[tuple],
+                 encoding_grads=None) -> None:
+        """Parameter gradients into `grads` (layer_views of an [N, P] gradient array) and, for a trained
+        encoding, into encoding_grads (its parameters' view of the same array), given dL/d(output) in
+        ws.grad[-1] and the forward pass just run on the same rows.
 
         ws.grad[i] holds dL/dz_i: the output layer's comes from the loss through its activation; each
-        earlier one from linear_backward_input, which applies the activation's derivative as it goes."""
+        earlier one from linear_backward_input, which applies the activation's derivative as it goes.
+        A trained encoding then gets dL/d(its output) = dL/dz_0 W_0 and scatters it into its table."""
         activations, omega0 = self.spec.activations(), self.spec.omega0
         last = len(self.layers) - 1
         backend.activation_backward(ws.grad[last][:, :rows], ws.z[last][:, :rows], ws.a[last][:, :rows],
@@ -184,3 +208,9 @@ class Network:
             if i > 0:
                 backend.linear_backward_input(grad, self.layers[i][0], ws.z[i - 1][:, :rows], ws.a[i - 1][:, :rows],
                                               ws.grad[i - 1][:, :rows], activations[i - 1], omega0)
+        if self.encoding.trainable:
+            if encoding_grads is None:
+                raise ValueError(f"the {self.spec.encoding} encoding is trained: pass its gradients (encoding_grads)")
+            encoded_grad = ws.encoded_grad[:, :rows]
+            backend.matmul(ws.grad[0][:, :rows], self.layers[0][0], encoded_grad)
+            self.encoding.backward(backend, ws, x, rows, encoded_grad, encoding_grads)

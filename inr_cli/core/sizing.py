@@ -1,6 +1,7 @@
 """Settings that follow the image's size.
 
-A SIREN's omega0 and the Fourier features' sigma set the highest frequency the network draws easily,
+A SIREN's omega0, the Fourier features' sigma and the hash grid's finest level set the highest frequency
+the network draws easily,
 in cycles across the image, while the pixels set the highest one the image holds (its Nyquist
 frequency, half the pixel count across). Fixed values tuned at 256 px draw noise between the pixels of
 a 48-px image and render it at 2x worse than Lanczos. So where the configuration leaves them at 0
@@ -14,7 +15,7 @@ from __future__ import annotations
 from inr_cli.config import Config, with_values
 
 AUTO = 0.0  # the value that asks for a setting chosen from the size
-SIZED_KEYS = ("network.omega0", "encoding.sigma")
+SIZED_KEYS = ("network.omega0", "encoding.sigma", "encoding.max_resolution")
 
 OMEGA0_PER_PIXEL, OMEGA0_RANGE = 0.3, (15.0, 60.0)
 # The sigmoid preset asks for it (configs/sigmoid.toml): at 128 px sigma 3.5 / 6 / 10 rendered 2x
@@ -46,4 +47,13 @@ def fit_to_image(config: Config, width: int, height: int) -> tuple[Config, list[
         if config.encoding.name == "fourier":
             reasons.append(f"Fourier sigma {sigma:g} for a {longer}-px image ({SIGMA_PER_PIXEL:g} per pixel of the "
                            f"longer side, {SIGMA_RANGE[0]:g} to {SIGMA_RANGE[1]:g}); --fourier-sigma sets it by hand")
+    if config.encoding.max_resolution == AUTO:
+        # One cell a pixel at the finest level: a finer grid only adds entries that no pixel tells
+        # apart (and draws noise between the pixels).
+        finest = max(longer, config.encoding.min_resolution)
+        values["encoding.max_resolution"] = finest
+        if config.encoding.name == "hashgrid":
+            reasons.append(f"hash grid of {config.encoding.levels} levels, {config.encoding.min_resolution} to "
+                           f"{finest} cells across (the finest one cell a pixel of the {longer}-px image); "
+                           f"--hash-max-res sets it by hand")
     return (with_values(config, values) if values else config), reasons

@@ -117,6 +117,13 @@ class Trainer:
         training time."""
         self._clock = time.perf_counter()
 
+    def release_training_memory(self) -> None:
+        """Let go of the training data, batches, workspace, gradients and moments, keeping the
+        parameters: after the last checkpoint, before the final render. The trainer no longer steps
+        nor gives its state."""
+        self.coords = self.targets = self.flat_grads = self.moment1 = self.moment2 = None
+        self.batch_x = self.batch_t = self.training_pass = self._run_step = None
+
     def state(self) -> TrainingState:
         to_host = self.backend.to_host
         return TrainingState(np.array(to_host(self.params)), np.array(to_host(self.moment1)),

@@ -18,7 +18,7 @@ class Workspace:
         n = networks
         shapes = spec.layer_shapes()
         # The encoding's own (Fourier: ws.projection and ws.encoded), under the names it reads them by.
-        for name, shape in create_encoding(spec).buffer_shapes(n, batch).items():
+        for name, shape in create_encoding(spec).buffer_shapes(n, batch, training).items():
             setattr(self, name, backend.empty(shape, dtype))
         if training:
             # z (pre-activation) feeds the activations' derivatives, a the next layer's weight gradient.

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from inr_cli.core.encodings import HASH_PRIME, create_encoding
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
 from inr_cli.errors import InrError
 from inr_cli.extras import require
@@ -28,14 +29,22 @@ def need_writer(module: str):
     return require(module, f"writing {module} files", "export")
 
 
+def encoding_tensor(spec: NetworkSpec) -> str | None:
+    """The name of the encoding's tensor: encoding.frequencies (Fourier features, [m, 2]),
+    encoding.table (the hash grid's tables, [entries, F], levels one after another), or None."""
+    return {"fourier": "encoding.frequencies", "hashgrid": "encoding.table"}.get(spec.encoding)
+
+
 def tensor_views(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarray]:
     """Each tensor of an export by its name, as a view into [N, P] float32 parameters:
-    encoding.frequencies [N, m, 2] with Fourier features, layers.I.weight [N, out, in] and
-    layers.I.bias [N, out] (a reader fills them; N = 0 gives their shapes without a byte)."""
+    encoding.frequencies [N, m, 2] with Fourier features or encoding.table [N, entries, F] with a hash
+    grid, layers.I.weight [N, out, in] and layers.I.bias [N, out] (a reader fills them; N = 0 gives
+    their shapes without a byte)."""
     views = {}
-    frequencies = frequency_view(spec, params)
-    if frequencies is not None:
-        views["encoding.frequencies"] = frequencies
+    encoding = create_encoding(spec)
+    table = encoding.table_view(params) if spec.encoding == "hashgrid" else encoding.parameters(params)
+    if table is not None:
+        views[encoding_tensor(spec)] = table
     for i, (weight, bias) in enumerate(layer_views(spec, params)):
         views[f"layers.{i}.weight"], views[f"layers.{i}.bias"] = weight, bias
     return views
@@ -48,14 +57,20 @@ def stacked_tensors(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarr
 
 
 def named_tensors(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarray]:
-    """layers.I.weight [out, in], layers.I.bias [out], and encoding.frequencies [m, 2] with Fourier features."""
+    """layers.I.weight [out, in], layers.I.bias [out], and encoding.frequencies [m, 2] with Fourier features
+    or encoding.table [entries, F] with a hash grid."""
     stack = stacked_tensors(spec, np.asarray(params, dtype=np.float32).reshape(1, -1))
     return {name: tensor[0] for name, tensor in stack.items()}
 
 
 def _metadata(spec: NetworkSpec, channels) -> dict[str, str]:
-    return {"spec": spec.to_json(), "activations": json.dumps(spec.activations()), "channels": ",".join(channels),
-            "convention": CONVENTION}
+    """The description, activations, channels and convention; with a hash grid, how to read its table
+    (hash_grid: levels [resolution, offset, size, hashed], prime, features)."""
+    metadata = {"spec": spec.to_json(), "activations": json.dumps(spec.activations()), "channels": ",".join(channels),
+                "convention": CONVENTION}
+    if spec.encoding == "hashgrid":
+        metadata["hash_grid"] = json.dumps(create_encoding(spec).description())
+    return metadata
 
 
 def _save_safetensors(tensors: dict[str, np.ndarray], metadata: dict[str, str], path: Path) -> None:
@@ -149,7 +164,13 @@ def onnx_model(spec: NetworkSpec, params: np.ndarray, channels):
         nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
         return name
 
+    def integer(name: str, value) -> str:
+        initializers.append(numpy_helper.from_array(np.asarray(value, dtype=np.int64), name))
+        return name
+
     h = "coords"
+    if spec.encoding == "hashgrid":
+        h = _hashgrid_nodes(create_encoding(spec), tensors["encoding.table"], constant, integer, node)
     if spec.encoding == "fourier":
         b_t = constant("encoding.frequencies_t", tensors["encoding.frequencies"].T)
         angle = node("Mul", [node("MatMul", [h, b_t], "projection"), constant("two_pi", np.array(2 * math.pi))],
@@ -173,11 +194,61 @@ def onnx_model(spec: NetworkSpec, params: np.ndarray, channels):
     graph = helper.make_graph(
         nodes, "inr", [helper.make_tensor_value_info("coords", TensorProto.FLOAT, ["rows", 2])],
         [helper.make_tensor_value_info("colours", TensorProto.FLOAT, ["rows", spec.out_features])], initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="inr")
+    # Opset 18 brought the bitwise operators the hash needs; the other networks keep 17.
+    opset = 18 if spec.encoding == "hashgrid" else 17
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="inr")
     model.ir_version = min(model.ir_version, 9)  # readable by onnxruntime releases of the last years
     helper.set_model_props(model, {"spec": spec.to_json(), "channels": ",".join(channels), "convention": CONVENTION})
     onnx.checker.check_model(model)
     return model
+
+
+def _hashgrid_nodes(grid, table: np.ndarray, constant, integer, node) -> str:
+    """The hash grid's lookup as ONNX nodes (encodings.HashGrid, numpy_ops.hashgrid_corners): per level,
+    the point on the grid, its cell and place in it, the four corners' entries (dense, or hashed with
+    BitwiseXor in int64 with the uint32 wrap made explicit), Gather from the table and the bilinear
+    sum; the levels concatenated. Returns the encoding's name."""
+    table_name = constant("encoding.table", table)
+    one, zero_i, one_i = constant("hash.one", np.array(1.0)), integer("hash.col0", 0), integer("hash.col1", 1)
+    prime, low32 = integer("hash.prime", HASH_PRIME), integer("hash.low32", 0xFFFFFFFF)
+    unsqueeze_axes = integer("hash.axes", [1])
+    levels = []
+    for index, (resolution, offset, size, hashed) in enumerate(grid.levels_rows()):
+        p = f"hash.{index}."
+        scaled = node("Mul", [node("Add", ["coords", one], p + "shifted"), constant(p + "half", resolution / 2)],
+                      p + "scaled")
+        position = node("Clip", [scaled, constant(p + "low", 0.0), constant(p + "high", float(resolution))],
+                        p + "position")
+        cell = node("Min", [node("Floor", [position], p + "floor"), constant(p + "last", resolution - 1.0)],
+                    p + "cell")
+        fraction = node("Sub", [position, cell], p + "fraction")
+        cell_i = node("Cast", [cell], p + "cell_i", to=7)  # int64
+        i, j = (node("Gather", [cell_i, c], p + name, axis=1) for c, name in ((zero_i, "i"), (one_i, "j")))
+        fx, fy = (node("Unsqueeze", [node("Gather", [fraction, c], p + name, axis=1), unsqueeze_axes], p + name + "1")
+                  for c, name in ((zero_i, "fx"), (one_i, "fy")))
+        gx, gy = (node("Sub", [one, f], p + name) for f, name in ((fx, "gx"), (fy, "gy")))
+        columns = (i, node("Add", [i, integer(p + "step_i", 1)], p + "i1"))
+        rows = (j, node("Add", [j, integer(p + "step_j", 1)], p + "j1"))
+        if hashed:
+            rows = tuple(node("BitwiseAnd", [node("Mul", [b, prime], p + f"bp{k}"), low32], p + f"bh{k}")
+                         for k, b in enumerate(rows))
+        else:
+            rows = tuple(node("Mul", [b, integer(p + f"stride{k}", resolution + 1)], p + f"bs{k}")
+                         for k, b in enumerate(rows))
+        terms = []
+        for corner, (a, b, wa, wb) in enumerate(((0, 0, gx, gy), (1, 0, fx, gy), (0, 1, gx, fy), (1, 1, fx, fy))):
+            c = f"{p}c{corner}"
+            if hashed:
+                entry = node("Mod", [node("BitwiseXor", [columns[a], rows[b]], c + ".xor"), integer(c + ".size", size)],
+                             c + ".entry")
+            else:
+                entry = node("Add", [columns[a], rows[b]], c + ".entry")
+            value = node("Gather", [table_name, node("Add", [entry, integer(c + ".offset", offset)], c + ".at")],
+                         c + ".value", axis=0)
+            terms.append(node("Mul", [value, node("Mul", [wa, wb], c + ".weight")], c + ".term"))
+        levels.append(node("Add", [node("Add", [terms[0], terms[1]], p + "sum01"),
+                                   node("Add", [terms[2], terms[3]], p + "sum23")], p + "features"))
+    return node("Concat", levels, "encoded", axis=1)
 
 
 def write_onnx(spec: NetworkSpec, params: np.ndarray, channels, path: Path) -> None:

@@ -8,12 +8,25 @@ import json
 import math
 
 from inr_cli.core.network import IN_FEATURES, NetworkSpec
-from inr_cli.limits import MAX_CHANNELS, MAX_LAYERS, MAX_PARAMETERS, MAX_WIDTH
+from inr_cli.limits import (
+    MAX_CHANNELS,
+    MAX_LAYERS,
+    MAX_LEVEL_FEATURES,
+    MAX_LEVELS,
+    MAX_LOG2_TABLE_SIZE,
+    MAX_PARAMETERS,
+    MAX_RESOLUTION,
+    MAX_WIDTH,
+)
 from inr_cli.settings import ENCODINGS, MODELS
 
+HASH_FIELDS = ("hash_levels", "hash_features", "hash_log2_size", "hash_min_resolution", "hash_max_resolution")
+
 FIELD_TYPES = {"model": str, "out_features": int, "hidden": int, "layers": int, "omega0": float, "encoding": str,
-               "fourier_features": int, "fourier_sigma": float, "in_features": int}
-REQUIRED = tuple(name for name in FIELD_TYPES if name != "in_features")  # in_features came later, always 2
+               "fourier_features": int, "fourier_sigma": float, "in_features": int,
+               **{name: int for name in HASH_FIELDS}}
+# in_features came later (always 2), the hash grid's fields with it (a description without a hash grid leaves them out).
+REQUIRED = tuple(name for name in FIELD_TYPES if name != "in_features" and name not in HASH_FIELDS)
 
 
 class BadDescription(ValueError):
@@ -78,6 +91,19 @@ def _check_bounds(values: dict) -> None:
         within("fourier_features", 1, MAX_WIDTH)
     elif values["fourier_features"] != 0:
         raise BadDescription(f"'fourier_features' is {values['fourier_features']} without a Fourier encoding")
+    if values["encoding"] == "hashgrid":
+        missing = [name for name in HASH_FIELDS if name not in values]
+        if missing:
+            raise BadDescription(f"the hash grid's description has no '{missing[0]}'")
+        within("hash_levels", 1, MAX_LEVELS)
+        within("hash_features", 1, MAX_LEVEL_FEATURES)
+        within("hash_log2_size", 1, MAX_LOG2_TABLE_SIZE)
+        within("hash_min_resolution", 1, MAX_RESOLUTION)
+        within("hash_max_resolution", values["hash_min_resolution"], MAX_RESOLUTION)
+    else:
+        for name in HASH_FIELDS:
+            if values.get(name, 0) != 0:
+                raise BadDescription(f"'{name}' is {values[name]} without a hash grid")
     if values.get("in_features", IN_FEATURES) != IN_FEATURES:
         raise BadDescription(f"'in_features' is {values['in_features']}; inr's networks take {IN_FEATURES} "
                              f"coordinates (u, v)")

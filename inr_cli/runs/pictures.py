@@ -169,6 +169,9 @@ def write_previews_animation(previews: list[Path], path: Path, frame_ms: int = 4
         with Image.open(preview) as im:
             k = shrink_factor(im.width, im.height)
             images.append((im.reduce(k) if k > 1 else im).convert("RGB"))
+    # The previews of a large image are drawn smaller than its final render: frames at their size.
+    smallest = min((im.size for im in images), key=lambda size: size[0] * size[1])
+    images = [im if im.size == smallest else im.resize(smallest, Image.LANCZOS) for im in images]
     labels = [preview_label(p) for p in previews]
     font = _font(11)
     text_width = max(int(ImageDraw.Draw(images[0]).textlength(label, font=font)) for label in labels) + 6

@@ -22,6 +22,19 @@ from inr_cli.runs.training import TrainingResult, run_training
 RESUMABLE = settings.RESUMABLE
 
 
+# From this many pixels up, `inr train IMAGE` with no preset, model, encoding or config file trains
+# the hashgrid preset: on a large photo it reaches a sharp image many times sooner than SIREN, whose
+# every step costs every pixel times its width squared. Smaller images keep the siren preset, which
+# draws better between the pixels when rendered larger (BENCHMARKS.md, "Seconds to a sharp photo").
+LARGE_IMAGE_PIXELS = 1 << 20
+LARGE_IMAGE_PRESET = "hashgrid"
+
+
+def preset_for_size(width: int, height: int) -> str | None:
+    """The preset an image of this size trains with when nothing else names one (None: the model's)."""
+    return LARGE_IMAGE_PRESET if width * height >= LARGE_IMAGE_PIXELS else None
+
+
 def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> TrainingResult:
     """A new run, as `inr train DATA` starts it (flags: {flag name: value}); the API's fit calls it too."""
     values = flags_to_values(flags)
@@ -29,15 +42,23 @@ def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> Training
         values["data.source"] = "" if data == SAMPLE else str(Path(data).resolve())
     config = build_config(config_file, values, preset)
     config = resolved_start(config)
-    if (preset is None and flags.get("model") == "relu" and "encoding" not in flags
-            and config.encoding.name == "fourier"):
-        notice("--model relu starts from the fourier preset: Fourier features (sigma "
-               f"{config.encoding.sigma:g}) in front of the ReLU MLP; --encoding none for a plain one")
     source = config.data.source
     notices: list[str] = []
     image = load_training_data(source, config.data.size, config.data.gray, notices)
     for message in notices:
         notice(message)
+    chooses = preset is None and config_file is None and not {"model", "encoding"} & set(flags)
+    sized = preset_for_size(image.width, image.height) if chooses else None
+    if sized is not None:
+        config = resolved_start(build_config(None, values, sized))
+        if not quiet:
+            info(f"{image.width}x{image.height} is {image.width * image.height / 1e6:.1f} megapixels: training the "
+                 f"{sized} preset (a trained hash grid, random batches of {config.training.batch_size:,} pixels), "
+                 f"many times faster than siren at this size; --preset siren draws smoother between the pixels")
+    if (preset is None and flags.get("model") == "relu" and "encoding" not in flags
+            and config.encoding.name == "fourier"):
+        notice("--model relu starts from the fourier preset: Fourier features (sigma "
+               f"{config.encoding.sigma:g}) in front of the ReLU MLP; --encoding none for a plain one")
     taken = ""  # the plain name, when an earlier run holds it
     if run_dir is None:
         run_dir = new_run_dir(Path(source).stem if source else SAMPLE)
@@ -50,7 +71,8 @@ def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> Training
                          f"--run-dir")
     if not quiet:
         net = config.network
-        info(f"training {net.model} ({net.layers}x{net.hidden}) on {source or 'the built-in sample'} "
+        encoding = "" if config.encoding.name == "none" else f" on {config.encoding.name} features"
+        info(f"training {net.model} ({net.layers}x{net.hidden}){encoding} on {source or 'the built-in sample'} "
              f"({image.width}x{image.height}, {','.join(image.channels)}) -> {run_dir}{taken}")
     return run_training(config, image, run_dir, None, quiet)
 

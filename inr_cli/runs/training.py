@@ -14,7 +14,7 @@ from inr_cli.config import MODEL_PRESETS, Config, build_config, to_toml
 from inr_cli.console import info, notice
 from inr_cli.core.metrics import psnr, psnr_from_mse
 from inr_cli.core.network import NetworkSpec, output_means
-from inr_cli.core.pixels import PixelImage
+from inr_cli.core.pixels import PixelImage, fit_longer_side
 from inr_cli.core.render import render_float
 from inr_cli.core.schedule import learning_rate
 from inr_cli.core.sizing import fit_to_image
@@ -25,7 +25,7 @@ from inr_cli.errors import InrError
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.atomic import atomic_write_text
 from inr_cli.formats.data import fingerprint
-from inr_cli.formats.images import save_image
+from inr_cli.formats.images import resample, save_image
 from inr_cli.formats.start import initial_state
 from inr_cli.progress import TrainingProgress
 from inr_cli.runs.directory import BLEW_UP, RunLock
@@ -34,6 +34,9 @@ from inr_cli.runs.pictures import side_by_side, write_previews_animation, write_
 
 # A full-batch run whose steps would take longer than this gets a hint to shrink the image or batch.
 SLOW_RUN_SECONDS = 600.0
+# Previews of a large image are drawn smaller: a photo's full size takes seconds to draw each time.
+PREVIEW_LONGEST = 1024
+COMPARISON_LONGEST = 2048
 
 
 def slow_run_hint(seconds_per_step: float, steps_left: int, full_batch: bool, pixels: int) -> str | None:
@@ -184,7 +187,7 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
         def on_step(step):
             if previews and step % previews == 0 and step < total:
                 (run_dir / "previews").mkdir(exist_ok=True)
-                _write_preview(trainer, run_dir / "previews" / f"step-{step:06d}.png")
+                _write_preview(trainer, run_dir / "previews" / f"step-{step:06d}.png", PREVIEW_LONGEST)
                 trainer.pause_clock()
 
         def checkpoint(step):
@@ -213,9 +216,9 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
         finally:
             metrics.close()
         save(trainer)
+        trainer.release_training_memory()  # room for the final render of a large image
         rendered = _write_preview(trainer, run_dir / "render.png")
-        _save_quietly(side_by_side(rendered, image.values, psnr=psnr(rendered, image.values)),
-                      run_dir / "comparison.png")
+        _save_quietly(comparison(rendered, image.values), run_dir / "comparison.png")
         _write_run_pictures(run_dir, rendered)
     if ended is not None:
         raise InrError(f"{ended.describe()} (the run is saved in {run_dir}); train again with "
@@ -226,6 +229,17 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
     return TrainingResult(run_dir, trainer.step_done, loss, psnr_from_mse(loss), trainer.seconds)
 
 
+def comparison(rendered: np.ndarray, reference: np.ndarray) -> PixelImage:
+    """reference | render | error map, with the render's PSNR; a large image's panels drawn with the
+    longer side COMPARISON_LONGEST (three full-size float panels of a 13-megapixel photo take 0.5 GB)."""
+    score = psnr(rendered, reference)
+    height, width = reference.shape[:2]
+    if max(width, height) > COMPARISON_LONGEST:
+        width, height = fit_longer_side(width, height, COMPARISON_LONGEST)
+        rendered, reference = resample(rendered, width, height), resample(reference, width, height)
+    return side_by_side(rendered, reference, psnr=score)
+
+
 def fresh_state(config: Config, spec: NetworkSpec, image: PixelImage) -> TrainingState:
     """Step 0 of a new run: the start training.init names, drawn from training.seed, its output at the
     image's mean colour where asked, its weights scaled by network.weight_scale."""
@@ -234,9 +248,13 @@ def fresh_state(config: Config, spec: NetworkSpec, image: PixelImage) -> Trainin
                          weight_scale=config.network.weight_scale)
 
 
-def _write_preview(trainer: Trainer, path: Path) -> np.ndarray:
-    """The current network drawn at the training size; a failure to write it only warns."""
-    values = render_float(trainer.backend, trainer.spec, trainer.params[:1], trainer.width, trainer.height)
+def _write_preview(trainer: Trainer, path: Path, longest: int | None = None) -> np.ndarray:
+    """The current network drawn at the training size (or with its longer side at most `longest`); a
+    failure to write it only warns."""
+    width, height = trainer.width, trainer.height
+    if longest is not None and max(width, height) > longest:
+        width, height = fit_longer_side(width, height, longest)
+    values = render_float(trainer.backend, trainer.spec, trainer.params[:1], width, height)
     _save_quietly(PixelImage(values, trainer.channels), path)
     return values
 

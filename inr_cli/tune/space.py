@@ -3,8 +3,9 @@
 RANGES is the table, keyed by setting key: the range a study searches for that setting unless
 `--search KEY=LOW:HIGH` says otherwise. DEFAULT_KEYS are the settings that matter most, searched
 when they apply to the network: the frequency of the first layer (omega0 for a SIREN, sigma for
-Fourier features), the learning rate and where its cosine ends, the initialisation's scale, width
-and depth. A setting given on the command line (a flag or --set) is fixed and not searched.
+Fourier features), a hash grid's table size and levels, the learning rate and where its cosine
+ends, the initialisation's scale, width and depth. A setting given on the command line (a flag or
+--set) is fixed and not searched.
 
 Width and depth may be held under a parameter budget (--max-params): the ranges are narrowed to
 what the smallest network of the space leaves, and a trial drawn above the budget is rejected
@@ -39,6 +40,10 @@ def _fourier(config: Config) -> bool:
     return config.encoding.name == "fourier"
 
 
+def _hashgrid(config: Config) -> bool:
+    return config.encoding.name == "hashgrid"
+
+
 # The default ranges (a key the settings table lacks is left out).
 _TABLE = {
     "network.omega0": Range(10.0, 90.0),
@@ -49,16 +54,21 @@ _TABLE = {
     "network.hidden": Range(16, 512, log=True),
     "network.layers": Range(1, 6),
     "encoding.features": Range(16, 512, log=True),
+    "encoding.log2_table_size": Range(10, 22),
+    "encoding.levels": Range(4, 24),
+    "encoding.level_features": Range(1, 8, log=True),
+    "encoding.min_resolution": Range(2, 64, log=True),
 }
 RANGES = {key: value for key, value in _TABLE.items() if key in settings.BY_KEY}
 # Searched by default, where the network has them.
-DEFAULT_KEYS = {"network.omega0": _siren, "encoding.sigma": _fourier, "optimizer.lr": None,
-                "optimizer.lr_min": None, "network.weight_scale": _siren, "network.hidden": None,
-                "network.layers": None}
+DEFAULT_KEYS = {"network.omega0": _siren, "encoding.sigma": _fourier, "encoding.log2_table_size": _hashgrid,
+                "encoding.levels": _hashgrid, "optimizer.lr": None, "optimizer.lr_min": None,
+                "network.weight_scale": _siren, "network.hidden": None, "network.layers": None}
 # What --search may name: the numeric settings that shape the fit (not the budget, seed or data).
 SEARCHABLE = [s.key for s in settings.SETTINGS if s.fits and s.type in (int, float)
               and (s.section in ("network", "encoding", "optimizer") or s.key == "training.batch_size")]
-SIZE_KEYS = ("network.hidden", "network.layers", "encoding.features")
+SIZE_KEYS = ("network.hidden", "network.layers", "encoding.features", "encoding.log2_table_size", "encoding.levels",
+             "encoding.level_features")
 MAX_REJECTED = 200  # draws in a row above the budget before the study gives up on the space
 
 

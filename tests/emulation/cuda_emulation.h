@@ -64,6 +64,15 @@ template <typename T> inline T __ldg(const T* p) { return *p; }
 #define __shared__ static thread_local
 #define __launch_bounds__(...)
 
+// Fibers run one at a time on one OS thread and switch only at a barrier: a read-modify-write is
+// atomic here as it is.
+inline float atomicAdd(float* address, float value)
+{
+    const float old = *address;
+    *address = old + value;
+    return old;
+}
+
 namespace emu {
 
 constexpr unsigned int FULL_MASK = 0xffffffffu;

@@ -1,0 +1,96 @@
+"""The hash grid end to end: `inr train` choosing it for a large image, and its peer in the benchmarks
+agreeing with the reference (resuming: test_training.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from inr_cli.cli import app
+from inr_cli.config import read_toml
+from inr_cli.runs import start
+from tests.conftest import make_image
+
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture
+def large_from(monkeypatch):
+    """Images of at least this many pixels count as large (the real threshold is a megapixel)."""
+    def set_threshold(pixels: int) -> None:
+        monkeypatch.setattr(start, "LARGE_IMAGE_PIXELS", pixels)
+    return set_threshold
+
+
+def test_a_large_image_trains_the_hash_grid_and_a_small_one_siren(tmp_path, large_from):
+    large_from(20 * 20)
+    small = make_image(tmp_path / "small.png", "RGB", (19, 19))
+    large = make_image(tmp_path / "large.png", "RGB", (24, 20))
+    for image, expected in ((small, "siren"), (large, "hashgrid")):
+        result = run("train", image, "--steps", "3", "--device", "cpu", "--run-dir", tmp_path / image.stem)
+        assert result.exit_code == 0, result.output
+        saved = read_toml(tmp_path / image.stem / "config.toml")
+        assert saved["encoding.name"] == ("hashgrid" if expected == "hashgrid" else "none")
+        assert saved["network.model"] == ("relu" if expected == "hashgrid" else "siren")
+    assert "megapixels: training the hashgrid preset" in result.output
+
+
+@pytest.mark.parametrize("named", [["--preset", "siren"], ["--model", "siren"], ["--encoding", "none"]])
+def test_a_named_preset_model_or_encoding_wins_over_the_size(tmp_path, large_from, named):
+    large_from(20 * 20)
+    image = make_image(tmp_path / "large.png", "RGB", (24, 20))
+    result = run("train", image, "--steps", "2", "--device", "cpu", "-q", "--run-dir", tmp_path / "r", *named)
+    assert result.exit_code == 0, result.output
+    assert read_toml(tmp_path / "r" / "config.toml")["encoding.name"] == "none"
+
+
+def test_the_torch_peer_encodes_as_the_reference():
+    """The benchmarks' PyTorch hash grid reads the same entries with the same weights: its encoding and
+    the gradient autograd scatters back match the NumPy reference's."""
+    torch = pytest.importorskip("torch")
+    from benchmarks.torch_hashgrid import TorchHashGrid
+    from inr_cli.backends.numpy_backend import NumpyBackend
+    from inr_cli.core.network import NetworkSpec
+    from tests.kernel_checks import hashgrid_levels
+
+    grid = hashgrid_levels(features=2)
+    spec = NetworkSpec(model="relu", out_features=3, hidden=4, layers=1, omega0=1.0, encoding="hashgrid",
+                       fourier_features=0, fourier_sigma=0.0, hash_levels=4, hash_features=2, hash_log2_size=6,
+                       hash_min_resolution=2, hash_max_resolution=20)
+    assert (grid.level_table == TorchHashGrid(torch, spec, np.zeros(grid.parameter_count), "cpu").levels).all()
+    rng = np.random.default_rng(1)
+    tables = rng.uniform(-1, 1, grid.parameter_count).astype(np.float32)
+    x = rng.uniform(-1, 1, (50, 2)).astype(np.float32)
+    g = rng.standard_normal((50, grid.features)).astype(np.float32)
+    peer = TorchHashGrid(torch, spec, tables, "cpu")
+    encoded = peer(torch.from_numpy(x))
+    (encoded * torch.from_numpy(g)).sum().backward()
+    out, table_grads = np.empty((1, 50, grid.features), np.float32), np.empty((1, grid.parameter_count), np.float32)
+    NumpyBackend().hashgrid_encode(x[None], tables[None], out, grid.level_table)
+    NumpyBackend().hashgrid_backward(x[None], g[None], table_grads, grid.level_table)
+    np.testing.assert_allclose(encoded.detach().numpy(), out[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(peer.tables.grad.numpy(), table_grads[0], rtol=1e-4, atol=1e-5)
+
+
+def test_a_large_image_ends_with_its_render_whole_and_a_smaller_comparison(tmp_path, monkeypatch):
+    """The final render is the image's own size; the comparison's panels are drawn smaller beyond
+    COMPARISON_LONGEST (three float panels of a large photo would take gigabytes), with the PSNR of the
+    whole render; the previews too are drawn smaller."""
+    from PIL import Image
+
+    from inr_cli.runs import training
+
+    monkeypatch.setattr(training, "COMPARISON_LONGEST", 10)
+    monkeypatch.setattr(training, "PREVIEW_LONGEST", 8)
+    image = make_image(tmp_path / "wide.png", "RGB", (40, 20))
+    result = run("train", image, "--preset", "hashgrid", "--steps", "4", "--preview-every", "2", "--device", "cpu",
+                 "-q", "--run-dir", tmp_path / "r")
+    assert result.exit_code == 0, result.output
+    assert Image.open(tmp_path / "r" / "render.png").size == (40, 20)
+    assert Image.open(tmp_path / "r" / "previews" / "step-000002.png").size == (8, 4)
+    assert Image.open(tmp_path / "r" / "comparison.png").size[1] == 5  # panels of 10 x 5, no caption at that width
