@@ -17,13 +17,20 @@
 #            PyTorch batched on the same, as far as the part's time allows
 #   steps    (at most 8 min) the step-time table of every setting (ours fused, layer by layer, TF32,
 #            cuBLAS; PyTorch eager and compiled), the 8192-px render, the matmul variants
+#   hashgrid (at most 8 min) the hash grid at Kodak's size: a 768x512 photo to 40 and 44 dB with the
+#            hashgrid preset, beside the PyTorch hash grid and the siren preset. The photo is not in
+#            the repository: before the call, on a machine with Debian's packages,
+#              apt-get download lomiri-wallpapers-16.04 && dpkg-deb -x lomiri-wallpapers-16.04_*.deb /tmp/lw
+#              mkdir -p bench-results && cp /tmp/lw/usr/share/backgrounds/sunset_by_Aitzol_Berasategi.jpg bench-results/
+#            and carry bench-results/sunset_by_Aitzol_Berasategi.jpg (4272x2848, drawn at 768x512);
+#            without it the part says so and races on the coffee photo enlarged to 768 px instead
 #
 # Each figure is appended to its result file under $OUT (or bench-results/gpu-checks) the moment it
 # is measured, and each command has its own time limit, so a call cut short still brings back what it
 # did; log.txt has everything said. Every part ends with a BENCHMARKS.md section, ready to paste,
 # printed and in benchmarks-block.md. The device tool copies the tree without its git history: name
 # the commit in INR_COMMIT, so the files say which code they measured. A call brings back 8 files at
-# most: first alone, second and fitmany together (where the call's time allows), steps alone.
+# most: first alone, second and fitmany together (where the call's time allows), steps alone, hashgrid alone.
 #
 #   bash dev/gpu_checks.sh --dry-run first second fitmany steps
 #
@@ -31,14 +38,13 @@
 # CPU, the GPU tests skipped): the script, its result files and its report, proven without a GPU.
 # PYTHON names the interpreter (default python3, the GPU machine's, with CuPy, PyTorch and pytest).
 set -uo pipefail
-usage="usage: bash dev/gpu_checks.sh [--dry-run] PART... (PART: first second fitmany steps)"
+usage="usage: bash dev/gpu_checks.sh [--dry-run] PART... (PART: first second fitmany steps hashgrid)"
 dry=0
 parts=()
 for arg in "$@"; do
   case "$arg" in
     --dry-run) dry=1 ;;
-    first | second | fitmany | steps) parts+=("$arg") ;;
-    # hashgrid) parts+=("$arg") ;;   # <- the lead: the hash grid's part, see below
+    first | second | fitmany | steps | hashgrid) parts+=("$arg") ;;
     *) echo "unknown part '$arg'; $usage" >&2; exit 2 ;;
   esac
 done
@@ -112,11 +118,16 @@ for part in "${parts[@]}"; do
         run 60 "$py" dev/matmul/harness.py --out "$out/matmul-variants.json"
       fi
       ;;
-    # ---- the hash grid: the lead adds its part here, e.g. ----------------------------------------------
-    # hashgrid)
-    #   run 400 "$py" benchmarks/<the hash grid's benchmark>.py --device "$device" ... --out "$out/hashgrid.json"
-    #   ;;
-    # (and names it among the parts above and in the usage line)
+    hashgrid)
+      photo=bench-results/sunset_by_Aitzol_Berasategi.jpg
+      if [ ! -f "$photo" ]; then
+        echo "no $photo (see the top of this script): the coffee photo, enlarged to 768 px, instead" | tee -a "$log"
+        photo=coffee
+      fi
+      if [ "$dry" = 1 ]; then race=(--sizes 32 --budget 20 --targets 20 25); else race=(--sizes 768 --budget 3000 --targets 40 44); fi
+      run 420 "$py" benchmarks/time_to_quality.py --device "$device" --images "$photo" "${race[@]}" \
+        --recipes hashgrid default --torch hashgrid --scale 0 --workers 1 --out "$out/hashgrid-768.json"
+      ;;
   esac
   echo "=== $part took $(( SECONDS - part_start )) s" | tee -a "$log"
 done
