@@ -13,7 +13,7 @@ from inr_cli.loading import one_network
 
 NAME = "export"
 HELP = ("Write a trained network for other tools: -o model.safetensors (weights, named per layer) or "
-        "-o model.onnx (the whole function: coordinates in, colours out); a whole inr fit-many set as "
+        "-o model.onnx (the whole function: coordinates in, colours out); a set (an inr fit-many folder) as "
         "-o set.safetensors (each layer stacked over the networks) or -o set_0-N.hdf5 (the file neural-field-arena "
         "reads, fit-a-nef's layout).")
 NEEDS_ARGS = True

@@ -11,8 +11,8 @@ from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.network_set import is_network_set, load_network_set
 
 NAME = "info"
-HELP = ("What a run or set holds: network, parameters, step reached, last loss and PSNR, sizes; for a set, "
-        "its count, mean and worst PSNR, bytes per image.")
+HELP = ("What a run or a set (an inr fit-many folder) holds: network, parameters, step reached, last loss and "
+        "PSNR, sizes; for a set, its count, mean and worst PSNR, bytes per image.")
 NEEDS_ARGS = True
 
 

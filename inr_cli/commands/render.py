@@ -20,7 +20,7 @@ from inr_cli.formats.images import image_format, save_tiff, save_uint8, save_uin
 from inr_cli.loading import one_network
 
 NAME = "render"
-HELP = "Draw a trained network on a canvas of any size."
+HELP = "Draw a trained network (a run, or one network of an inr fit-many folder) on a canvas of any size."
 NEEDS_ARGS = True
 
 

@@ -17,7 +17,8 @@ from inr_cli.errors import InrError, UsageError
 from inr_cli.runs.directory import RUNS_ROOT
 
 NAME = "view"
-HELP = "Look at a run or a set in the browser: zoom into the function, follow a training run, browse a set."
+HELP = ("Look at a run or a set (an inr fit-many folder) in the browser: zoom into the function, follow a "
+        "training run, browse a set.")
 NEEDS_ARGS = True
 
 
