@@ -47,9 +47,9 @@ class Encoding(ABC):
         """Optional hook: draw one network's parameters (parameters(flat)[0]) from rng; first, before any layer's."""
         return None
 
-    def buffer_shapes(self, networks: int, batch: int, training: bool) -> dict[str, tuple]:
-        """The workspace buffers it needs, by the name it finds them under (training: for a backward
-        pass too)."""
+    def buffers(self, backend: Backend, networks: int, batch: int, training: bool, dtype=np.float32) -> dict:
+        """The workspace buffers it needs, made on the backend, by the name it finds them under
+        (training: for a backward pass too)."""
         return {}
 
     @abstractmethod
@@ -107,9 +107,10 @@ class Fourier(Encoding):
     def initialise(self, parameters, rng) -> None:
         parameters[...] = rng.normal(0.0, self.sigma, parameters.shape)
 
-    def buffer_shapes(self, networks: int, batch: int, training: bool) -> dict[str, tuple]:
+    def buffers(self, backend: Backend, networks: int, batch: int, training: bool, dtype=np.float32) -> dict:
         # x Bᵀ, then [cos, sin] of it: the first layer's input, kept for its weight gradient.
-        return {"projection": (networks, batch, self.frequencies), "encoded": (networks, batch, self.features)}
+        return {"projection": backend.empty((networks, batch, self.frequencies), dtype),
+                "encoded": backend.empty((networks, batch, self.features), dtype)}
 
     def forward(self, backend: Backend, ws: Workspace, parameters, x, rows: int):
         backend.matmul(x[:, :rows], parameters, ws.projection[:, :rows], trans_b=True)
@@ -195,12 +196,12 @@ class HashGrid(Encoding):
     def initialise(self, parameters, rng) -> None:
         parameters[...] = rng.uniform(-self.INIT_BOUND, self.INIT_BOUND, parameters.shape)
 
-    def buffer_shapes(self, networks: int, batch: int, training: bool) -> dict[str, tuple]:
+    def buffers(self, backend: Backend, networks: int, batch: int, training: bool, dtype=np.float32) -> dict:
         # The encoding (the first layer's input) and, to train, dL/d(encoding) for the scatter.
-        shapes = {"encoded": (networks, batch, self.features)}
+        made = {"encoded": backend.empty((networks, batch, self.features), dtype)}
         if training:
-            shapes["encoded_grad"] = (networks, batch, self.features)
-        return shapes
+            made["encoded_grad"] = backend.empty((networks, batch, self.features), dtype)
+        return made
 
     def forward(self, backend: Backend, ws: Workspace, parameters, x, rows: int):
         backend.hashgrid_encode(x[:, :rows], parameters, ws.encoded[:, :rows], self.level_table)
