@@ -27,7 +27,8 @@ def spec_for(model="siren", hidden=16, layers=2, out=3, encoding="none", feature
     NetworkSpec's hash_ fields)."""
     if encoding == "hashgrid":
         grid = dict(hash_levels=grid.get("levels", 4), hash_features=grid.get("level_features", 2),
-                    hash_log2_size=grid.get("log2_size", 7), hash_min_resolution=2, hash_max_resolution=24)
+                    hash_log2_size=grid.get("log2_size", 7), hash_min_resolution=2,
+                    hash_max_resolution=grid.get("max_resolution", 24))
     return NetworkSpec(model=model, out_features=out, hidden=hidden, layers=layers, omega0=omega0, encoding=encoding,
                        fourier_features=features, fourier_sigma=3.0 if features else 0.0, **grid)
 
