@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from inr_cli.backends.numpy_backend import NumpyBackend
-from inr_cli.backends.numpy_ops import round_to_tf32
+from inr_cli.backends.numpy_ops import round_to_tf32, tf32_rounds
 from inr_cli.core.schedule import step_hyperparameters
 
 cpu = NumpyBackend()
@@ -22,9 +22,10 @@ def reference_for(backend) -> NumpyBackend:
     return NumpyBackend(getattr(backend, "precision", "fp32"))
 
 
-def operand(backend, array):
-    """An operand as `backend`'s products see it: rounded to TF32 under --precision tf32."""
-    return round_to_tf32(array) if getattr(backend, "precision", "fp32") == "tf32" else array
+def operand(backend, array, k: int):
+    """An operand of a product over k terms as `backend` sees it: rounded to TF32 under --precision
+    tf32 (but over the coordinates alone: numpy_ops.tf32_rounds)."""
+    return round_to_tf32(array) if tf32_rounds(getattr(backend, "precision", "fp32"), k) else array
 
 
 def close(backend, array, reference, rtol=1e-4, atol=1e-5):
@@ -39,8 +40,8 @@ def check_matmul(backend, m, n, k, trans, networks=1, shared_b=False):
     b = b.astype(np.float32)
     out = backend.to_device(np.full((networks, m, n), np.nan, np.float32))
     backend.matmul(backend.to_device(a), backend.to_device(b), out, ta, tb)
-    op_a = operand(backend, a.swapaxes(1, 2) if ta else a)
-    op_b = operand(backend, b.swapaxes(1, 2) if tb else b)
+    op_a = operand(backend, a.swapaxes(1, 2) if ta else a, k)
+    op_b = operand(backend, b.swapaxes(1, 2) if tb else b, k)
     reference = np.matmul(op_a.astype(np.float64), op_b.astype(np.float64))
     close(backend, out, reference, rtol=1e-3, atol=1e-4 * np.sqrt(k))
 
@@ -56,7 +57,8 @@ def check_matmul_into_parameter_views(backend, m, n, k, networks=3, padding=5):
     backend.matmul(backend.to_device(a), backend.to_device(b), view, trans_a=True)
     host = backend.to_host(flat)
     assert np.isnan(host[:, :padding]).all(), "wrote outside the view"
-    reference = np.matmul(operand(backend, a.swapaxes(1, 2)).astype(np.float64), operand(backend, b).astype(np.float64))
+    reference = np.matmul(operand(backend, a.swapaxes(1, 2), k).astype(np.float64),
+                          operand(backend, b, k).astype(np.float64))
     np.testing.assert_allclose(host[:, padding:].reshape(networks, m, n), reference, rtol=1e-3,
                                atol=1e-4 * np.sqrt(k))
 

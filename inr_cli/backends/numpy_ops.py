@@ -17,9 +17,12 @@ import math
 
 import numpy as np
 
+from inr_cli.backends.launch import CONSTANTS
 from inr_cli.core.encodings import HASH_PRIME, LEVEL_HASHED, LEVEL_OFFSET, LEVEL_RESOLUTION, LEVEL_SIZE
 from inr_cli.core.models import ACTIVATIONS
 from inr_cli.core.schedule import step_hyperparameters
+
+FP32_MAX_K = CONSTANTS["FP32_MAX_K"]  # the kernels' (kernels/constants.cuh)
 
 
 def batch_indices(seed: int, step: int, batch: int, n: int) -> np.ndarray:
@@ -109,11 +112,19 @@ def fill(out, value: float) -> None:
     out.fill(value)
 
 
+def tf32_rounds(precision: str, k: int) -> bool:
+    """Whether a product over k terms rounds its operands to TF32: under --precision tf32, all but
+    those over the coordinates alone (k <= FP32_MAX_K: a first layer on (u, v), the Fourier
+    projection), which TF32 would move (kernels/constants.cuh says why)."""
+    return precision == "tf32" and k > FP32_MAX_K
+
+
 def matmul(a, b, out, trans_a: bool = False, trans_b: bool = False, precision: str = "fp32") -> None:
-    """precision "tf32": both operands rounded to TF32 first, then multiplied and summed in FP32, as
-    the tensor cores do with --precision tf32 (the products of TF32 values are exact in FP32)."""
+    """precision "tf32": both operands rounded to TF32 first (tf32_rounds), then multiplied and
+    summed in FP32, as the tensor cores do with --precision tf32 (the products of TF32 values are
+    exact in FP32)."""
     a, b = a.swapaxes(1, 2) if trans_a else a, b.swapaxes(1, 2) if trans_b else b
-    if precision == "tf32":
+    if tf32_rounds(precision, a.shape[2]):
         a, b = round_to_tf32(a), round_to_tf32(b)
     with one_thread_blas():
         np.matmul(a, b, out=out)
