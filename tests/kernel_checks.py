@@ -245,3 +245,36 @@ def check_hashgrid(backend, rows, networks=2, shared_x=True, features=2, **grid)
     host = backend.to_host(table_grads)
     assert np.isnan(host[:, count:]).all(), "wrote outside the tables"
     np.testing.assert_allclose(host[:, :count], table_grads_ref[:, :count], rtol=1e-4, atol=1e-5 * np.sqrt(rows))
+
+
+def check_tf32_keeps_the_coordinates(backend, width=8192):
+    """TF32 keeps 10 mantissa bits: on an 8192-px canvas it would merge a quarter of the columns'
+    pixel centres. A product over the coordinates alone (a first layer on (u, v), the Fourier
+    projection x Bᵀ, the fused network's first layer) stays FP32 under --precision tf32, in the
+    reference and the kernels alike, so every column reaches the network distinct."""
+    from inr_cli.backends.launch import plan_fused_network
+    from inr_cli.core.coords import axis_centres
+
+    assert backend.precision == "tf32"
+    u = axis_centres(width)
+    assert np.unique(u).size == width and np.unique(round_to_tf32(u)).size <= 3 * width // 4
+    x = np.stack([u, np.full_like(u, 0.25)], axis=1)[None]  # one row of the canvas: [1, width, 2]
+    picks_u = np.array([[[1.0, 0.0]]], np.float32)  # a weight (or B) whose product is u itself
+    for engine in (reference_for(backend), backend):
+        z, projection = (engine.to_device(np.full((1, width, 1), np.nan, np.float32)) for _ in range(2))
+        x_d, picks_u_d = engine.to_device(x), engine.to_device(picks_u)
+        engine.linear_forward(x_d, picks_u_d, engine.to_device(np.zeros((1, 1), np.float32)), z, z, "linear")
+        engine.matmul(x_d, picks_u_d, projection, trans_b=True)
+        assert np.array_equal(engine.to_host(z)[0, :, 0], u), f"{engine.name}: the first layer rounds u"
+        assert np.array_equal(engine.to_host(projection)[0, :, 0], u), f"{engine.name}: the projection rounds u"
+
+    shapes = [(16, 2), (1, 16)]
+    plan = plan_fused_network(shapes, 0, width, "tf32")
+    params = np.zeros((1, sum(o * i + o for o, i in shapes)), np.float32)
+    params[0, :2] = picks_u[0, 0]  # the first hidden neuron's z is u
+    hz, ha = (backend.to_device(np.full((1, 1, width, 16), np.nan, np.float32)) for _ in range(2))
+    oz = backend.to_device(np.full((1, width, 1), np.nan, np.float32))
+    backend.network_forward(plan, backend.to_device(x), backend.to_device(params), hz, ha, oz, oz, "linear", "linear",
+                            1.0)
+    assert plan.forward.endswith("_tf32")
+    assert np.array_equal(backend.to_host(hz)[0, 0, :, 0], u), "the fused network's first layer rounds u"

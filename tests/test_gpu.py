@@ -22,6 +22,7 @@ from tests.kernel_checks import (
     check_mse_loss,
     check_sample_batch,
     check_schedule_and_optimizers,
+    check_tf32_keeps_the_coordinates,
     cpu,
 )
 from tests.test_networks import config_for, images, train_together
@@ -200,6 +201,10 @@ def test_matmul_tf32_matches_numpy(gpu_tf32, m, n, k, trans):
 @pytest.mark.parametrize("activation", ["sine", "relu"])
 def test_fused_layer_kernels_tf32(gpu_tf32, rows, in_f, out_f, activation):
     check_fused_layer(gpu_tf32, rows, in_f, out_f, activation)
+
+
+def test_tf32_leaves_the_coordinates_as_they_are(gpu_tf32):
+    check_tf32_keeps_the_coordinates(gpu_tf32)
 
 
 @pytest.mark.parametrize("hidden,layers,batch", [(16, 2, 40000), (32, 1, 4097), (64, 3, 40000), (48, 2, 1000),

@@ -25,6 +25,7 @@ from tests.kernel_checks import (
     check_mse_loss,
     check_sample_batch,
     check_schedule_and_optimizers,
+    check_tf32_keeps_the_coordinates,
 )
 from tests.test_networks import config_for, images, train_together
 
@@ -102,35 +103,7 @@ def test_training_in_tf32_follows_the_tf32_reference(emulated_tf32):
 
 
 def test_tf32_leaves_the_coordinates_as_they_are(emulated_tf32):
-    """TF32 keeps 10 mantissa bits: on an 8192-px canvas it would merge a quarter of the columns'
-    pixel centres. A product over the coordinates alone (a first layer on (u, v), the Fourier
-    projection x Bᵀ, the fused network's first layer) stays FP32 under --precision tf32, in the
-    reference and the kernels alike, so every column reaches the network distinct."""
-    from inr_cli.backends.launch import plan_fused_network
-    from inr_cli.backends.numpy_backend import NumpyBackend
-    from inr_cli.backends.numpy_ops import round_to_tf32
-    from inr_cli.core.coords import axis_centres
-
-    width = 8192
-    u = axis_centres(width).astype(np.float32)
-    assert np.unique(u).size == width and np.unique(round_to_tf32(u)).size <= 3 * width // 4
-    x = np.stack([u, np.full_like(u, 0.25)], axis=1)[None]  # one row of the canvas: [1, width, 2]
-    picks_u = np.array([[[1.0, 0.0]]], np.float32)  # a weight (or B) whose product is u itself
-    for backend in (NumpyBackend("tf32"), emulated_tf32):
-        z = np.full((1, width, 1), np.nan, np.float32)
-        backend.linear_forward(x, picks_u, np.zeros((1, 1), np.float32), z, z, "linear")
-        projection = np.full((1, width, 1), np.nan, np.float32)
-        backend.matmul(x, picks_u, projection, trans_b=True)
-        assert np.array_equal(z[0, :, 0], u) and np.array_equal(projection[0, :, 0], u), backend.name
-
-    shapes = [(16, 2), (1, 16)]
-    plan = plan_fused_network(shapes, 0, width, "tf32")
-    params = np.zeros((1, sum(o * i + o for o, i in shapes)), np.float32)
-    params[0, :2] = picks_u[0, 0]  # the first hidden neuron's z is u
-    hz, ha = (np.full((1, 1, width, 16), np.nan, np.float32) for _ in range(2))
-    oz = np.full((1, width, 1), np.nan, np.float32)
-    emulated_tf32.network_forward(plan, x, params, hz, ha, oz, oz, "linear", "linear", 1.0)
-    assert plan.forward.endswith("_tf32") and np.array_equal(hz[0, 0, :, 0], u)
+    check_tf32_keeps_the_coordinates(emulated_tf32)
 
 
 def test_split_k_and_tiles_are_exercised():
