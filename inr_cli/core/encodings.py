@@ -197,21 +197,23 @@ class HashGrid(Encoding):
         parameters[...] = rng.uniform(-self.INIT_BOUND, self.INIT_BOUND, parameters.shape)
 
     def buffers(self, backend: Backend, networks: int, batch: int, training: bool, dtype=np.float32) -> dict:
-        # The encoding (the first layer's input) and, to train, dL/d(encoding) for the scatter.
-        made = {"encoded": backend.empty((networks, batch, self.features), dtype)}
+        # The encoding (the first layer's input) and, to train, dL/d(encoding) for the scatter and
+        # whatever the backend keeps of the forward's lookups for it.
+        made = {"encoded": backend.empty((networks, batch, self.features), dtype), "corners": None}
         if training:
             made["encoded_grad"] = backend.empty((networks, batch, self.features), dtype)
+            made["corners"] = backend.hashgrid_corner_buffers(self.levels, networks, batch)
         return made
 
     def forward(self, backend: Backend, ws: Workspace, parameters, x, rows: int):
-        backend.hashgrid_encode(x[:, :rows], parameters, ws.encoded[:, :rows], self.level_table)
+        backend.hashgrid_encode(x[:, :rows], parameters, ws.encoded[:, :rows], self.level_table, ws.corners)
         return ws.encoded[:, :rows]
 
     def output(self, ws: Workspace, x, rows: int):
         return ws.encoded[:, :rows]
 
     def backward(self, backend: Backend, ws: Workspace, x, rows: int, output_grad, parameter_grads) -> None:
-        backend.hashgrid_backward(x[:, :rows], output_grad, parameter_grads, self.level_table)
+        backend.hashgrid_backward(x[:, :rows], output_grad, parameter_grads, self.level_table, ws.corners)
 
     def levels_rows(self) -> list[tuple[int, int, int, bool]]:
         """(resolution, offset, size, hashed) per level, as plain numbers: what the exports loop over."""
