@@ -3,9 +3,10 @@
 `create_encoding(spec)` builds the one a network spec names (spec.encoding); a new encoding is a
 class here, registered in ENCODING_CLASSES (and named among the settings' choices), plus the
 backend operations it launches. An encoding says how wide its output is, which parameters it keeps
-at the front of each network's parameter vector (never trained: their gradient stays zero, and a
-zero gradient leaves Adam and SGD updates at zero), how they start, which batch-sized buffers it
-needs, and runs on a batch in the forward pass.
+at the front of each network's parameter vector, how they start, whether they are trained (the hash
+grid's tables, through its backward pass; frozen ones, as the Fourier frequencies, keep a zero
+gradient, and a zero gradient leaves Adam and SGD updates at zero), how the exports name and shape
+them, which batch-sized buffers it needs, and runs on a batch in the forward pass.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ if TYPE_CHECKING:  # annotations only: the backend itself is handed in
 class Encoding(ABC):
     name: ClassVar[str]  # encoding.name in the configuration, NetworkSpec.encoding
     trainable: ClassVar[bool] = False  # its parameters get a gradient (backward) and are trained
+    # Its parameters' name in the exports (safetensors' encoding.<name>, to_jax()'s params[<name>]);
+    # None: it has none.
+    export_name: ClassVar[str | None] = None
 
     def __init__(self, spec: NetworkSpec):
         self.in_features = spec.in_features
@@ -42,6 +46,11 @@ class Encoding(ABC):
     def parameters(self, flat):
         """Optional hook: its parameters as views into [N, P] parameters (or gradients, moments); None: it has none."""
         return None
+
+    def export_view(self, flat):
+        """Its parameters as the exports hold them, a view into [N, P] parameters (export_name's tensor,
+        stacked over the networks); by default as parameters() gives them."""
+        return self.parameters(flat)
 
     def initialise(self, parameters, rng) -> None:
         """Optional hook: draw one network's parameters (parameters(flat)[0]) from rng; first, before any layer's."""
@@ -87,6 +96,7 @@ class Fourier(Encoding):
     frequencies B [m, in] ~ N(0, sigma^2) kept, frozen, in the parameters."""
 
     name = "fourier"
+    export_name = "frequencies"
 
     def __init__(self, spec: NetworkSpec):
         super().__init__(spec)
@@ -153,6 +163,7 @@ class HashGrid(Encoding):
 
     name = "hashgrid"
     trainable = True
+    export_name = "table"
     INIT_BOUND = 1e-4
 
     def __init__(self, spec: NetworkSpec):
@@ -188,7 +199,7 @@ class HashGrid(Encoding):
         """The tables [N, entries * F] (a view)."""
         return flat[:, : self.parameter_count]
 
-    def table_view(self, flat):
+    def export_view(self, flat):
         """The tables as [N, entries, F]: each entry's features in a row (what the exports name
         encoding.table)."""
         return self.parameters(flat).reshape(len(flat), self.entries, self.level_features)
