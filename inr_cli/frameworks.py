@@ -149,11 +149,11 @@ def to_jax(spec: NetworkSpec, params: np.ndarray, single: bool, clip: bool = Tru
     import jax
     import jax.numpy as jnp
 
-    frequencies, layers = stacked(spec, params)
+    encoding, layers = stacked(spec, params)
     pick = (lambda array: array[0]) if single else (lambda array: array)
     tree = {"layers": [{"weight": jnp.asarray(pick(w)), "bias": jnp.asarray(pick(b))} for w, b in layers]}
-    if frequencies is not None:
-        tree[create_encoding(spec).export_name] = jnp.asarray(pick(frequencies))
+    if encoding is not None:
+        tree[create_encoding(spec).export_name] = jnp.asarray(pick(encoding))
     activations, omega0 = spec.activations(), spec.omega0
 
     def apply_one(params, coords):

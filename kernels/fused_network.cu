@@ -7,9 +7,8 @@
 // through every layer; each warp owns 16 output columns and multiplies on warp-level matrix
 // fragments), with what this project's networks need besides: biases, a sine with omega0, ReLU and
 // sigmoid, FP32 or TF32 (mma.sync m16n8k8, kernels/tensor_core.cuh; a first layer on the coordinates
-// stays FP32, as numpy_ops.matmul says), a first layer of any width up
-// to the network's, the networks dimension (blockIdx.y), and the weight gradients in the backward
-// kernel itself.
+// stays FP32, as numpy_ops.matmul says), a first layer of any width up to the network's, the
+// networks dimension (blockIdx.y), and the weight gradients in the backward kernel itself.
 //
 // The stack: layers j = 0 .. layers - 1 of one network, from `in0` inputs through hidden layers of
 // `hidden` neurons to `out` outputs: layer j maps in_j to out_j (in_0 = in0, out_last = out, all

@@ -221,7 +221,8 @@ def hashgrid_corners(x, level, entries=None, weights=None) -> tuple[np.ndarray, 
         b_next = b + np.uint32(HASH_PRIME)  # (j + 1) * prime, wrapping as the product does
         for corner, (column, row) in enumerate(((a, b), (a + np.uint32(1), b), (a, b_next),
                                                 (a + np.uint32(1), b_next))):
-            np.remainder(column ^ row, np.uint32(size), out=entries[corner], casting="unsafe")  # < size
+            # "unsafe": uint32 into the entries' integer type, every value being below size
+            np.remainder(column ^ row, np.uint32(size), out=entries[corner], casting="unsafe")
     else:  # a + b (N + 1)
         np.multiply(j, resolution + 1, out=entries[0])
         entries[0] += i
