@@ -17,7 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from inr_cli.core.encodings import HASH_PRIME, create_encoding
-from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
+from inr_cli.core.network import NetworkSpec, layer_views
 from inr_cli.extras import require
 
 TWO_PI = 2.0 * math.pi
@@ -28,7 +28,7 @@ def stacked(spec: NetworkSpec, params: np.ndarray) -> tuple[np.ndarray | None, l
     [(W [N, out, in], b [N, out]) per layer]) of [N, P] parameters, as contiguous float32 arrays of
     their own."""
     flat = np.ascontiguousarray(params, dtype=np.float32)
-    encoding = create_encoding(spec).table_view(flat) if spec.encoding == "hashgrid" else frequency_view(spec, flat)
+    encoding = create_encoding(spec).export_view(flat)
     layers = [(np.array(w), np.array(b)) for w, b in layer_views(spec, flat)]
     return (None if encoding is None else np.array(encoding)), layers
 
@@ -149,11 +149,11 @@ def to_jax(spec: NetworkSpec, params: np.ndarray, single: bool, clip: bool = Tru
     import jax
     import jax.numpy as jnp
 
-    frequencies, layers = stacked(spec, params)
+    encoding, layers = stacked(spec, params)
     pick = (lambda array: array[0]) if single else (lambda array: array)
     tree = {"layers": [{"weight": jnp.asarray(pick(w)), "bias": jnp.asarray(pick(b))} for w, b in layers]}
-    if frequencies is not None:
-        tree["table" if spec.encoding == "hashgrid" else "frequencies"] = jnp.asarray(pick(frequencies))
+    if encoding is not None:
+        tree[create_encoding(spec).export_name] = jnp.asarray(pick(encoding))
     activations, omega0 = spec.activations(), spec.omega0
 
     def apply_one(params, coords):

@@ -22,3 +22,9 @@
 #define FUSED_MAX_WIDTH 128
 #define FUSED_ROW_ELEMENTS 4096
 #define FUSED_MAX_ROWS 64
+
+// Under --precision tf32, a product over at most this many terms stays FP32 (numpy_ops.matmul, the
+// matmul plans, the fused network's first layer): K = 2 is the coordinates (u, v), the input of a
+// first layer or of the Fourier projection, which TF32's 10 mantissa bits would move (past 2048 px
+// pixel centres merge); so short a product costs as little in FP32.
+#define FP32_MAX_K 2

@@ -6,9 +6,9 @@
 // After tiny-cuda-nn's FullyFusedMLP (a block owns a chunk of the batch's rows and carries them
 // through every layer; each warp owns 16 output columns and multiplies on warp-level matrix
 // fragments), with what this project's networks need besides: biases, a sine with omega0, ReLU and
-// sigmoid, FP32 or TF32 (mma.sync m16n8k8, kernels/tensor_core.cuh), a first layer of any width up
-// to the network's, the networks dimension (blockIdx.y), and the weight gradients in the backward
-// kernel itself.
+// sigmoid, FP32 or TF32 (mma.sync m16n8k8, kernels/tensor_core.cuh; a first layer on the coordinates
+// stays FP32, as numpy_ops.matmul says), a first layer of any width up to the network's, the
+// networks dimension (blockIdx.y), and the weight gradients in the backward kernel itself.
 //
 // The stack: layers j = 0 .. layers - 1 of one network, from `in0` inputs through hidden layers of
 // `hidden` neurons to `out` outputs: layer j maps in_j to out_j (in_0 = in0, out_last = out, all
@@ -218,6 +218,33 @@ __device__ __forceinline__ long long stack_parameters(int layers, int in0, int h
     return last.weights + (long long)last.out * last.in + last.out;
 }
 
+// One layer of network_forward over the chunk in act: its z and a to global memory (rows below
+// `rows`) and, unless it is the last, its a back into act as the next layer's input.
+template <int WIDTH, bool TF32>
+__device__ __forceinline__ void forward_layer(float (*act)[Stack<WIDTH>::STRIDE], const Layer& layer,
+                                              const float* w, bool last, float omega0, float* z, float* a,
+                                              int row0, int rows)
+{
+    const float* bias = w + (long long)layer.out * layer.in;
+    ChunkProduct<WIDTH, TF32> product(layer.out);
+    product.run(act, round8(layer.in), [&](int k, int n) {  // B = W^T
+        return k < layer.in && n < layer.out ? w[(long long)n * layer.in + k] : 0.0f;
+    });
+    __syncthreads();  // every warp has read this layer's input
+    product.for_each([&](int r, int c, float v) {
+        const bool column = c < layer.out;
+        const float zv = column ? v + bias[c] : 0.0f;
+        const float av = column ? activate(zv, layer.kind, omega0) : 0.0f;
+        if (column && row0 + r < rows) {
+            const long long at = (long long)(row0 + r) * layer.out + c;
+            z[at] = zv;
+            a[at] = av;
+        }
+        if (!last) act[r][c] = av;
+    });
+    __syncthreads();
+}
+
 template <int WIDTH, bool TF32>
 __device__ __forceinline__ void network_forward(const float* __restrict__ x, long long stride_x,
                                                 const float* __restrict__ params, long long stride_params,
@@ -237,28 +264,15 @@ __device__ __forceinline__ void network_forward(const float* __restrict__ x, lon
     __syncthreads();
     for (int j = 0; j < layers; ++j) {
         const Layer layer = stack_layer(j, layers, in0, hidden, out, hidden_kind, out_kind, offset);
-        const float* w = params + layer.weights;
-        const float* bias = w + (long long)layer.out * layer.in;
         const bool last = j == layers - 1;
         float* z = last ? oz + net * stride_o : hz + net * stride_h + (long long)j * rows * hidden;
         float* a = last ? oa + net * stride_o : ha + net * stride_h + (long long)j * rows * hidden;
-        ChunkProduct<WIDTH, TF32> product(layer.out);
-        product.run(act, round8(layer.in), [&](int k, int n) {  // B = W^T
-            return k < layer.in && n < layer.out ? w[(long long)n * layer.in + k] : 0.0f;
-        });
-        __syncthreads();  // every warp has read this layer's input
-        product.for_each([&](int r, int c, float v) {
-            const bool column = c < layer.out;
-            const float zv = column ? v + bias[c] : 0.0f;
-            const float av = column ? activate(zv, layer.kind, omega0) : 0.0f;
-            if (column && row0 + r < rows) {
-                const long long at = (long long)(row0 + r) * layer.out + c;
-                z[at] = zv;
-                a[at] = av;
-            }
-            if (!last) act[r][c] = av;
-        });
-        __syncthreads();
+        // A product over the coordinates alone stays FP32 under TF32 (constants.cuh, FP32_MAX_K).
+        if (TF32 && layer.in <= FP32_MAX_K) {
+            forward_layer<WIDTH, false>(act, layer, params + layer.weights, last, omega0, z, a, row0, rows);
+        } else {
+            forward_layer<WIDTH, TF32>(act, layer, params + layer.weights, last, omega0, z, a, row0, rows);
+        }
     }
 }
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from inr_cli.backends.numpy_backend import NumpyBackend
-from inr_cli.backends.numpy_ops import round_to_tf32
+from inr_cli.backends.numpy_ops import round_to_tf32, tf32_rounds
 from inr_cli.core.schedule import step_hyperparameters
 
 cpu = NumpyBackend()
@@ -22,9 +22,10 @@ def reference_for(backend) -> NumpyBackend:
     return NumpyBackend(getattr(backend, "precision", "fp32"))
 
 
-def operand(backend, array):
-    """An operand as `backend`'s products see it: rounded to TF32 under --precision tf32."""
-    return round_to_tf32(array) if getattr(backend, "precision", "fp32") == "tf32" else array
+def operand(backend, array, k: int):
+    """An operand of a product over k terms as `backend` sees it: rounded to TF32 under --precision
+    tf32 (but over the coordinates alone: numpy_ops.tf32_rounds)."""
+    return round_to_tf32(array) if tf32_rounds(getattr(backend, "precision", "fp32"), k) else array
 
 
 def close(backend, array, reference, rtol=1e-4, atol=1e-5):
@@ -39,8 +40,8 @@ def check_matmul(backend, m, n, k, trans, networks=1, shared_b=False):
     b = b.astype(np.float32)
     out = backend.to_device(np.full((networks, m, n), np.nan, np.float32))
     backend.matmul(backend.to_device(a), backend.to_device(b), out, ta, tb)
-    op_a = operand(backend, a.swapaxes(1, 2) if ta else a)
-    op_b = operand(backend, b.swapaxes(1, 2) if tb else b)
+    op_a = operand(backend, a.swapaxes(1, 2) if ta else a, k)
+    op_b = operand(backend, b.swapaxes(1, 2) if tb else b, k)
     reference = np.matmul(op_a.astype(np.float64), op_b.astype(np.float64))
     close(backend, out, reference, rtol=1e-3, atol=1e-4 * np.sqrt(k))
 
@@ -56,7 +57,8 @@ def check_matmul_into_parameter_views(backend, m, n, k, networks=3, padding=5):
     backend.matmul(backend.to_device(a), backend.to_device(b), view, trans_a=True)
     host = backend.to_host(flat)
     assert np.isnan(host[:, :padding]).all(), "wrote outside the view"
-    reference = np.matmul(operand(backend, a.swapaxes(1, 2)).astype(np.float64), operand(backend, b).astype(np.float64))
+    reference = np.matmul(operand(backend, a.swapaxes(1, 2), k).astype(np.float64),
+                          operand(backend, b, k).astype(np.float64))
     np.testing.assert_allclose(host[:, padding:].reshape(networks, m, n), reference, rtol=1e-3,
                                atol=1e-4 * np.sqrt(k))
 
@@ -215,11 +217,15 @@ def hashgrid_levels(levels=4, features=2, log2_size=6, coarsest=2, finest=20):
     return grid
 
 
-def check_hashgrid(backend, rows, networks=2, shared_x=True, features=2):
+def check_hashgrid(backend, rows, networks=2, shared_x=True, features=2, **grid):
     """hashgrid_encode and hashgrid_backward against the reference: tables as views of [N, P]
     parameters (a stride between networks that is not their size), points on the image's border and on
-    vertices among random ones, and a gradient scattered by atomics where the reference adds in order."""
-    grid = hashgrid_levels(features=features)
+    vertices among random ones, and a gradient scattered by atomics where the reference adds in order.
+    grid: hashgrid_levels' other arguments (by default four small levels whose entries many points share).
+    Tolerance: the atomics add in the order they land, the reference in the order of the points, both
+    in FP32; at 262144 points on 64 entries (over a hundred thousand terms an entry) a random order's
+    error stays within a sixth of it."""
+    grid = hashgrid_levels(features=features, **grid)
     levels, count = grid.level_table, grid.parameter_count
     rng = np.random.default_rng(rows)
     x = rng.uniform(-1, 1, (1 if shared_x else networks, rows, 2)).astype(np.float32)
@@ -240,3 +246,36 @@ def check_hashgrid(backend, rows, networks=2, shared_x=True, features=2):
     host = backend.to_host(table_grads)
     assert np.isnan(host[:, count:]).all(), "wrote outside the tables"
     np.testing.assert_allclose(host[:, :count], table_grads_ref[:, :count], rtol=1e-4, atol=1e-5 * np.sqrt(rows))
+
+
+def check_tf32_keeps_the_coordinates(backend, width=8192):
+    """TF32 keeps 10 mantissa bits: on an 8192-px canvas it would merge a quarter of the columns'
+    pixel centres. A product over the coordinates alone (a first layer on (u, v), the Fourier
+    projection x Bᵀ, the fused network's first layer) stays FP32 under --precision tf32, in the
+    reference and the kernels alike, so every column reaches the network distinct."""
+    from inr_cli.backends.launch import plan_fused_network
+    from inr_cli.core.coords import axis_centres
+
+    assert backend.precision == "tf32"
+    u = axis_centres(width)
+    assert np.unique(u).size == width and np.unique(round_to_tf32(u)).size <= 3 * width // 4
+    x = np.stack([u, np.full_like(u, 0.25)], axis=1)[None]  # one row of the canvas: [1, width, 2]
+    picks_u = np.array([[[1.0, 0.0]]], np.float32)  # a weight (or B) whose product is u itself
+    for engine in (reference_for(backend), backend):
+        z, projection = (engine.to_device(np.full((1, width, 1), np.nan, np.float32)) for _ in range(2))
+        x_d, picks_u_d = engine.to_device(x), engine.to_device(picks_u)
+        engine.linear_forward(x_d, picks_u_d, engine.to_device(np.zeros((1, 1), np.float32)), z, z, "linear")
+        engine.matmul(x_d, picks_u_d, projection, trans_b=True)
+        assert np.array_equal(engine.to_host(z)[0, :, 0], u), f"{engine.name}: the first layer rounds u"
+        assert np.array_equal(engine.to_host(projection)[0, :, 0], u), f"{engine.name}: the projection rounds u"
+
+    shapes = [(16, 2), (1, 16)]
+    plan = plan_fused_network(shapes, 0, width, "tf32")
+    params = np.zeros((1, sum(o * i + o for o, i in shapes)), np.float32)
+    params[0, :2] = picks_u[0, 0]  # the first hidden neuron's z is u
+    hz, ha = (backend.to_device(np.full((1, 1, width, 16), np.nan, np.float32)) for _ in range(2))
+    oz = backend.to_device(np.full((1, width, 1), np.nan, np.float32))
+    backend.network_forward(plan, backend.to_device(x), backend.to_device(params), hz, ha, oz, oz, "linear", "linear",
+                            1.0)
+    assert plan.forward.endswith("_tf32")
+    assert np.array_equal(backend.to_host(hz)[0, 0, :, 0], u), "the fused network's first layer rounds u"

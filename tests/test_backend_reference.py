@@ -9,6 +9,7 @@ import pytest
 
 from inr_cli.backends.numpy_backend import NumpyBackend, batch_indices
 from inr_cli.core.schedule import learning_rate
+from tests.tolerances import assert_reproduced
 
 cpu = NumpyBackend()
 
@@ -226,3 +227,51 @@ def test_hashgrid_backward_is_the_adjoint_of_the_encoding(rng):
     NumpyBackend().hashgrid_encode(x, tables, out, grid.level_table)
     NumpyBackend().hashgrid_backward(x, g, table_grads, grid.level_table)
     np.testing.assert_allclose((out * g).sum(axis=(1, 2)), (tables * table_grads).sum(axis=1), rtol=1e-10)
+
+
+@pytest.mark.numerics
+def test_the_cpu_engine_scatters_the_hash_grid_from_the_corners_it_kept(rng):
+    """The CPU engine's hash grid runs the reference's levels on its threads; its forward keeps each
+    level's corners (hashgrid_corner_buffers: int32 entries and float32 weights for the batch) and its
+    backward scatters from them, not from the points (moved after the forward here: the gradient is
+    still the forward points'). On one, two or three threads, with and without kept corners, the
+    reference's very bits: each level is one thread's, added in the order of the points."""
+    from inr_cli.backends.cpu_backend import PARALLEL_MIN_ELEMENTS, CpuBackend
+    from tests.kernel_checks import hashgrid_levels
+
+    grid = hashgrid_levels(levels=8, features=2, log2_size=10, coarsest=4, finest=200)
+    networks, rows = 2, 20000
+    x = rng.uniform(-1, 1, (networks, rows, 2)).astype(np.float32)
+    x[:, 0] = (1.0, -1.0)  # on the border
+    tables = rng.uniform(-1, 1, (networks, grid.parameter_count + 3)).astype(np.float32)[:, 3:]  # views of [N, P]
+    grad = rng.standard_normal((networks, rows, grid.features)).astype(np.float32)
+    assert grad.size >= PARALLEL_MIN_ELEMENTS, "past the threading threshold"
+    out, table_grads = np.empty_like(grad), np.empty_like(tables)
+    NumpyBackend().hashgrid_encode(x, tables, out, grid.level_table)
+    NumpyBackend().hashgrid_backward(x, grad, table_grads, grid.level_table)
+    moved = rng.uniform(-1, 1, x.shape).astype(np.float32)
+    for threads in (1, 2, 3):
+        engine = CpuBackend(threads)
+        corners = engine.hashgrid_corner_buffers(grid.levels, networks, rows)
+        for kept in (corners, None):
+            out_t, grads_t = np.full_like(out, np.nan), np.full_like(table_grads, np.nan)
+            engine.hashgrid_encode(x, tables, out_t, grid.level_table, kept)
+            engine.hashgrid_backward(x if kept is None else moved, grad, grads_t, grid.level_table, kept)
+            assert np.array_equal(out_t, out) and np.array_equal(grads_t, table_grads), (threads, kept is None)
+    assert corners.entries.dtype == np.int32 and corners.weights.dtype == np.float32
+    # Float32 sums of thousands of shares an entry, against float64: to a share of the largest.
+    assert_reproduced(table_grads, _scattered_in_float64(x, grad, grid), "the scatter in float32")
+
+
+def _scattered_in_float64(x, grad, grid):
+    """The tables' gradient summed in float64, an independent scatter (one point at a time)."""
+    from inr_cli.backends.numpy_ops import hashgrid_corners
+
+    features = grid.level_features
+    expected = np.zeros((len(x), grid.entries, features))
+    for level, row in enumerate(grid.level_table):
+        entries, weights = hashgrid_corners(x, row)
+        for n in range(len(x)):
+            shares = weights[:, n, :, None] * grad[n, None, :, level * features:(level + 1) * features]
+            np.add.at(expected[n], (entries[:, n] + row[1]).ravel(), shares.reshape(-1, features).astype(np.float64))
+    return expected.reshape(len(x), -1)

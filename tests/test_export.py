@@ -107,3 +107,29 @@ def test_onnx_carries_no_unused_initializer(run_dir, tmp_path, capfd):
     capfd.readouterr()
     onnxruntime.InferenceSession(str(tmp_path / "model.onnx"), options, providers=["CPUExecutionProvider"])
     assert "omega0" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("model,encoding,refusal", [
+    ("siren", "hashgrid", "a siren set with the hashgrid encoding has no counterpart"),
+    ("siren", "fourier", "a siren set with the fourier encoding has no counterpart"),
+    ("relu", "hashgrid", "a relu set with the hashgrid encoding has no counterpart"),
+    ("sigmoid", "none", "a sigmoid set has no counterpart"),
+])
+def test_the_arena_layout_names_what_it_cannot_hold(model, encoding, refusal):
+    """fit-a-nef's layout is a SIREN on the coordinates: any other set is refused naming its model
+    and its encoding as they are (a hash grid is not said to be Fourier features)."""
+    from inr_cli.core.network import NetworkSpec, init_networks
+    from inr_cli.errors import InrError
+    from inr_cli.formats.export import arena_layout
+
+    grid = dict(hash_levels=2, hash_features=2, hash_log2_size=6, hash_min_resolution=2,
+                hash_max_resolution=8) if encoding == "hashgrid" else {}
+    spec = NetworkSpec(model=model, out_features=3, hidden=4, layers=1, omega0=30.0, encoding=encoding,
+                       fourier_features=3 if encoding == "fourier" else 0,
+                       fourier_sigma=1.0 if encoding == "fourier" else 0.0, **grid)
+    with pytest.raises(InrError, match=refusal):
+        arena_layout(spec, init_networks(spec, [0, 1]))
+    siren = NetworkSpec(model="siren", out_features=3, hidden=4, layers=1, omega0=30.0, encoding="none",
+                        fourier_features=0, fourier_sigma=0.0)
+    config, params = arena_layout(siren, init_networks(siren, [0, 1]))
+    assert params.shape == (2, siren.parameter_count()) and config[0][0] == "kernel_net_0.linear.bias"

@@ -2,7 +2,8 @@
 against the layer-by-layer training pass on the NumPy backend with the same precision.
 
 Every width the kernels are built for, depths of one to three hidden layers, each activation, a
-first layer too wide for the kernels (Fourier features), several networks with shared and with
+first layer too wide for the kernels (Fourier features), a trained encoding (the hash grid, its
+gradient handed back by the kernels and scattered after), several networks with shared and with
 per-network inputs, batches that end inside a chunk, one and several gradient groups, FP32 and TF32.
 Tolerance: the two add their products in other orders (and TF32 rounds the operands of both alike),
 so they agree to FP32 rounding, scaled by the size of what is summed.
@@ -21,9 +22,15 @@ from inr_cli.core.network import NetworkSpec, init_networks
 from tests.test_networks import config_for, images, train_together
 
 
-def spec_for(model="siren", hidden=16, layers=2, out=3, encoding="none", features=0, omega0=30.0):
+def spec_for(model="siren", hidden=16, layers=2, out=3, encoding="none", features=0, omega0=30.0, **grid):
+    """features: Fourier features; grid: a hash grid's levels and level_features (and the rest as
+    NetworkSpec's hash_ fields)."""
+    if encoding == "hashgrid":
+        grid = dict(hash_levels=grid.get("levels", 4), hash_features=grid.get("level_features", 2),
+                    hash_log2_size=grid.get("log2_size", 7), hash_min_resolution=2,
+                    hash_max_resolution=grid.get("max_resolution", 24))
     return NetworkSpec(model=model, out_features=out, hidden=hidden, layers=layers, omega0=omega0, encoding=encoding,
-                       fourier_features=features, fourier_sigma=3.0 if features else 0.0)
+                       fourier_features=features, fourier_sigma=3.0 if features else 0.0, **grid)
 
 
 def one_pass(backend, spec, params, x, t, fused: bool):
@@ -45,6 +52,9 @@ def check_fused_pass(backend, spec, networks, batch, shared_x=True, seed=0):
     rng = np.random.default_rng(seed)
     params = init_networks(spec, list(range(networks)))
     params += rng.normal(0, 0.02, params.shape).astype(np.float32)  # biases away from their start too
+    if spec.encoding == "hashgrid":  # tables far from their start's 1e-4, so that the network sees them
+        size = spec.encoding_size()
+        params[:, :size] = rng.uniform(-1, 1, (networks, size))
     x = rng.uniform(-1, 1, (1 if shared_x else networks, batch, spec.in_features)).astype(np.float32)
     t = rng.random((networks, batch, spec.out_features), dtype=np.float32)
     fused = one_pass(backend, spec, params, x, t, fused=True)
@@ -88,6 +98,26 @@ def test_a_first_layer_wider_than_the_kernels_runs_on_its_own(emulated, emulated
     backend = emulated if precision == "fp32" else emulated_tf32
     plan = check_fused_pass(backend, spec_for("sigmoid", 16, 2, encoding="fourier", features=20), networks=2,
                             batch=100)
+    assert plan.first == 1 and plan.layers == 2
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32"])
+def test_a_hash_grid_gets_its_gradient_from_the_kernels(emulated, emulated_tf32, precision):
+    """The hashgrid preset's shape (a ReLU network on a hash grid's features): the kernels hand back
+    dL/d(encoding) and the table's gradient is scattered from it, for a pack of networks on their own
+    mini-batches and on one table of coordinates; the tables' gradients are held with the layers'."""
+    backend = emulated if precision == "fp32" else emulated_tf32
+    spec = spec_for("relu", 32, 2, encoding="hashgrid", levels=4, level_features=2)
+    plan = check_fused_pass(backend, spec, networks=3, batch=150, shared_x=False)
+    assert plan.first == 0 and plan.in0 == 8
+    check_fused_pass(backend, spec, networks=2, batch=70, shared_x=True)
+
+
+def test_a_hash_grid_wider_than_the_kernels_runs_its_first_layer_on_its_own(emulated):
+    """8 levels of 4 features (32 inputs) into 16 neurons: the first layer runs as a layer, and the
+    table's gradient comes from that layer's dL/dz times its weights."""
+    spec = spec_for("relu", 16, 2, encoding="hashgrid", levels=8, level_features=4)
+    plan = check_fused_pass(emulated, spec, networks=2, batch=100, shared_x=False)
     assert plan.first == 1 and plan.layers == 2
 
 
@@ -136,6 +166,7 @@ def test_the_backend_picks_the_fused_pass_where_it_applies(emulated):
 
     assert isinstance(pass_for(emulated, 64), FusedPass)
     assert isinstance(pass_for(emulated, 128, encoding="fourier", features=256), FusedPass)
+    assert isinstance(pass_for(emulated, 64, encoding="hashgrid", levels=16, level_features=2), FusedPass)
     assert isinstance(pass_for(emulated, 256), WholeBatchPass)  # wider than the kernels go
     assert isinstance(pass_for(EmulatedBackend(fused=False), 64), WholeBatchPass)  # --no-fused-network
 
@@ -152,6 +183,27 @@ def test_training_fused_follows_training_layer_by_layer(emulated, batch_size):
     fused, fused_losses = train_together(emulated, config, images(3, 8, 10), [0, 1, 2], 8)
     layered, layered_losses = train_together(EmulatedBackend(fused=False), config, images(3, 8, 10), [0, 1, 2], 8)
     assert isinstance(fused.training_pass, FusedPass) and isinstance(layered.training_pass, WholeBatchPass)
+    np.testing.assert_allclose(fused_losses, layered_losses, rtol=1e-4)
+    np.testing.assert_allclose(fused.state().params, layered.state().params, atol=2e-5)
+    assert fused_losses[-1].mean() < fused_losses[0].mean()
+
+
+def test_a_hash_grid_trains_alike_fused_and_layer_by_layer(emulated):
+    """A pack of three ReLU networks on hash grids, trained on mini-batches drawn per network: fused
+    and layer by layer end at the same losses and parameters, tables included. Tolerance: besides the
+    order of the sums, the scatter adds in the order the points come (an atomicAdd on the GPU), so a
+    few steps apart they agree to float32 rounding of the lr-scaled updates (atol 2e-5, as the SIREN
+    above)."""
+    from tests.emulation.emulated_backend import EmulatedBackend
+
+    config = config_for("hashgrid", width=12, height=10, hidden=16, layers=2, hash_levels=3, hash_log2_size=6,
+                        hash_min_res=2, batch_size=50, lr=1e-2, steps=6)
+    fused, fused_losses = train_together(emulated, config, images(3, 10, 12), [0, 1, 2], 6)
+    layered, layered_losses = train_together(EmulatedBackend(fused=False), config, images(3, 10, 12), [0, 1, 2], 6)
+    assert isinstance(fused.training_pass, FusedPass) and isinstance(layered.training_pass, WholeBatchPass)
+    size = fused.spec.encoding_size()
+    start = train_together(emulated, config, images(3, 10, 12), [0, 1, 2], 0)[0].state().params
+    assert (np.abs(fused.state().params[:, :size] - start[:, :size]) > 1e-3).any(), "the tables are trained"
     np.testing.assert_allclose(fused_losses, layered_losses, rtol=1e-4)
     np.testing.assert_allclose(fused.state().params, layered.state().params, atol=2e-5)
     assert fused_losses[-1].mean() < fused_losses[0].mean()

@@ -16,11 +16,13 @@ from tests.kernel_checks import (
     check_fill,
     check_fourier_features,
     check_fused_layer,
+    check_hashgrid,
     check_matmul,
     check_matmul_into_parameter_views,
     check_mse_loss,
     check_sample_batch,
     check_schedule_and_optimizers,
+    check_tf32_keeps_the_coordinates,
     cpu,
 )
 from tests.test_networks import config_for, images, train_together
@@ -168,6 +170,16 @@ def test_fourier_features(gpu, rows, m):
     check_fourier_features(gpu, rows, m)
 
 
+@pytest.mark.parametrize("grid", ["shared entries", "preset"])
+def test_hashgrid(gpu, grid):
+    """The hash grid's kernels at a training batch's size against the NumPy reference, 3 networks:
+    four small levels whose few entries take tens of thousands of atomicAdds each (the emulation
+    adds one at a time; only the hardware races), and the hashgrid preset's 16 levels of 2^19."""
+    levels = {} if grid == "shared entries" else dict(levels=16, log2_size=19, coarsest=16, finest=2048)
+    check_hashgrid(gpu, 262144, networks=3, **levels)
+    check_hashgrid(gpu, 262144, networks=3, shared_x=False, **levels)
+
+
 @pytest.fixture(scope="module")
 def gpu_tf32():
     from inr_cli.backends.cuda_backend import CudaBackend
@@ -191,6 +203,10 @@ def test_fused_layer_kernels_tf32(gpu_tf32, rows, in_f, out_f, activation):
     check_fused_layer(gpu_tf32, rows, in_f, out_f, activation)
 
 
+def test_tf32_leaves_the_coordinates_as_they_are(gpu_tf32):
+    check_tf32_keeps_the_coordinates(gpu_tf32)
+
+
 @pytest.mark.parametrize("hidden,layers,batch", [(16, 2, 40000), (32, 1, 4097), (64, 3, 40000), (48, 2, 1000),
                                                  (128, 2, 20000)])
 @pytest.mark.parametrize("precision", ["fp32", "tf32"])
@@ -203,6 +219,37 @@ def test_fused_network_matches_the_layer_by_layer_pass(gpu, gpu_tf32, hidden, la
     check_fused_pass(backend, spec_for("siren", hidden, layers), networks=3, batch=batch)
     check_fused_pass(backend, spec_for("sigmoid", hidden, layers, out=1, encoding="fourier", features=128),
                      networks=2, batch=batch, shared_x=False)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "tf32"])
+def test_fused_network_on_a_hash_grid(gpu, gpu_tf32, precision):
+    """The hashgrid preset's network (ReLU 2x64 on 16 levels of 2 features) in the fused kernels, the
+    table's gradient scattered from the gradient they hand back, against the NumPy reference."""
+    from tests.test_fused_network import check_fused_pass, spec_for
+
+    backend = gpu if precision == "fp32" else gpu_tf32
+    spec = spec_for("relu", 64, 2, encoding="hashgrid", levels=16, level_features=2, log2_size=14,
+                    max_resolution=512)
+    check_fused_pass(backend, spec, networks=3, batch=40000, shared_x=False)
+
+
+def test_hash_grid_training_fused_layered_and_on_the_cpu(gpu):
+    """Whole runs of a pack of hash grids on mini-batches: the fused kernels (the preset's path), the
+    kernels layer by layer and the CPU engine end at the same losses, as near as the orders of
+    addition allow: Adam's epsilon of 1e-15 turns a rounding-sized gradient of a rarely reached
+    entry into a whole step, so two CPU orders already drift 1e-3 apart in these 30 steps; a table
+    left untrained ends twice as high."""
+    from inr_cli.backends.cpu_backend import CpuBackend
+    from inr_cli.backends.cuda_backend import CudaBackend
+
+    config = config_for("hashgrid", width=64, height=48, hash_levels=8, hash_log2_size=12, batch_size=1000, steps=30)
+    runs = [train_together(backend, config, images(3, 48, 64), [0, 1, 2], 30)
+            for backend in (gpu, CudaBackend(fused=False), CpuBackend())]
+    (fused_trainer, fused), (_, layered), (_, on_cpu) = runs
+    assert type(fused_trainer.training_pass).__name__ == "FusedPass"
+    np.testing.assert_allclose(fused, layered, rtol=1e-2)
+    np.testing.assert_allclose(fused, on_cpu, rtol=1e-2)
+    assert (fused[-1] < fused[0]).all()
 
 
 def test_fused_and_tf32_training_agree_with_fp32_layer_by_layer(gpu, gpu_tf32):

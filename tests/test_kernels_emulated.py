@@ -25,6 +25,7 @@ from tests.kernel_checks import (
     check_mse_loss,
     check_sample_batch,
     check_schedule_and_optimizers,
+    check_tf32_keeps_the_coordinates,
 )
 from tests.test_networks import config_for, images, train_together
 
@@ -90,8 +91,8 @@ def test_fused_layer_kernels_tf32(emulated_tf32, rows, in_f, out_f, activation):
 
 
 def test_training_in_tf32_follows_the_tf32_reference(emulated_tf32):
-    """A few steps of two SIRENs with every product in TF32: the kernels' losses and weights follow
-    the NumPy backend's with the same rounding."""
+    """A few steps of two SIRENs with the layer products in TF32: the kernels' losses and weights
+    follow the NumPy backend's with the same rounding."""
     from inr_cli.backends.numpy_backend import NumpyBackend
 
     config = config_for("siren", width=8, height=6, hidden=32, layers=2, lr=1e-3, omega0=30.0, steps=5)
@@ -99,6 +100,10 @@ def test_training_in_tf32_follows_the_tf32_reference(emulated_tf32):
     numpy, numpy_losses = train_together(NumpyBackend("tf32"), config, images(2, 6, 8), [0, 1], 5)
     np.testing.assert_allclose(kernel_losses, numpy_losses, rtol=1e-3)
     np.testing.assert_allclose(kernels.state().params, numpy.state().params, atol=1e-4)
+
+
+def test_tf32_leaves_the_coordinates_as_they_are(emulated_tf32):
+    check_tf32_keeps_the_coordinates(emulated_tf32)
 
 
 def test_split_k_and_tiles_are_exercised():

@@ -241,6 +241,25 @@ def test_cpu_threads_change_no_bit():
         assert np.array_equal(losses, runs[0][1])
 
 
+@pytest.mark.numerics
+def test_cpu_threads_change_no_bit_of_a_hash_grid():
+    """The hashgrid preset's steps on the CPU engine (its levels on the threads, each level's corners
+    kept from the forward for the backward's scatter): one, two or four threads, the very same bits;
+    the NumPy reference's within REPRODUCED_SHARE (the layers' products run in other shapes)."""
+    from inr_cli.backends.numpy_backend import NumpyBackend
+
+    config = config_for("hashgrid", width=80, height=64, steps=3, hash_log2_size=10)
+    pictures, seeds = images(2, 64, 80), [3, 4]
+    runs = [train_together(CpuBackend(threads), config, pictures, seeds, 3) for threads in (1, 2, 4)]
+    assert runs[0][0].training_pass.workspace.corners is not None
+    for trainer, losses in runs[1:]:
+        assert np.array_equal(trainer.state().params, runs[0][0].state().params)
+        assert np.array_equal(losses, runs[0][1])
+    reference, reference_losses = train_together(NumpyBackend(), config, pictures, seeds, 3)
+    assert_reproduced(runs[0][0].state().params, reference.state().params, "parameters")
+    np.testing.assert_allclose(runs[0][1], reference_losses, rtol=REPRODUCED_SHARE)
+
+
 def test_cpu_workspaces_do_not_grow_with_the_image():
     """A 1024 x 1024 image is 512 row blocks; a workspace each was 9 GiB for SIREN 3x256. Blocks
     share one per thread and block shape, so the step's memory no longer grows with the image."""

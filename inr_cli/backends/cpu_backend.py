@@ -201,14 +201,20 @@ class CpuBackend(HostMemory):
         self.matmul(grad, layer_input, weight_grad, trans_a=True)
         self.column_reduce(grad, bias_grad)
 
-    def hashgrid_encode(self, x, tables, out, levels) -> None:
-        """The reference's levels, one per task, over the threads (each writes its own columns)."""
-        self._run(lambda index: ops.hashgrid_encode_level(x, tables, out, levels, index),
+    def hashgrid_corner_buffers(self, levels: int, networks: int, batch: int) -> ops.HashGridCorners:
+        """The forward's corners kept for the backward: finding them again took as long as the scatter."""
+        return ops.HashGridCorners.empty(levels, networks, batch)
+
+    def hashgrid_encode(self, x, tables, out, levels, corners=None) -> None:
+        """The reference's levels, one per task, over the threads (each writes its own columns and
+        corners)."""
+        self._run(lambda index: ops.hashgrid_encode_level(x, tables, out, levels, index, corners, _scratch),
                   [(index,) for index in range(len(levels))], out.size)
 
-    def hashgrid_backward(self, x, grad, table_grads, levels) -> None:
-        """The reference's levels, one per task, over the threads (each writes its own entries)."""
-        self._run(lambda index: ops.hashgrid_backward_level(x, grad, table_grads, levels, index),
+    def hashgrid_backward(self, x, grad, table_grads, levels, corners=None) -> None:
+        """The reference's levels, one per task, over the threads (each writes its own entries, in the
+        order of the points: the same bits on any number of threads)."""
+        self._run(lambda index: ops.hashgrid_backward_level(x, grad, table_grads, levels, index, corners, _scratch),
                   [(index,) for index in range(len(levels))], grad.size)
 
     def bias_activation(self, z, bias, out, activation: str, omega0: float = 1.0) -> None:

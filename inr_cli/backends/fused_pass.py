@@ -6,13 +6,16 @@ fused kernels instead carries a chunk of the batch's rows through every layer wi
 in shared memory: network_forward writes each layer's z and a once, for the backward pass, and
 network_backward walks back from the loss's gradient, computing the weight and bias gradients on the
 way (launch.plan_fused_network says how the work is split). A first layer wider than the kernels
-(Fourier features) runs before them as a layer of its own, and its gradients after.
+(Fourier features, a hash grid of many features) runs before them as a layer of its own, and its
+gradients after.
+
+An encoding whose parameters learn (encoding.trainable: the hash grid) needs dL/d(its output): the
+backward kernel hands back the gradient at the stack's input (network_backward's input_grad), or,
+after a first layer of its own, that layer's dL/dz times its weights; the encoding's own backward
+(the hash grid's scatter) runs after.
 
 The same contract as WholeBatchPass (core/batch_pass.py), and the same arithmetic but for the order
-of the sums: tests/test_fused_network.py holds one to the other under the emulation. Encodings with
-no trained parameters only (none, Fourier): one whose parameters learn needs the gradient at the
-network's input, which the kernels can give (network_backward's input_grad) but this pass does not
-yet hand on, so such a network runs layer by layer.
+of the sums: tests/test_fused_network.py holds one to the other under the emulation.
 """
 
 from __future__ import annotations
@@ -20,14 +23,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from inr_cli.backends.launch import FusedPlan, plan_fused_network
-from inr_cli.core.encodings import Fourier, Identity, create_encoding
+from inr_cli.core.encodings import create_encoding
 from inr_cli.core.network import NetworkSpec, layer_views
 
 
 def fused_plan(spec: NetworkSpec, batch: int, precision: str) -> FusedPlan | None:
     """How the fused kernels would run this network, or None where they do not apply."""
-    if not isinstance(create_encoding(spec), (Identity, Fourier)):
-        return None
     return plan_fused_network(spec.layer_shapes(), spec.encoding_size(), batch, precision)
 
 
@@ -37,8 +38,8 @@ class FusedPass:
         self.params, self.grads = params, grads
         self.encoding = create_encoding(spec)
         self.encoding_parameters = self.encoding.parameters(params)
-        self.buffers = SimpleNamespace(**{name: backend.empty(shape) for name, shape in
-                                          self.encoding.buffer_shapes(networks, batch, training=True).items()})
+        self.encoding_grads = self.encoding.parameters(grads) if self.encoding.trainable else None
+        self.buffers = SimpleNamespace(**self.encoding.buffers(backend, networks, batch, training=True))
         activations = spec.activations()
         self.hidden_activation, self.output_activation = activations[0], activations[-1]
         empty = backend.empty
@@ -63,10 +64,18 @@ class FusedPass:
         b.network_forward(plan, stack_input, self.params, self.hz, self.ha, self.oz, self.oa, self.hidden_activation,
                           self.output_activation, omega0)
         b.mse_loss(self.oa, t, self.grad_out, loss)
-        # After a first layer of its own, the kernels hand back its dL/dz, from which its gradients follow.
-        first_layer_grad = (dict(input_grad=self.grad0, z_in=self.z0, input_activation=self.hidden_activation)
-                            if plan.first else {})
+        # The gradient at the stack's input: after a first layer of its own, that layer's dL/dz, from which
+        # its gradients follow; else, for a trained encoding, dL/d(its output).
+        encoded_grad = self.buffers.encoded_grad if self.encoding.trainable else None
+        if plan.first:
+            input_grad = dict(input_grad=self.grad0, z_in=self.z0, input_activation=self.hidden_activation)
+        else:
+            input_grad = {} if encoded_grad is None else dict(input_grad=encoded_grad)
         b.network_backward(plan, stack_input, self.params, self.hz, self.ha, self.oz, self.oa, self.grad_out,
-                           self.grads, self.hidden_activation, self.output_activation, omega0, **first_layer_grad)
+                           self.grads, self.hidden_activation, self.output_activation, omega0, **input_grad)
         if plan.first:
             b.linear_backward_weights(self.grad0, encoded, *self.first_grads)
+            if encoded_grad is not None:
+                b.matmul(self.grad0, self.first_layer[0], encoded_grad)
+        if encoded_grad is not None:
+            self.encoding.backward(b, self.buffers, x, self.batch, encoded_grad, self.encoding_grads)

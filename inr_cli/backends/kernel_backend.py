@@ -260,10 +260,12 @@ class KernelBackend(Backend):
             self._level_tables[key] = self.to_device(levels)
         return self._level_tables[key]
 
-    def hashgrid_encode(self, x, tables, out, levels) -> None:
+    # hashgrid_corner_buffers is none here: the backward kernel finds the corners again, fewer bytes
+    # moved than keeping them, so `corners` is always None.
+    def hashgrid_encode(self, x, tables, out, levels, corners=None) -> None:
         self._hashgrid_launch("hashgrid_encode", x, tables, out, levels)
 
-    def hashgrid_backward(self, x, grad, table_grads, levels) -> None:
+    def hashgrid_backward(self, x, grad, table_grads, levels, corners=None) -> None:
         n_net, count = table_grads.shape
         stride_tables = stack_stride("hashgrid_backward table_grads", table_grads, (n_net, count))
         grid, block = elementwise_grid(count)

@@ -123,9 +123,12 @@ def plan_matmul(m: int, n: int, k: int, trans_a: bool, trans_b: bool, sm_count: 
     it is trained in, and its result is the same bits.
     fused: "linear_forward" or "linear_backward_input" names the kernel with a fused epilogue
     (never split: the epilogue needs the whole sum). precision: "fp32" or "tf32", the kernels of
-    that precision on the same tiles."""
+    that precision on the same tiles; a product over the coordinates alone (k <= FP32_MAX_K) stays
+    FP32 (numpy_ops.tf32_rounds)."""
     if trans_a and trans_b:
         raise ValueError("matmul with both operands transposed is not needed and not provided")
+    if k <= CONSTANTS["FP32_MAX_K"]:
+        precision = "fp32"
     tile = TILES_BY_PRECISION[precision][choose_tile(m, n).name]
     tiles = ceil_div(m, tile.bm) * ceil_div(n, tile.bn)
     wanted = ceil_div(2 * sm_count, tiles) if tiles < 2 * sm_count else 1

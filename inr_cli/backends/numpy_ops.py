@@ -14,12 +14,16 @@ This file is written to be read: one whole-array expression per operation.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
+from inr_cli.backends.launch import CONSTANTS
 from inr_cli.core.encodings import HASH_PRIME, LEVEL_HASHED, LEVEL_OFFSET, LEVEL_RESOLUTION, LEVEL_SIZE
 from inr_cli.core.models import ACTIVATIONS
 from inr_cli.core.schedule import step_hyperparameters
+
+FP32_MAX_K = CONSTANTS["FP32_MAX_K"]  # the kernels' (kernels/constants.cuh)
 
 
 def batch_indices(seed: int, step: int, batch: int, n: int) -> np.ndarray:
@@ -109,11 +113,19 @@ def fill(out, value: float) -> None:
     out.fill(value)
 
 
+def tf32_rounds(precision: str, k: int) -> bool:
+    """Whether a product over k terms rounds its operands to TF32: under --precision tf32, all but
+    those over the coordinates alone (k <= FP32_MAX_K: a first layer on (u, v), the Fourier
+    projection), which TF32 would move (kernels/constants.cuh says why)."""
+    return precision == "tf32" and k > FP32_MAX_K
+
+
 def matmul(a, b, out, trans_a: bool = False, trans_b: bool = False, precision: str = "fp32") -> None:
-    """precision "tf32": both operands rounded to TF32 first, then multiplied and summed in FP32, as
-    the tensor cores do with --precision tf32 (the products of TF32 values are exact in FP32)."""
+    """precision "tf32": both operands rounded to TF32 first (tf32_rounds), then multiplied and
+    summed in FP32, as the tensor cores do with --precision tf32 (the products of TF32 values are
+    exact in FP32)."""
     a, b = a.swapaxes(1, 2) if trans_a else a, b.swapaxes(1, 2) if trans_b else b
-    if precision == "tf32":
+    if tf32_rounds(precision, a.shape[2]):
         a, b = round_to_tf32(a), round_to_tf32(b)
     with one_thread_blas():
         np.matmul(a, b, out=out)
@@ -159,10 +171,31 @@ def fourier_features(projection, out) -> None:
     np.sin(angle, out=out[..., m:])
 
 
-def hashgrid_corners(x, level) -> tuple[np.ndarray, np.ndarray]:
+class HashGridCorners(NamedTuple):
+    """Each level's corners of a batch of points, kept by the forward pass for the backward on the same
+    points (Backend.hashgrid_corner_buffers): entries [L, N, 4, batch] int32 and weights [L, N, 4,
+    batch] float32, a network's corners of a level one packed [4, batch] block."""
+
+    entries: np.ndarray
+    weights: np.ndarray
+
+    @classmethod
+    def empty(cls, levels: int, networks: int, batch: int) -> "HashGridCorners":
+        shape = (levels, networks, 4, batch)
+        return cls(np.empty(shape, np.int32), np.empty(shape, np.float32))
+
+    def level(self, index: int, networks: int, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """Level `index`'s corners of the first `rows` points of `networks` tables of points (N, or 1
+        shared), [4, networks, rows] as hashgrid_corners gives them (views)."""
+        return tuple(kept[index, :networks, :, :rows].swapaxes(0, 1) for kept in self)
+
+
+def hashgrid_corners(x, level, entries=None, weights=None) -> tuple[np.ndarray, np.ndarray]:
     """Where points x [..., 2] read one level of the hash grid (a row of HashGrid.level_table): the
-    entries of their cells' four corners [4, ...] (int64, within the level) and the corners'
-    bilinear weights [4, ...], corners in the order (i, j), (i+1, j), (i, j+1), (i+1, j+1)."""
+    entries of their cells' four corners [4, ...] (within the level) and the corners' bilinear weights
+    [4, ...], corners in the order (i, j), (i+1, j), (i, j+1), (i+1, j+1). Written into entries and
+    weights where given (an integer and a float array of that shape), else into new int64 and x.dtype
+    arrays."""
     resolution, size = int(level[LEVEL_RESOLUTION]), int(level[LEVEL_SIZE])
     one = x.dtype.type(1)
     # (u + 1) * N/2: the point on the level's grid of N cells, clamped to it; its cell and the point's
@@ -170,23 +203,26 @@ def hashgrid_corners(x, level) -> tuple[np.ndarray, np.ndarray]:
     position = np.clip((x + one) * x.dtype.type(resolution / 2), 0, resolution)
     cell = np.minimum(np.floor(position), resolution - 1)
     fraction = position - cell
-    cell = cell.astype(np.int64)
+    if weights is None:
+        weights = np.empty((4, *x.shape[:-1]), dtype=x.dtype)
+    if entries is None:
+        entries = np.empty((4, *x.shape[:-1]), dtype=np.int64)
+    cell = cell.astype(entries.dtype)
     i, j = cell[..., 0], cell[..., 1]
     fx, fy = fraction[..., 0], fraction[..., 1]
     gx, gy = one - fx, one - fy
-    weights = np.empty((4, *i.shape), dtype=x.dtype)
     np.multiply(gx, gy, out=weights[0])
     np.multiply(fx, gy, out=weights[1])
     np.multiply(gx, fy, out=weights[2])
     np.multiply(fx, fy, out=weights[3])
-    entries = np.empty((4, *i.shape), dtype=np.int64)
     if level[LEVEL_HASHED]:  # (a XOR b * prime) mod size, in uint32 arithmetic as the kernels compute it
         a = i.astype(np.uint32)
         b = j.astype(np.uint32) * np.uint32(HASH_PRIME)
         b_next = b + np.uint32(HASH_PRIME)  # (j + 1) * prime, wrapping as the product does
         for corner, (column, row) in enumerate(((a, b), (a + np.uint32(1), b), (a, b_next),
                                                 (a + np.uint32(1), b_next))):
-            entries[corner] = (column ^ row) % np.uint32(size)
+            # "unsafe": uint32 into the entries' integer type, every value being below size
+            np.remainder(column ^ row, np.uint32(size), out=entries[corner], casting="unsafe")
     else:  # a + b (N + 1)
         np.multiply(j, resolution + 1, out=entries[0])
         entries[0] += i
@@ -196,47 +232,57 @@ def hashgrid_corners(x, level) -> tuple[np.ndarray, np.ndarray]:
     return entries, weights
 
 
-def hashgrid_encode(x, tables, out, levels) -> None:
+def hashgrid_encode(x, tables, out, levels, corners=None) -> None:
     for index in range(len(levels)):
-        hashgrid_encode_level(x, tables, out, levels, index)
+        hashgrid_encode_level(x, tables, out, levels, index, corners)
 
 
-def hashgrid_encode_level(x, tables, out, levels, index: int) -> None:
+def hashgrid_encode_level(x, tables, out, levels, index: int, corners: HashGridCorners | None = None,
+                          temporary=np.empty) -> None:
     """hashgrid_encode's columns of level `index` (levels are independent: the CPU engine runs them on
-    threads)."""
-    n, features = out.shape[0], out.shape[2] // len(levels)
+    threads); its corners kept in `corners` where given. temporary(shape, dtype) makes its temporary
+    arrays (the CPU engine's reuses them from call to call)."""
+    n, rows, features = out.shape[0], out.shape[1], out.shape[2] // len(levels)
     offset, size = int(levels[index][LEVEL_OFFSET]), int(levels[index][LEVEL_SIZE])
     per_network = tables.reshape(n, -1, features)  # [N, entries, F] (a view: each network's row is packed)
-    entries, weights = hashgrid_corners(x, levels[index])  # [4, N or 1, rows]
+    kept = () if corners is None else corners.level(index, len(x), rows)
+    entries, weights = hashgrid_corners(x, levels[index], *kept)  # [4, N or 1, rows]
+    gathered = temporary((4, rows, features), out.dtype)
     for i in range(n):
         own = i if len(x) > 1 else 0
-        corners = np.take(per_network[i, offset:offset + size], entries[:, own], axis=0)  # [4, rows, F]
-        corners *= weights[:, own, :, None]
-        corners[0] += corners[1]
-        corners[2] += corners[3]
-        np.add(corners[0], corners[2], out=out[i, :, index * features:(index + 1) * features])
+        # mode "clip": the entries lie within the level by construction, and "raise" would copy through a buffer
+        np.take(per_network[i, offset:offset + size], entries[:, own], axis=0, out=gathered, mode="clip")
+        gathered *= weights[:, own, :, None]
+        gathered[0] += gathered[1]
+        gathered[2] += gathered[3]
+        np.add(gathered[0], gathered[2], out=out[i, :, index * features:(index + 1) * features])
 
 
-def hashgrid_backward(x, grad, table_grads, levels) -> None:
+def hashgrid_backward(x, grad, table_grads, levels, corners=None) -> None:
     for index in range(len(levels)):
-        hashgrid_backward_level(x, grad, table_grads, levels, index)
+        hashgrid_backward_level(x, grad, table_grads, levels, index, corners)
 
 
-def hashgrid_backward_level(x, grad, table_grads, levels, index: int) -> None:
-    """hashgrid_backward's part of level `index`: its entries of table_grads."""
-    n, features = grad.shape[0], grad.shape[2] // len(levels)
+def hashgrid_backward_level(x, grad, table_grads, levels, index: int, corners: HashGridCorners | None = None,
+                            temporary=np.empty) -> None:
+    """hashgrid_backward's part of level `index`: its entries of table_grads, from the corners kept in
+    `corners` where given (else found again). temporary: as hashgrid_encode_level's."""
+    n, rows, features = grad.shape[0], grad.shape[1], grad.shape[2] // len(levels)
     offset, size = int(levels[index][LEVEL_OFFSET]), int(levels[index][LEVEL_SIZE])
-    per_network = table_grads.reshape(n, -1, features)
-    entries, weights = hashgrid_corners(x, levels[index])  # [4, N or 1, rows]
+    level_grads = table_grads.reshape(n, -1, features)[:, offset:offset + size]  # [N, size, F]
+    entries, weights = hashgrid_corners(x, levels[index]) if corners is None else corners.level(index, len(x), rows)
+    level_grad, shares = temporary((rows, features), grad.dtype), temporary((4, rows), table_grads.dtype)
+    level_grads[...] = 0
     for i in range(n):
         own = i if len(x) > 1 else 0
-        corner_entries = entries[:, own].ravel()
-        level_grad = grad[i, :, index * features:(index + 1) * features].copy()  # [rows, F], packed
+        corner_entries = entries[:, own].reshape(-1)  # a view where the corners were kept
+        np.copyto(level_grad, grad[i, :, index * features:(index + 1) * features])  # packed: read once
         for f in range(features):
-            # Each corner's share w * g, added up per entry by bincount: a scatter whose repeated
-            # entries add up (fancy-index assignment would keep only the last).
-            shares = weights[:, own] * level_grad[:, f]
-            per_network[i, offset:offset + size, f] = np.bincount(corner_entries, shares.ravel(), minlength=size)
+            # Each corner's share w * g added into its entry in the order of the points, in the table's
+            # precision, as the kernels' atomicAdd does in the order the points come: a scatter whose
+            # repeated entries add up (fancy-index assignment would keep only the last).
+            np.multiply(weights[:, own], level_grad[:, f], out=shares)
+            np.add.at(level_grads[i, :, f], corner_entries, shares.reshape(-1))
 
 
 def mse_loss(pred, target, grad, loss, count: int | None = None) -> None:

@@ -105,16 +105,25 @@ class Backend(ABC):
     def fourier_features(self, projection, out) -> None:
         """out = [cos(2 pi p), sin(2 pi p)] for projection p [N, rows, m]; out is [N, rows, 2m]."""
 
-    @abstractmethod
-    def hashgrid_encode(self, x, tables, out, levels) -> None:
-        """The hash grid's encoding (encodings.HashGrid) of points x [N or 1, rows, 2]: out [N, rows, L * F]
-        from network i's tables [N, entries * F]; levels: HashGrid.level_table [L, 4], a host int64 array."""
+    def hashgrid_corner_buffers(self, levels: int, networks: int, batch: int):
+        """Where hashgrid_encode keeps the corners it found (each level's entries and interpolation
+        weights) for hashgrid_backward on the same points: made once with a training workspace of
+        `networks` x `batch` points and handed to both as `corners`; or None (here): the backward
+        finds them again (on the GPU, cheaper than storing and reading them)."""
+        return None
 
     @abstractmethod
-    def hashgrid_backward(self, x, grad, table_grads, levels) -> None:
+    def hashgrid_encode(self, x, tables, out, levels, corners=None) -> None:
+        """The hash grid's encoding (encodings.HashGrid) of points x [N or 1, rows, 2]: out [N, rows, L * F]
+        from network i's tables [N, entries * F]; levels: HashGrid.level_table [L, 4], a host int64 array.
+        corners: what hashgrid_corner_buffers made, to keep the corners in, or None."""
+
+    @abstractmethod
+    def hashgrid_backward(self, x, grad, table_grads, levels, corners=None) -> None:
         """table_grads [N, entries * F] = the gradient of the tables, from grad [N, rows, L * F] =
         dL/d(hashgrid_encode's out) on the same points: each point's gradient scattered onto its
-        cells' corners with their interpolation weights, summed over the points (overwrites)."""
+        cells' corners with their interpolation weights, summed over the points (overwrites).
+        corners: what hashgrid_encode kept there for these points, or None."""
 
     @abstractmethod
     def mse_loss(self, pred, target, grad, loss, count: int | None = None) -> None:

@@ -3,9 +3,10 @@
 `create_encoding(spec)` builds the one a network spec names (spec.encoding); a new encoding is a
 class here, registered in ENCODING_CLASSES (and named among the settings' choices), plus the
 backend operations it launches. An encoding says how wide its output is, which parameters it keeps
-at the front of each network's parameter vector (never trained: their gradient stays zero, and a
-zero gradient leaves Adam and SGD updates at zero), how they start, which batch-sized buffers it
-needs, and runs on a batch in the forward pass.
+at the front of each network's parameter vector, how they start, whether they are trained (the hash
+grid's tables, through its backward pass; frozen ones, as the Fourier frequencies, keep a zero
+gradient, and a zero gradient leaves Adam and SGD updates at zero), how the exports name and shape
+them, which batch-sized buffers it needs, and runs on a batch in the forward pass.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ if TYPE_CHECKING:  # annotations only: the backend itself is handed in
 class Encoding(ABC):
     name: ClassVar[str]  # encoding.name in the configuration, NetworkSpec.encoding
     trainable: ClassVar[bool] = False  # its parameters get a gradient (backward) and are trained
+    # Its parameters' name in the exports (safetensors' encoding.<name>, to_jax()'s params[<name>]);
+    # None: it has none.
+    export_name: ClassVar[str | None] = None
 
     def __init__(self, spec: NetworkSpec):
         self.in_features = spec.in_features
@@ -43,13 +47,18 @@ class Encoding(ABC):
         """Optional hook: its parameters as views into [N, P] parameters (or gradients, moments); None: it has none."""
         return None
 
+    def export_view(self, flat):
+        """Its parameters as the exports hold them, a view into [N, P] parameters (export_name's tensor,
+        stacked over the networks); by default as parameters() gives them."""
+        return self.parameters(flat)
+
     def initialise(self, parameters, rng) -> None:
         """Optional hook: draw one network's parameters (parameters(flat)[0]) from rng; first, before any layer's."""
         return None
 
-    def buffer_shapes(self, networks: int, batch: int, training: bool) -> dict[str, tuple]:
-        """The workspace buffers it needs, by the name it finds them under (training: for a backward
-        pass too)."""
+    def buffers(self, backend: Backend, networks: int, batch: int, training: bool, dtype=np.float32) -> dict:
+        """The workspace buffers it needs, made on the backend, by the name it finds them under
+        (training: for a backward pass too)."""
         return {}
 
     @abstractmethod
@@ -87,6 +96,7 @@ class Fourier(Encoding):
     frequencies B [m, in] ~ N(0, sigma^2) kept, frozen, in the parameters."""
 
     name = "fourier"
+    export_name = "frequencies"
 
     def __init__(self, spec: NetworkSpec):
         super().__init__(spec)
@@ -107,9 +117,10 @@ class Fourier(Encoding):
     def initialise(self, parameters, rng) -> None:
         parameters[...] = rng.normal(0.0, self.sigma, parameters.shape)
 
-    def buffer_shapes(self, networks: int, batch: int, training: bool) -> dict[str, tuple]:
+    def buffers(self, backend: Backend, networks: int, batch: int, training: bool, dtype=np.float32) -> dict:
         # x Bᵀ, then [cos, sin] of it: the first layer's input, kept for its weight gradient.
-        return {"projection": (networks, batch, self.frequencies), "encoded": (networks, batch, self.features)}
+        return {"projection": backend.empty((networks, batch, self.frequencies), dtype),
+                "encoded": backend.empty((networks, batch, self.features), dtype)}
 
     def forward(self, backend: Backend, ws: Workspace, parameters, x, rows: int):
         backend.matmul(x[:, :rows], parameters, ws.projection[:, :rows], trans_b=True)
@@ -152,6 +163,7 @@ class HashGrid(Encoding):
 
     name = "hashgrid"
     trainable = True
+    export_name = "table"
     INIT_BOUND = 1e-4
 
     def __init__(self, spec: NetworkSpec):
@@ -187,7 +199,7 @@ class HashGrid(Encoding):
         """The tables [N, entries * F] (a view)."""
         return flat[:, : self.parameter_count]
 
-    def table_view(self, flat):
+    def export_view(self, flat):
         """The tables as [N, entries, F]: each entry's features in a row (what the exports name
         encoding.table)."""
         return self.parameters(flat).reshape(len(flat), self.entries, self.level_features)
@@ -195,22 +207,24 @@ class HashGrid(Encoding):
     def initialise(self, parameters, rng) -> None:
         parameters[...] = rng.uniform(-self.INIT_BOUND, self.INIT_BOUND, parameters.shape)
 
-    def buffer_shapes(self, networks: int, batch: int, training: bool) -> dict[str, tuple]:
-        # The encoding (the first layer's input) and, to train, dL/d(encoding) for the scatter.
-        shapes = {"encoded": (networks, batch, self.features)}
+    def buffers(self, backend: Backend, networks: int, batch: int, training: bool, dtype=np.float32) -> dict:
+        # The encoding (the first layer's input) and, to train, dL/d(encoding) for the scatter and
+        # whatever the backend keeps of the forward's lookups for it.
+        made = {"encoded": backend.empty((networks, batch, self.features), dtype), "corners": None}
         if training:
-            shapes["encoded_grad"] = (networks, batch, self.features)
-        return shapes
+            made["encoded_grad"] = backend.empty((networks, batch, self.features), dtype)
+            made["corners"] = backend.hashgrid_corner_buffers(self.levels, networks, batch)
+        return made
 
     def forward(self, backend: Backend, ws: Workspace, parameters, x, rows: int):
-        backend.hashgrid_encode(x[:, :rows], parameters, ws.encoded[:, :rows], self.level_table)
+        backend.hashgrid_encode(x[:, :rows], parameters, ws.encoded[:, :rows], self.level_table, ws.corners)
         return ws.encoded[:, :rows]
 
     def output(self, ws: Workspace, x, rows: int):
         return ws.encoded[:, :rows]
 
     def backward(self, backend: Backend, ws: Workspace, x, rows: int, output_grad, parameter_grads) -> None:
-        backend.hashgrid_backward(x[:, :rows], output_grad, parameter_grads, self.level_table)
+        backend.hashgrid_backward(x[:, :rows], output_grad, parameter_grads, self.level_table, ws.corners)
 
     def levels_rows(self) -> list[tuple[int, int, int, bool]]:
         """(resolution, offset, size, hashed) per level, as plain numbers: what the exports loop over."""

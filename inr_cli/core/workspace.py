@@ -18,8 +18,8 @@ class Workspace:
         n = networks
         shapes = spec.layer_shapes()
         # The encoding's own (Fourier: ws.projection and ws.encoded), under the names it reads them by.
-        for name, shape in create_encoding(spec).buffer_shapes(n, batch, training).items():
-            setattr(self, name, backend.empty(shape, dtype))
+        for name, buffer in create_encoding(spec).buffers(backend, n, batch, training, dtype).items():
+            setattr(self, name, buffer)
         if training:
             # z (pre-activation) feeds the activations' derivatives, a the next layer's weight gradient.
             self.z = [backend.empty((n, batch, out_f), dtype) for out_f, _ in shapes]

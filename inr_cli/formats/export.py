@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from inr_cli.core.encodings import HASH_PRIME, create_encoding
-from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
+from inr_cli.core.network import NetworkSpec, layer_views
 from inr_cli.errors import InrError
 from inr_cli.extras import require
 from inr_cli.formats.atomic import atomic_path, is_special
@@ -32,7 +32,8 @@ def need_writer(module: str):
 def encoding_tensor(spec: NetworkSpec) -> str | None:
     """The name of the encoding's tensor: encoding.frequencies (Fourier features, [m, 2]),
     encoding.table (the hash grid's tables, [entries, F], levels one after another), or None."""
-    return {"fourier": "encoding.frequencies", "hashgrid": "encoding.table"}.get(spec.encoding)
+    name = create_encoding(spec).export_name
+    return None if name is None else f"encoding.{name}"
 
 
 def tensor_views(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarray]:
@@ -41,10 +42,9 @@ def tensor_views(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarray]
     grid, layers.I.weight [N, out, in] and layers.I.bias [N, out] (a reader fills them; N = 0 gives
     their shapes without a byte)."""
     views = {}
-    encoding = create_encoding(spec)
-    table = encoding.table_view(params) if spec.encoding == "hashgrid" else encoding.parameters(params)
-    if table is not None:
-        views[encoding_tensor(spec)] = table
+    encoding = create_encoding(spec).export_view(params)
+    if encoding is not None:
+        views[encoding_tensor(spec)] = encoding
     for i, (weight, bias) in enumerate(layer_views(spec, params)):
         views[f"layers.{i}.weight"], views[f"layers.{i}.bias"] = weight, bias
     return views
@@ -113,8 +113,9 @@ def arena_layout(spec: NetworkSpec, weights: np.ndarray) -> tuple[list, np.ndarr
     layer, kernel_net_I.linear (the output layer: output_linear), its bias then its kernel [in, out]
     (the transpose of our weights [out, in]), row-major. Their SIREN computes sin(omega_0 (x K + b))
     in the hidden layers and a linear output, as ours does; its num_layers is our layers + 1."""
-    if spec.model != "siren" or frequency_view(spec, np.zeros((1, spec.parameter_count()), np.float32)) is not None:
-        raise InrError(f"a {spec.model} set{' with Fourier features' if spec.model == 'siren' else ''} has no "
+    encoded = create_encoding(spec).export_name is not None
+    if spec.model != "siren" or encoded:
+        raise InrError(f"a {spec.model} set{f' with the {spec.encoding} encoding' if encoded else ''} has no "
                        f"counterpart in fit-a-nef's SIREN layout; export it as .safetensors")
     views = layer_views(spec, np.asarray(weights, dtype=np.float32))
     config, columns = [], []
