@@ -382,10 +382,10 @@ def _resumed_config(folder: SetFolder, saved: Plan, listed: list[inputs.Listed],
     """This command's configuration for the saved plan: refused where it or the inputs changed."""
     _refuse_changed_inputs(folder, saved, listed)
     config = settings_on_rerun(config, saved.config, given)
-    given = {item.name: item.label for item in listed}
-    relabelled_entry = next((e for e in saved.images if given.get(e.name, e.label) != e.label), None)
+    labelled = {item.name: item.label for item in listed}
+    relabelled_entry = next((e for e in saved.images if labelled.get(e.name, e.label) != e.label), None)
     if relabelled_entry is not None:  # index.csv would say otherwise than the set's plan
-        raise InrError(f"{folder}: {relabelled_entry.name} is labelled {given[relabelled_entry.name]!r} now, "
+        raise InrError(f"{folder}: {relabelled_entry.name} is labelled {labelled[relabelled_entry.name]!r} now, "
                        f"{relabelled_entry.label!r} in this set; rerun with the same labels, or use another -o "
                        f"(--force starts it again)")
     wanted = Plan(saved.folder, config, saved.spec, [], [], pack or saved.pack,
