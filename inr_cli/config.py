@@ -16,7 +16,6 @@ from dataclasses import asdict, dataclass, fields, make_dataclass, replace
 from pathlib import Path
 
 from inr_cli.errors import UsageError
-from inr_cli.limits import MAX_LOG2_TABLE_SIZE
 from inr_cli.resources import configs_dir
 from inr_cli.settings import (  # noqa: F401
     ADDED_KEYS,
@@ -25,6 +24,8 @@ from inr_cli.settings import (  # noqa: F401
     DEFAULTS,
     DEVICES,
     ENCODINGS,
+    FIT_MANY_FREE_KEYS,
+    HASH_GRID_KEYS,
     MATMULS,
     MODELS,
     NON_NEGATIVE,
@@ -76,6 +77,13 @@ KEY_TYPES = {s.key: s.type for s in SETTINGS}
 MODEL_PRESETS = {"siren": "siren", "sigmoid": "sigmoid", "relu": "fourier"}
 # fit-many and meta-init: a set is fitted to be learned from, its images small (configs/sets.toml)
 SET_PRESETS = {**MODEL_PRESETS, "siren": "sets"}
+# The preset tuned for an encoding's network, where it is not its model's (inr train picks it for a large image).
+ENCODING_PRESETS = {"hashgrid": "hashgrid"}
+
+
+def tuned_preset(config: Config) -> str:
+    """The preset tuned for this configuration's network: its encoding's, else its model's."""
+    return ENCODING_PRESETS.get(config.encoding.name, MODEL_PRESETS[config.network.model])
 
 
 def presets() -> list[str]:
@@ -250,14 +258,14 @@ def validate(config: Config) -> Config:
             raise UsageError(f"{s.name} must be positive, got {value}")
         if s.bound == NON_NEGATIVE and value < 0:
             raise UsageError(f"{s.name} must not be negative, got {value}")
+        if s.most is not None and value > s.most:
+            raise UsageError(f"{s.name} must be at most {s.most}, got {value}")
     opt = config.optimizer
     if opt.lr_min > opt.lr:
         raise UsageError(f"lr_min ({opt.lr_min}) must not exceed lr ({opt.lr})")
     if not (opt.beta1 < 1 and opt.beta2 < 1):
         raise UsageError("beta1 and beta2 must be below 1")
     grid = config.encoding
-    if grid.log2_table_size > MAX_LOG2_TABLE_SIZE:
-        raise UsageError(f"hash_log2_size must be at most {MAX_LOG2_TABLE_SIZE}, got {grid.log2_table_size}")
     if 0 < grid.max_resolution < grid.min_resolution:
         raise UsageError(f"hash_max_res ({grid.max_resolution}) must not be below hash_min_res ({grid.min_resolution})")
     if opt.warmup >= config.training.steps:
@@ -278,6 +286,23 @@ def build_config(config_file: Path | None, values: dict, preset_name: str | None
         preset_name = model_presets[model]
     path = preset_path(preset_name)
     return validate(from_values({**DEFAULTS, **read_toml(path), **from_file, **values}, str(path)))
+
+
+def given_keys(config_file: Path | None, values: dict, preset_name: str | None = None) -> set[str]:
+    """The keys that build_config's arguments say themselves: `values` (the flags and --set), the
+    --config file's and the named preset's. The others are the settings' defaults or the model's
+    preset, which a later inr may choose otherwise: a rerun takes those from what it resumes."""
+    named = read_toml(preset_path(preset_name)) if preset_name is not None else {}
+    from_file = read_toml(config_file) if config_file else {}
+    return {key for key, value in values.items() if value is not None} | from_file.keys() | named.keys()
+
+
+def fitted_settings(config: Config) -> dict:
+    """{key: value} of what a fitted network depends on besides its image and start: every setting that
+    changes the fit, less the hash grid's for a network without one (NetworkSpec leaves those out too).
+    A rerun, an --add, a join and a resumed study must match it."""
+    unused = HASH_GRID_KEYS if config.encoding.name != "hashgrid" else set()
+    return {key: config.get(key) for key in KEY_TYPES if key not in FIT_MANY_FREE_KEYS and key not in unused}
 
 
 def to_toml(config: Config) -> str:

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from inr_cli.limits import MAX_LAYERS, MAX_LEVEL_FEATURES, MAX_LEVELS, MAX_LOG2_TABLE_SIZE, MAX_RESOLUTION, MAX_WIDTH
+
 # The choices, as types: the command line lists them in --help and completes them.
 Model = Literal["siren", "sigmoid", "relu"]
 Encoding = Literal["none", "fourier", "hashgrid"]
@@ -44,6 +46,7 @@ class Setting:
     choices: tuple = ()
     bound: str | None = None  # POSITIVE | NON_NEGATIVE
     flag_bound: str | None = None  # a stricter bound for the flag, where 0 means something only a file would say
+    most: int | None = None  # the largest value inr handles (limits.py): its readers hold files to it too
     fits: bool = True  # changes what is fitted; False: a resumed run or a fit-many rerun may change it
     commands: tuple = FITS  # the commands that take it, as a flag and through --set
     flag: bool = True  # False: set through --set or a --config file only
@@ -79,8 +82,8 @@ class Setting:
 SETTINGS = (
     Setting("network.model", str, "siren", "Network: sine hidden layers (siren), sigmoid everywhere (sigmoid) or "
             "ReLU hidden layers with a sigmoid output (relu); the model picks the preset", choices=MODELS),
-    Setting("network.hidden", int, 256, "Neurons per hidden layer", bound=POSITIVE),
-    Setting("network.layers", int, 3, "Number of hidden layers", bound=POSITIVE),
+    Setting("network.hidden", int, 256, "Neurons per hidden layer", bound=POSITIVE, most=MAX_WIDTH),
+    Setting("network.layers", int, 3, "Number of hidden layers", bound=POSITIVE, most=MAX_LAYERS),
     Setting("network.omega0", float, 0.0, "SIREN frequency omega_0; 0 = from the image's size (0.3 per pixel of "
             "its longer side, 15 to 60)", bound=NON_NEGATIVE),
     Setting("network.weight_scale", float, 1.0, "Multiply every initial weight but the output layer's by this "
@@ -93,20 +96,21 @@ SETTINGS = (
             "cos/sin(2 pi B x), B ~ N(0, sigma^2) (fourier), or a trained multiresolution hash grid (hashgrid, "
             "Mueller et al. 2022)", name="encoding", choices=ENCODINGS),
     Setting("encoding.features", int, 256, "Fourier mapping size m: the network sees 2m inputs",
-            name="fourier_features", bound=POSITIVE),
+            name="fourier_features", bound=POSITIVE, most=MAX_WIDTH),
     Setting("encoding.sigma", float, 6.0, "Spread of the Fourier frequencies; 0 = from the image's size (0.027 "
             "per pixel of its longer side, 2 to 10)", name="fourier_sigma", bound=NON_NEGATIVE),
     Setting("encoding.levels", int, 16, "Hash grid: levels of the grid, coarsest to finest", name="hash_levels",
-            bound=POSITIVE, legacy=16),
+            bound=POSITIVE, most=MAX_LEVELS, legacy=16),
     Setting("encoding.level_features", int, 2, "Hash grid: trained features per level (the network sees levels x "
-            "features inputs)", name="hash_features", bound=POSITIVE, legacy=2),
+            "features inputs)", name="hash_features", bound=POSITIVE, most=MAX_LEVEL_FEATURES, legacy=2),
     Setting("encoding.log2_table_size", int, 19, "Hash grid: log2 of the entries of each level's table (a level "
             "with fewer vertices is stored dense, a finer one hashed into the table)", name="hash_log2_size",
-            bound=POSITIVE, legacy=19),
+            bound=POSITIVE, most=MAX_LOG2_TABLE_SIZE, legacy=19),
     Setting("encoding.min_resolution", int, 16, "Hash grid: cells across the coarsest level", name="hash_min_res",
-            bound=POSITIVE, legacy=16),
+            bound=POSITIVE, most=MAX_RESOLUTION, legacy=16),
     Setting("encoding.max_resolution", int, 0, "Hash grid: cells across the finest level; 0 = from the image's "
-            "size (its longer side: one cell a pixel)", name="hash_max_res", bound=NON_NEGATIVE, legacy=0),
+            "size (its longer side: one cell a pixel)", name="hash_max_res", bound=NON_NEGATIVE, most=MAX_RESOLUTION,
+            legacy=0),
     Setting("optimizer.name", str, "adam", "Adam (PyTorch's formula) or SGD with momentum", name="optimizer",
             choices=OPTIMIZERS),
     Setting("optimizer.lr", float, 4e-4, "Peak learning rate, cosine-annealed to lr_min over the whole budget",
@@ -148,7 +152,7 @@ SETTINGS = (
     Setting("training.matmul", str, "kernel", "GPU matmul: our kernel, or cuBLAS for comparison",
             choices=MATMULS, fits=False),
     Setting("training.precision", str, "fp32", "GPU layer products: FP32, or TF32 on tensor cores (operands rounded "
-            "to 10 mantissa bits, sums in FP32)", choices=PRECISIONS, fits=False, legacy="fp32"),
+            "to 10 mantissa bits, sums in FP32)", choices=PRECISIONS, legacy="fp32"),
     Setting("training.fused_network", bool, True, "On the GPU, train a network whose hidden layers are at most 128 "
             "wide in two fused kernels a step, its activations kept on chip between layers (off: a kernel per layer, "
             "for comparison)", fits=False, legacy=True),  # fits what runs saved before it fitted
@@ -171,6 +175,8 @@ ADDED_KEYS = {s.key: s.legacy for s in SETTINGS if s.legacy is not NO_LEGACY}
 RESUMABLE = {s.name for s in SETTINGS if not s.fits} | {"steps", "until_psnr"}
 # What a rerun of fit-many may change: what does not change the fit, and where the folder is.
 FIT_MANY_FREE_KEYS = {s.key for s in SETTINGS if not s.fits} | {"data.source"}
+# The hash grid's own settings: a network without a hash grid does not depend on them.
+HASH_GRID_KEYS = {s.key for s in SETTINGS if s.name.startswith("hash_")}
 
 
 def for_command(command: str) -> list[Setting]:

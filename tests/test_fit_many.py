@@ -149,6 +149,15 @@ def test_rerun_resumes_and_refuses_changed_settings(reference, tmp_path):
     assert result.exit_code == 0, result.output
     result = fit(folder, "-o", out, "--pack", "2", *sized, "--omega0", "30")
     assert result.exit_code == 1 and "omega0 = 60" in result.output, result.output
+    # what the command does not say is the set's own (the sets preset, under it, would say omega0 30 and
+    # lr 1e-3); a --config file's keys and a named preset's are said, and checked
+    assert fit(folder, "-o", out, "--device", "cpu", "-q").exit_code == 0
+    config = tmp_path / "lr.toml"
+    config.write_text("[optimizer]\nlr = 1e-3\n")
+    result = fit(folder, "-o", out, "--config", config, "--device", "cpu", "-q")
+    assert result.exit_code == 1 and "optimizer.lr = 0.003, not 0.001" in result.output
+    result = fit(folder, "-o", out, "--preset", "fourier", *NET)
+    assert result.exit_code == 1 and "network.model = 'siren', not 'relu'" in result.output
 
 
 def test_driver_killed_then_same_command_completes_bit_identical(reference, tmp_path):

@@ -55,6 +55,7 @@ CHANGED = {
     "training.seed": (1, {}),
     "training.init": (START_FILE, {}),  # shared and random draw the same one network
     "training.target_psnr": (1.0, {}),  # reached at the first reading: the fit stops there
+    "training.precision": ("tf32", {}),  # the layer products' operands rounded (on the GPU; the CPU engine runs FP32)
     "data.source": (OTHER_IMAGE, {}),
     "data.size": (4, {}),
     "data.gray": (True, {}),
@@ -83,12 +84,13 @@ def sized(config: Config):
     return image, config, NetworkSpec.from_config(config, image.n_channels)
 
 
-def fit(backend, config: Config) -> np.ndarray:
-    """The parameters after STEPS steps, the network set up as `inr train` sets it up."""
+def fit(backends, config: Config) -> np.ndarray:
+    """The parameters after STEPS steps, the network set up as `inr train` sets it up (on the backend
+    of its training.precision)."""
     image, config, spec = sized(config)
     seed = config.training.seed
     state = fresh_state(config, spec, image)  # as run_training starts a new run
-    trainer = Trainer(backend, spec, config, [image], state, [seed])
+    trainer = Trainer(backends[config.training.precision], spec, config, [image], state, [seed])
 
     def stop_at_steps(step):
         if step == STEPS:
@@ -106,12 +108,16 @@ class _Done(Exception):
 
 
 @pytest.fixture(params=["numpy", "kernels"])
-def backend(request):
-    return NumpyBackend() if request.param == "numpy" else request.getfixturevalue("emulated")
+def backends(request) -> dict:
+    """The NumPy reference or the kernels (their CPU emulation), by training.precision, as make_backend
+    takes it from the configuration."""
+    if request.param == "numpy":
+        return {precision: NumpyBackend(precision) for precision in settings.PRECISIONS}
+    return {"fp32": request.getfixturevalue("emulated"), "tf32": request.getfixturevalue("emulated_tf32")}
 
 
 @pytest.mark.parametrize("key", FITTING)
-def test_a_fitting_setting_changes_the_fit(backend, base, key, tmp_path):
+def test_a_fitting_setting_changes_the_fit(backends, base, key, tmp_path):
     config, other_image = base
     value, needs = CHANGED[key]
     value = other_image if value is OTHER_IMAGE else value
@@ -121,11 +127,11 @@ def test_a_fitting_setting_changes_the_fit(backend, base, key, tmp_path):
         write_safetensors(spec, init_networks(spec, [123])[0], image.channels, value)
     before = with_values(config, needs)
     assert before.get(key) != value, f"{key}: the changed value is the base's"
-    first, second = fit(backend, before), fit(backend, with_values(before, {key: value}))
+    first, second = fit(backends, before), fit(backends, with_values(before, {key: value}))
     assert np.isfinite(first).all() and np.isfinite(second).all()
     assert first.shape != second.shape or not np.array_equal(first, second), f"{key} = {value!r} fitted the same"
-    again = fit(backend, before)  # and the same setting fits the same
-    if before.encoding.name == "hashgrid" and backend.name != "numpy":  # atomics add in the order they land
+    again = fit(backends, before)  # and the same setting fits the same
+    if before.encoding.name == "hashgrid" and backends["fp32"].name != "numpy":  # atomics add in the order they land
         np.testing.assert_allclose(again, first, rtol=1e-5, atol=1e-7)
     else:
         assert np.array_equal(again, first)

@@ -40,8 +40,11 @@ def test_a_large_image_trains_the_hash_grid_and_a_small_one_siren(tmp_path, larg
     assert "megapixels: training the hashgrid preset" in result.output
 
 
-@pytest.mark.parametrize("named", [["--preset", "siren"], ["--model", "siren"], ["--encoding", "none"]])
+@pytest.mark.parametrize("named", [["--preset", "siren"], ["--model", "siren"], ["--encoding", "none"],
+                                   ["--omega0", "30"], ["--weight-scale", "2"], ["--set", "network.omega0=30"],
+                                   ["--fourier-sigma", "3"]])
 def test_a_named_preset_model_or_encoding_wins_over_the_size(tmp_path, large_from, named):
+    """So does a flag only SIREN or Fourier features take: a large image trains the network it was given for."""
     large_from(20 * 20)
     image = make_image(tmp_path / "large.png", "RGB", (24, 20))
     result = run("train", image, "--steps", "2", "--device", "cpu", "-q", "--run-dir", tmp_path / "r", *named)
@@ -78,19 +81,18 @@ def test_the_torch_peer_encodes_as_the_reference():
 
 
 def test_a_large_image_ends_with_its_render_whole_and_a_smaller_comparison(tmp_path, monkeypatch):
-    """The final render is the image's own size; the comparison's panels are drawn smaller beyond
-    COMPARISON_LONGEST (three float panels of a large photo would take gigabytes), with the PSNR of the
-    whole render; the previews too are drawn smaller."""
+    """The final render is the image's own size; the comparison's panels and the previews, pictures to
+    look at, are drawn smaller beyond a picture's limits (three float panels of a large photo would
+    take gigabytes), the comparison with the PSNR of the whole render."""
     from PIL import Image
 
-    from inr_cli.runs import training
+    from inr_cli.runs import pictures
 
-    monkeypatch.setattr(training, "COMPARISON_LONGEST", 10)
-    monkeypatch.setattr(training, "PREVIEW_LONGEST", 8)
+    monkeypatch.setattr(pictures, "MAX_PICTURE_SIDE", 10)  # every 4th pixel of 40 x 20
     image = make_image(tmp_path / "wide.png", "RGB", (40, 20))
     result = run("train", image, "--preset", "hashgrid", "--steps", "4", "--preview-every", "2", "--device", "cpu",
                  "-q", "--run-dir", tmp_path / "r")
     assert result.exit_code == 0, result.output
     assert Image.open(tmp_path / "r" / "render.png").size == (40, 20)
-    assert Image.open(tmp_path / "r" / "previews" / "step-000002.png").size == (8, 4)
+    assert Image.open(tmp_path / "r" / "previews" / "step-000002.png").size == (10, 5)
     assert Image.open(tmp_path / "r" / "comparison.png").size[1] == 5  # panels of 10 x 5, no caption at that width

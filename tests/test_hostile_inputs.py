@@ -149,7 +149,7 @@ def spec_with(trained: Path, **fields) -> np.ndarray:
 
 @pytest.mark.parametrize("change,message", [
     (lambda t: {"spec": spec_with(t, hidden="16")}, "'hidden' is \"16\", expected an integer"),
-    (lambda t: {"spec": spec_with(t, hidden=1_000_000)}, "'hidden' is 1000000, expected 1 to"),
+    (lambda t: {"spec": spec_with(t, hidden=1_000_000)}, "'hidden' is 1000000, above inr's limit of"),
     (lambda t: {"spec": spec_with(t, layers=-2)}, "'layers' is -2"),
     (lambda t: {"spec": spec_with(t, omega0=float("nan"))}, "'omega0' is nan"),
     (lambda t: {"spec": spec_with(t, evil=1)}, "unknown field 'evil'"),
@@ -174,6 +174,22 @@ def spec_with(trained: Path, **fields) -> np.ndarray:
 def test_a_tampered_checkpoint_is_one_line(trained, tmp_path, change, message):
     run = tampered(trained, tmp_path, **change(trained))
     refused_leaving_all(tmp_path, ["info", run], message)
+
+
+def test_train_refuses_at_once_the_networks_a_reader_calls_damaged(trained, tmp_path):
+    """One set of limits for both: settings beyond them are refused before anything is trained or
+    allocated (a table too large for memory would be allocated first), the network's size in the
+    words the checkpoint's reader uses for a file that declares the same network."""
+    image = make_image(tmp_path / "img.png", "RGB", size=(12, 9), seed=3)
+    flags = ["--steps", "3", "--device", "cpu", "-q", "--run-dir", tmp_path / "run"]
+    for given, said in ((["--encoding", "hashgrid", "--hash-levels", "65"], "hash_levels must be at most 64, got 65"),
+                        (["--hidden", "70000"], "hidden must be at most 65536, got 70000")):
+        refused_leaving_all(tmp_path, ["train", image, *flags, *given], said)
+    ran = inr("train", image, *flags, "--hidden", "65536", "--layers", "2", measure=True)
+    refused(ran, "the settings give a network of 4,295,426,051 parameters, above inr's limit of 2,147,483,648")
+    assert ran.peak_bytes < 1 << 30 and not (tmp_path / "run").exists()
+    declared = tampered(trained, tmp_path, spec=spec_with(trained, hidden=65536, layers=2))
+    refused_leaving_all(tmp_path, ["info", declared], "a network of 4,295,426,051 parameters, above inr's limit")
 
 
 def test_parameters_that_are_not_finite_draw_nothing(trained, tmp_path):

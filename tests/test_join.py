@@ -53,6 +53,21 @@ def test_sets_fitted_differently_do_not_join(tmp_path):
     assert result.exit_code == 1 and "training.init" in result.output and "Traceback" not in result.output
     result = runner.invoke(app, ["join", str(tmp_path / "a"), str(tmp_path / "a"), "-o", str(tmp_path / "d")])
     assert result.exit_code == 1 and "is in both" in result.output
+    fit(other, tmp_path / "tf32", "--precision", "tf32")  # what a GPU fits differs: a set records it
+    result = runner.invoke(app, ["join", str(tmp_path / "a"), str(tmp_path / "tf32"), "-o", str(tmp_path / "e")])
+    assert result.exit_code == 1 and "training.precision = 'fp32' but" in result.output
+
+
+def test_a_hash_grid_setting_takes_no_part_without_a_hash_grid(tmp_path):
+    """A SIREN set depends on no hash grid setting: sets that differ only there join, and a rerun given
+    one goes on."""
+    fit(make_folder(tmp_path / "images", count=2), tmp_path / "a")
+    other = make_folder(tmp_path / "other", count=1)
+    (other / "img0.png").rename(other / "x.png")
+    fit(other, tmp_path / "b", "--hash-levels", "8", "--hash-max-res", "64")
+    result = runner.invoke(app, ["join", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "c")])
+    assert result.exit_code == 0, result.output
+    fit(tmp_path / "images", tmp_path / "a", "--hash-log2-size", "12")
 
 
 def test_fit_many_add_grows_a_set_to_the_one_fitted_at_once(tmp_path):

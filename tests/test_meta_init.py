@@ -83,7 +83,7 @@ def test_a_learned_start_fits_new_images_of_its_kind_better_in_k_steps(tmp_path)
     assert runner.invoke(app, ["meta-init", str(folder), "-o", str(start), *NET, *META]).exit_code == 0
     assert np.array_equal(read_start(str(start))[1], learned)
     result = runner.invoke(app, ["meta-init", str(folder), "-o", str(start), *NET, *META[:-2], "--eval-every", "5"])
-    assert result.exit_code == 1 and "other settings" in result.output
+    assert result.exit_code == 1 and "was learned with --eval-every 10, not 5;" in result.output
 
 
 def test_a_drawn_first_start_begins_at_the_mean_colour_of_its_images(tmp_path):

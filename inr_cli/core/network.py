@@ -23,15 +23,30 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from inr_cli.config import Config
+from inr_cli.config import BY_KEY, Config
 from inr_cli.core.encodings import create_encoding
 from inr_cli.core.models import ACTIVATIONS, create_model, model_class  # noqa: F401 (ACTIVATIONS: said here too)
+from inr_cli.errors import UsageError
+from inr_cli.limits import MAX_PARAMETERS
 
 if TYPE_CHECKING:  # annotations only: the backend itself is handed in
     from inr_cli.core.backend import Backend
     from inr_cli.core.workspace import Workspace
 
 IN_FEATURES = 2  # (u, v): the network's input is a point of the image plane
+# The setting each of NetworkSpec's fields comes from (from_config); the Fourier features' and the
+# hash grid's only with that encoding (0 without it).
+SETTING_OF = {"model": "network.model", "hidden": "network.hidden", "layers": "network.layers",
+              "omega0": "network.omega0", "encoding": "encoding.name", "fourier_features": "encoding.features",
+              "fourier_sigma": "encoding.sigma", "hash_levels": "encoding.levels",
+              "hash_features": "encoding.level_features", "hash_log2_size": "encoding.log2_table_size",
+              "hash_min_resolution": "encoding.min_resolution", "hash_max_resolution": "encoding.max_resolution"}
+
+
+def _used(field: str, encoding: str) -> bool:
+    """Whether a network with this encoding has the field: fourier_* with Fourier features, hash_* with a hash grid."""
+    return not ((field.startswith("fourier_") and encoding != "fourier")
+                or (field.startswith("hash_") and encoding != "hashgrid"))
 
 
 @dataclass(frozen=True)
@@ -42,8 +57,8 @@ class NetworkSpec:
     layers: int  # number of hidden layers
     omega0: float
     encoding: str  # one of config.ENCODINGS (encodings.ENCODING_CLASSES): "none", "fourier" or "hashgrid"
-    fourier_features: int  # rows of B (m); the first layer then has 2m inputs; 0 without Fourier features
-    fourier_sigma: float
+    fourier_features: int = 0  # rows of B (m); the first layer then has 2m inputs; 0 without Fourier features
+    fourier_sigma: float = 0.0
     in_features: int = IN_FEATURES
     # The hash grid's (encodings.HashGrid); 0 without one (and in specs saved before it).
     hash_levels: int = 0
@@ -54,21 +69,23 @@ class NetworkSpec:
 
     @classmethod
     def from_config(cls, config: Config, out_features: int) -> "NetworkSpec":
+        """The network the settings give; refused (a UsageError) where it is larger than inr handles."""
         encoding = config.encoding
-        fourier, grid = encoding.name == "fourier", encoding.name == "hashgrid"
-        net = config.network
-        if net.omega0 == 0 or (fourier and encoding.sigma == 0) or (grid and encoding.max_resolution == 0):
+        if config.network.omega0 == 0 or (encoding.name == "fourier" and encoding.sigma == 0) or (
+                encoding.name == "hashgrid" and encoding.max_resolution == 0):
             raise ValueError("omega0 / sigma / max_resolution still 0: decide them for the image first "
                              "(sizing.fit_to_image)")
-        grid_values = {}
-        if grid:
-            grid_values = dict(hash_levels=encoding.levels, hash_features=encoding.level_features,
-                               hash_log2_size=encoding.log2_table_size, hash_min_resolution=encoding.min_resolution,
-                               hash_max_resolution=encoding.max_resolution)
-        return cls(model=net.model, out_features=out_features, hidden=net.hidden, layers=net.layers,
-                   omega0=net.omega0, encoding=encoding.name,
-                   fourier_features=encoding.features if fourier else 0,
-                   fourier_sigma=encoding.sigma if fourier else 0.0, **grid_values)
+        spec = cls(out_features=out_features, **{field: config.get(key) for field, key in SETTING_OF.items()
+                                                 if _used(field, encoding.name)})
+        fault = beyond_limits(asdict(spec))
+        if fault:
+            raise UsageError(f"the settings give {fault}: fewer or narrower layers, or a smaller hash grid")
+        return spec
+
+    def settings(self) -> dict:
+        """{key: value} of the settings that give this network (from_config's inverse), but the Fourier
+        features' and the hash grid's where it has none."""
+        return {key: getattr(self, field) for field, key in SETTING_OF.items() if _used(field, self.encoding)}
 
     @property
     def encoded_features(self) -> int:
@@ -107,6 +124,22 @@ class NetworkSpec:
         model_class(spec.model)  # an unknown model or encoding is refused here, naming the choices
         create_encoding(spec)
         return spec
+
+
+def beyond_limits(fields: dict) -> str | None:
+    """What in a network's description ({NetworkSpec field: value}, each of its type and at least 1
+    where a network has it) lies beyond what inr handles, in words, or None: a size above its
+    setting's limit (settings.py's `most`, from limits.py, which config.validate holds the settings
+    to), then the parameter count above MAX_PARAMETERS. The readers call such a description damaged;
+    from_config refuses the settings that give one before anything is sized from it."""
+    for field, value in fields.items():
+        most = BY_KEY[SETTING_OF[field]].most if field in SETTING_OF else None
+        if most is not None and value > most:
+            return f"'{field}' is {value}, above inr's limit of {most}"
+    count = NetworkSpec(**fields).parameter_count()
+    if count > MAX_PARAMETERS:
+        return f"a network of {count:,} parameters, above inr's limit of {MAX_PARAMETERS:,}"
+    return None
 
 
 def layer_views(spec: NetworkSpec, flat) -> list[tuple]:

@@ -7,17 +7,8 @@ from __future__ import annotations
 import json
 import math
 
-from inr_cli.core.network import IN_FEATURES, NetworkSpec
-from inr_cli.limits import (
-    MAX_CHANNELS,
-    MAX_LAYERS,
-    MAX_LEVEL_FEATURES,
-    MAX_LEVELS,
-    MAX_LOG2_TABLE_SIZE,
-    MAX_PARAMETERS,
-    MAX_RESOLUTION,
-    MAX_WIDTH,
-)
+from inr_cli.core.network import IN_FEATURES, NetworkSpec, beyond_limits
+from inr_cli.limits import MAX_CHANNELS
 from inr_cli.settings import ENCODINGS, MODELS
 
 HASH_FIELDS = ("hash_levels", "hash_features", "hash_log2_size", "hash_min_resolution", "hash_max_resolution")
@@ -53,11 +44,10 @@ def spec_from_dict(document) -> NetworkSpec:
         raise BadDescription(f"the network's description has no '{missing[0]}'")
     values = {name: _typed(name, document[name]) for name in document}
     _check_bounds(values)
-    spec = NetworkSpec(**values)
-    if spec.parameter_count() > MAX_PARAMETERS:
-        raise BadDescription(f"a network of {spec.parameter_count():,} parameters is more than inr reads "
-                             f"(at most {MAX_PARAMETERS:,})")
-    return spec
+    fault = beyond_limits(values)
+    if fault:
+        raise BadDescription(fault)
+    return NetworkSpec(**values)
 
 
 def _typed(name: str, value):
@@ -76,30 +66,30 @@ def _shown(value) -> str:
 
 
 def _check_bounds(values: dict) -> None:
-    def within(name: str, low: int, high: int) -> None:
-        if not low <= values[name] <= high:
-            raise BadDescription(f"'{name}' is {values[name]}, expected {low} to {high}")
+    """Each field's own bounds, before beyond_limits weighs the sizes against inr's limits."""
+    def within(name: str, low: int, high: int | None = None) -> None:
+        if values[name] < low or (high is not None and values[name] > high):
+            expected = f"{low} to {high}" if high is not None else f"at least {low}"
+            raise BadDescription(f"'{name}' is {values[name]}, expected {expected}")
 
     if values["model"] not in MODELS:
         raise BadDescription(f"unknown model {_shown(values['model'])} (known: {', '.join(MODELS)})")
     if values["encoding"] not in ENCODINGS:
         raise BadDescription(f"unknown encoding {_shown(values['encoding'])} (known: {', '.join(ENCODINGS)})")
     within("out_features", 1, MAX_CHANNELS)
-    within("hidden", 1, MAX_WIDTH)
-    within("layers", 1, MAX_LAYERS)
+    within("hidden", 1)
+    within("layers", 1)
     if values["encoding"] == "fourier":
-        within("fourier_features", 1, MAX_WIDTH)
+        within("fourier_features", 1)
     elif values["fourier_features"] != 0:
         raise BadDescription(f"'fourier_features' is {values['fourier_features']} without a Fourier encoding")
     if values["encoding"] == "hashgrid":
         missing = [name for name in HASH_FIELDS if name not in values]
         if missing:
             raise BadDescription(f"the hash grid's description has no '{missing[0]}'")
-        within("hash_levels", 1, MAX_LEVELS)
-        within("hash_features", 1, MAX_LEVEL_FEATURES)
-        within("hash_log2_size", 1, MAX_LOG2_TABLE_SIZE)
-        within("hash_min_resolution", 1, MAX_RESOLUTION)
-        within("hash_max_resolution", values["hash_min_resolution"], MAX_RESOLUTION)
+        for name in HASH_FIELDS[:-1]:
+            within(name, 1)
+        within("hash_max_resolution", values["hash_min_resolution"])
     else:
         for name in HASH_FIELDS:
             if values.get(name, 0) != 0:

@@ -44,6 +44,12 @@ def shrink_factor(width: int, height: int) -> int:
                math.ceil(math.sqrt(width * height / MAX_PICTURE_PIXELS)))
 
 
+def picture_size(width: int, height: int) -> tuple[int, int]:
+    """The size a picture of a width x height image is drawn at: its every shrink_factor-th pixel."""
+    k = shrink_factor(width, height)
+    return -(-width // k), -(-height // k)
+
+
 def side_by_side(render: np.ndarray, reference: np.ndarray, gap: int = 4, psnr: float | None = None) -> PixelImage:
     """reference | render | error map; with panels at least LABEL_MIN_WIDTH wide, a caption under each.
     A large image's panels are drawn from every k-th pixel (shrink_factor)."""

@@ -28,6 +28,9 @@ RESUMABLE = settings.RESUMABLE
 # draws better between the pixels when rendered larger (BENCHMARKS.md, "Seconds to a sharp photo").
 LARGE_IMAGE_PIXELS = 1 << 20
 LARGE_IMAGE_PRESET = "hashgrid"
+# Flags that say which network is meant, where the size then does not choose one: a model, an encoding,
+# or what only SIREN or Fourier features take.
+NETWORK_FLAGS = {"model", "encoding", "omega0", "weight_scale", "fourier_features", "fourier_sigma"}
 
 
 def preset_for_size(width: int, height: int) -> str | None:
@@ -47,7 +50,7 @@ def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> Training
     image = load_training_data(source, config.data.size, config.data.gray, notices)
     for message in notices:
         notice(message)
-    chooses = preset is None and config_file is None and not {"model", "encoding"} & set(flags)
+    chooses = preset is None and config_file is None and not NETWORK_FLAGS & set(flags)
     sized = preset_for_size(image.width, image.height) if chooses else None
     if sized is not None:
         config = resolved_start(build_config(None, values, sized))

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 
 from inr_cli.backends import kernel_options, make_backend
-from inr_cli.config import MODEL_PRESETS, Config, build_config, to_toml
+from inr_cli.config import Config, build_config, to_toml, tuned_preset
 from inr_cli.console import info, notice
 from inr_cli.core.metrics import psnr, psnr_from_mse
 from inr_cli.core.network import NetworkSpec, output_means
-from inr_cli.core.pixels import PixelImage, fit_longer_side
+from inr_cli.core.pixels import PixelImage
 from inr_cli.core.render import render_float
 from inr_cli.core.schedule import learning_rate
 from inr_cli.core.sizing import fit_to_image
@@ -25,18 +25,15 @@ from inr_cli.errors import InrError
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.atomic import atomic_write_text
 from inr_cli.formats.data import fingerprint
-from inr_cli.formats.images import resample, save_image
+from inr_cli.formats.images import save_image
 from inr_cli.formats.start import initial_state
 from inr_cli.progress import TrainingProgress
 from inr_cli.runs.directory import BLEW_UP, RunLock
 from inr_cli.runs.metrics_csv import MetricsLog, read_metrics
-from inr_cli.runs.pictures import side_by_side, write_previews_animation, write_psnr_svg
+from inr_cli.runs.pictures import picture_size, side_by_side, write_previews_animation, write_psnr_svg
 
 # A full-batch run whose steps would take longer than this gets a hint to shrink the image or batch.
 SLOW_RUN_SECONDS = 600.0
-# Previews of a large image are drawn smaller: a photo's full size takes seconds to draw each time.
-PREVIEW_LONGEST = 1024
-COMPARISON_LONGEST = 2048
 
 
 def slow_run_hint(seconds_per_step: float, steps_left: int, full_batch: bool, pixels: int) -> str | None:
@@ -101,9 +98,9 @@ def _after_blowing_up(exc: BlewUp, run_dir: Path, created: bool, new_run: bool) 
 
 
 def suggested_rate(config: Config) -> str:
-    """A learning rate to try after this one blew up or learned nothing: the model's preset's, tuned,
-    when this one is higher, else a tenth of this one."""
-    preset = MODEL_PRESETS[config.network.model]
+    """A learning rate to try after this one blew up or learned nothing: the rate of the preset tuned
+    for this network (a hash grid's, else its model's), when this one is higher, else a tenth of this one."""
+    preset = tuned_preset(config)
     tuned = build_config(None, {}, preset).optimizer.lr
     if config.optimizer.lr > tuned:
         return f"--lr {tuned:g} (the {preset} preset's rate)"
@@ -187,7 +184,8 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
         def on_step(step):
             if previews and step % previews == 0 and step < total:
                 (run_dir / "previews").mkdir(exist_ok=True)
-                _write_preview(trainer, run_dir / "previews" / f"step-{step:06d}.png", PREVIEW_LONGEST)
+                preview = run_dir / "previews" / f"step-{step:06d}.png"
+                _write_preview(trainer, preview, picture_size(trainer.width, trainer.height))
                 trainer.pause_clock()
 
         def checkpoint(step):
@@ -230,14 +228,10 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
 
 
 def comparison(rendered: np.ndarray, reference: np.ndarray) -> PixelImage:
-    """reference | render | error map, with the render's PSNR; a large image's panels drawn with the
-    longer side COMPARISON_LONGEST (three full-size float panels of a 13-megapixel photo take 0.5 GB)."""
-    score = psnr(rendered, reference)
-    height, width = reference.shape[:2]
-    if max(width, height) > COMPARISON_LONGEST:
-        width, height = fit_longer_side(width, height, COMPARISON_LONGEST)
-        rendered, reference = resample(rendered, width, height), resample(reference, width, height)
-    return side_by_side(rendered, reference, psnr=score)
+    """reference | render | error map, with the whole render's PSNR; a large image's panels drawn
+    from every k-th pixel (pictures.shrink_factor: three full-size float panels of a 13-megapixel
+    photo would take 0.5 GB)."""
+    return side_by_side(rendered, reference, psnr=psnr(rendered, reference))
 
 
 def fresh_state(config: Config, spec: NetworkSpec, image: PixelImage) -> TrainingState:
@@ -248,12 +242,10 @@ def fresh_state(config: Config, spec: NetworkSpec, image: PixelImage) -> Trainin
                          weight_scale=config.network.weight_scale)
 
 
-def _write_preview(trainer: Trainer, path: Path, longest: int | None = None) -> np.ndarray:
-    """The current network drawn at the training size (or with its longer side at most `longest`); a
-    failure to write it only warns."""
-    width, height = trainer.width, trainer.height
-    if longest is not None and max(width, height) > longest:
-        width, height = fit_longer_side(width, height, longest)
+def _write_preview(trainer: Trainer, path: Path, size: tuple[int, int] | None = None) -> np.ndarray:
+    """The current network drawn at the training size, or at `size` (width, height); a failure to
+    write it only warns."""
+    width, height = size or (trainer.width, trainer.height)
     values = render_float(trainer.backend, trainer.spec, trainer.params[:1], width, height)
     _save_quietly(PixelImage(values, trainer.channels), path)
     return values

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from inr_cli.config import SET_PRESETS, Config, build_config, flags_to_values, with_values
+from inr_cli.config import KEY_TYPES, SET_PRESETS, Config, build_config, flags_to_values, given_keys, with_values
 from inr_cli.console import info, notice
 from inr_cli.core.network import NetworkSpec
 from inr_cli.core.sizing import AUTO, SIZED_KEYS, fit_to_image
@@ -43,6 +43,7 @@ from inr_cli.sets.storage import (
     shard_name,
     write_shard,
 )
+from inr_cli.settings import FIT_MANY_FREE_KEYS
 
 
 class SizeNote(str):
@@ -77,25 +78,38 @@ def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, pre
         source = str(Path(source).resolve())
     if not inputs.is_url(out):
         out = str(Path(out).resolve())
-    flags = {**flags, "preview_every": 0}
-    config = build_config(config_file, flags_to_values({**flags, "source": source}), preset, SET_PRESETS)
-    config = resolved_start(config)
+    values = flags_to_values({**flags, "preview_every": 0, "source": source})
+    config = resolved_start(build_config(config_file, values, preset, SET_PRESETS))
+    given = given_keys(config_file, values, preset)
     if add:  # the new images apart, with the set's own settings (checked as a rerun's), then joined
         def fit_new(scratch: Path, names: set[str]) -> None:
             saved = Plan.read(Path(out) / PLAN)
             if labels is not None:
                 _refuse_relabelling(Path(out), saved, read_labels(labels), labels)
-            sized = with_values(config, {key: saved.config.get(key) for key in SIZED_KEYS
-                                         if config.get(key) == AUTO})
-            _refuse_changed_settings(SetFolder(out), saved, Plan(saved.folder, sized, saved.spec, [], [], saved.pack,
-                                                                 start_sha256=start_sha256(sized.training.init)))
-            fit_set(source, str(scratch), sized, pack or saved.pack, ray, workers, gpus_per_worker, skip_unreadable,
+            own = settings_on_rerun(config, saved.config, given)
+            _refuse_changed_settings(SetFolder(out), saved, Plan(saved.folder, own, saved.spec, [], [], saved.pack,
+                                                                 start_sha256=start_sha256(own.training.init)))
+            fit_set(source, str(scratch), own, pack or saved.pack, ray, workers, gpus_per_worker, skip_unreadable,
                     quiet, only=names, labels=labels, grown=saved)
 
         grow(source, Path(out), fit_new)
         return Plan.read(Path(out) / PLAN)
     return fit_set(source, out, config, pack, ray, workers, gpus_per_worker, skip_unreadable, quiet, force,
-                   labels=labels)
+                   labels=labels, given=given)
+
+
+def settings_on_rerun(config: Config, saved: Config | dict, given: set[str] | None) -> Config:
+    """This command's configuration on what it resumes or grows, started with the settings `saved` (a
+    Config, or {key: value} of those it recorded): a setting the command did not give (`given`; None:
+    it gave every one) is the saved one, whatever this inr's defaults and presets choose now, and so
+    is a setting it left to the size (an older inr may have sized it otherwise); one it gave stays,
+    to be checked against the saved one. What may change on a rerun (the device...) stays this
+    command's."""
+    if isinstance(saved, Config):
+        saved = {key: saved.get(key) for key in KEY_TYPES}
+    taken = {key: value for key, value in saved.items() if key not in FIT_MANY_FREE_KEYS
+             and ((given is not None and key not in given) or (key in SIZED_KEYS and config.get(key) == AUTO))}
+    return with_values(config, taken)
 
 
 def _refuse_relabelling(out: Path, saved: Plan, labels: dict[str, str], where: Path) -> None:
@@ -168,10 +182,11 @@ class InProcess:
 def fit_set(source: str, out: str | Path, config: Config, pack: int | None = None, ray: str | None = None,
             workers: int | None = None, gpus_per_worker: float | None = None, skip_unreadable: bool = False,
             quiet: bool = False, force: bool = False, only: set[str] | None = None,
-            labels: Path | None = None, grown: Plan | None = None) -> Plan:
+            labels: Path | None = None, grown: Plan | None = None, given: set[str] | None = None) -> Plan:
     """`inr fit-many` after its options are read and checked (fit_folder): plan (or resume), fit every
     pending shard in-process or on a Ray cluster, assemble the set in `out`. Progress and notices on
-    stderr unless quiet."""
+    stderr unless quiet. `given`: the keys the command gave (given_keys; None: every key of `config`),
+    the others are a resumed set's own."""
     from inr_cli.progress import ImageProgress
 
     notices: list[str] = []
@@ -182,7 +197,7 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
         whole_shards, folder.front_to_back = output_storage(folder.local, runner.machines(config))
         folder.rows_in_place = not whole_shards
     plan, pending = prepare(source, folder, config, pack, skip_unreadable, notices, runner, force, only, labels,
-                            grown)
+                            grown, given)
     if whole_shards and pending:
         notices.append(f"{whole_shards}: each shard's file holds its networks, and the driver streams them into "
                        f"{WEIGHTS} at the end")
@@ -234,7 +249,8 @@ def interrupted_message(exc: Interrupted, plan: Plan, steps: int, folder: SetFol
 
 def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, skip_unreadable: bool,
             notices: list, runner: Runner, force: bool = False, only: set[str] | None = None,
-            labels: Path | None = None, grown: Plan | None = None) -> tuple[Plan, list[int]]:
+            labels: Path | None = None, grown: Plan | None = None,
+            given: set[str] | None = None) -> tuple[Plan, list[int]]:
     """The plan (new, or the one in the output checked against this command) and the shards still
     to fit. The runner probes the images (their size and fingerprint, learned where they are read)
     and says the shard size when --pack is not given. Every check is made before the output is
@@ -250,7 +266,7 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
     _refuse_writing_over_inputs(folder, listed)
     if saved is not None:
         try:
-            config = _resumed_config(folder, saved, listed, config, pack)
+            config = _resumed_config(folder, saved, listed, config, pack, given)
         except InrError as exc:
             if not force:
                 raise
@@ -362,16 +378,14 @@ def _empty_shards_folder(folder: SetFolder) -> bool:
 
 
 def _resumed_config(folder: SetFolder, saved: Plan, listed: list[inputs.Listed], config: Config,
-                    pack: int | None) -> Config:
+                    pack: int | None, given: set[str] | None) -> Config:
     """This command's configuration for the saved plan: refused where it or the inputs changed."""
     _refuse_changed_inputs(folder, saved, listed)
-    # A setting left to the size is the one this data set already got (an older inr may have
-    # chosen it differently); one given by hand is checked against it below.
-    config = with_values(config, {key: saved.config.get(key) for key in SIZED_KEYS if config.get(key) == AUTO})
-    given = {item.name: item.label for item in listed}
-    relabelled_entry = next((e for e in saved.images if given.get(e.name, e.label) != e.label), None)
+    config = settings_on_rerun(config, saved.config, given)
+    labelled = {item.name: item.label for item in listed}
+    relabelled_entry = next((e for e in saved.images if labelled.get(e.name, e.label) != e.label), None)
     if relabelled_entry is not None:  # index.csv would say otherwise than the set's plan
-        raise InrError(f"{folder}: {relabelled_entry.name} is labelled {given[relabelled_entry.name]!r} now, "
+        raise InrError(f"{folder}: {relabelled_entry.name} is labelled {labelled[relabelled_entry.name]!r} now, "
                        f"{relabelled_entry.label!r} in this set; rerun with the same labels, or use another -o "
                        f"(--force starts it again)")
     wanted = Plan(saved.folder, config, saved.spec, [], [], pack or saved.pack,

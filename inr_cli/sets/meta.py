@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inr_cli.config import Config, with_values
+from inr_cli.config import ADDED_KEYS, KEY_TYPES, Config, with_values
 from inr_cli.core.metrics import psnr_from_mse
 from inr_cli.core.network import NetworkSpec, output_means
 from inr_cli.core.pixels import PixelImage
@@ -45,6 +45,7 @@ from inr_cli.formats.atomic import atomic_path, atomic_write_text
 from inr_cli.formats.data import fingerprint
 from inr_cli.formats.export import write_safetensors
 from inr_cli.formats.input_files import check_regular
+from inr_cli.formats.network_description import spec_from_json
 from inr_cli.formats.start import initial_params
 from inr_cli.limits import MAX_METADATA_BYTES
 from inr_cli.outputs import check_parent, refuse_inputs, refuse_inside, refuse_special, side_files, takes_files
@@ -201,9 +202,9 @@ class MetaState:
             saved = self.read()
             if saved is None:
                 return None
-            if saved["settings"] != settings:
-                raise InrError(f"{self.path} was learned with other settings; use another -o (--force starts "
-                               f"again)")
+            change = settings_change(saved["settings"], settings, self.path)
+            if change:
+                raise InrError(f"{self.path} was learned with {change}; use another -o (--force starts again)")
             if saved["start"].shape != (parameters,) or saved["step"] > outer_steps:
                 raise InrError(f"{self.path}: damaged meta-init checkpoint, a start of {saved['start'].size} "
                                f"parameters at outer step {saved['step']}, not of {parameters} within {outer_steps}")
@@ -228,6 +229,37 @@ class MetaState:
         lines = ["outer_step,heldout_loss,heldout_psnr,seconds"] + [
             f"{r['step']},{r['loss']:.8g},{r['psnr']:.4f},{r['seconds']:.2f}" for r in log]
         atomic_write_text(self.log, "\n".join(lines) + "\n")
+
+
+def recorded_settings(text: str, where: Path) -> dict:
+    """{key: value} of the settings a checkpoint's `settings` (learn_start's) records: its network's
+    and its optimizer's, an optimizer key added since at its legacy value."""
+    try:
+        document = json.loads(text)
+        values = spec_from_json(document["spec"]).settings()
+        for name, value in document["config"].items():
+            key = f"optimizer.{name}"
+            values[key] = value if KEY_TYPES[key] is str else KEY_TYPES[key](value)
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        raise InrError(f"{where}: damaged meta-init checkpoint, its settings are not a record of them") from None
+    return {**{key: value for key, value in ADDED_KEYS.items() if key.startswith("optimizer.")}, **values}
+
+
+def settings_change(saved: str, wanted: str, where: Path) -> str | None:
+    """What differs between the settings a checkpoint was learned with and `wanted`, in words (the
+    first option, the images, the first setting), or None."""
+    was, now = recorded_settings(saved, where), recorded_settings(wanted, where)  # the saved one checked first
+    old, new = json.loads(saved), json.loads(wanted)
+    options = old["options"] if isinstance(old.get("options"), dict) else {}
+    for name, value in new["options"].items():
+        if options.get(name) != value:
+            return f"--{name.replace('_', '-')} {options.get(name)}, not {value}"
+    if old.get("names") != new["names"]:
+        return "other images"
+    if old.get("inner_lr") != new["inner_lr"]:
+        return "another inner learning rate"
+    key = next((key for key in {**was, **now} if was.get(key) != now.get(key)), None)
+    return None if key is None else f"{key} = {was.get(key)!r}, not {now.get(key)!r}"
 
 
 def _fingerprints(text: str, archive: npz.Archive) -> dict[str, str]:

@@ -7,13 +7,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from inr_cli.config import SET_PRESETS, build_config, flags_to_values
+from inr_cli.config import SET_PRESETS, build_config, flags_to_values, given_keys
 from inr_cli.console import info
-from inr_cli.errors import UsageError
+from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.export import need_writer
 from inr_cli.formats.start import is_file_start, resolved_start, start_file
-from inr_cli.sets.driver import check_options
-from inr_cli.sets.meta import InProcess, MetaInterrupted, MetaOptions, MetaState, learn_start
+from inr_cli.sets.driver import check_options, settings_on_rerun
+from inr_cli.sets.meta import InProcess, MetaInterrupted, MetaOptions, MetaState, learn_start, recorded_settings
 
 
 def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, preset: str | None, options: dict,
@@ -31,13 +31,15 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
         raise UsageError(f"{out}: a start is written as .safetensors")
     check_options(None, ray, workers, gpus_per_worker)
     need_writer("safetensors")  # said before the learning, not after it
-    config = build_config(config_file, flags_to_values({**flags, "source": str(source), "preview_every": 0}), preset,
-                          SET_PRESETS)
-    config = resolved_start(config)
+    values = flags_to_values({**flags, "source": str(source), "preview_every": 0})
+    config = resolved_start(build_config(config_file, values, preset, SET_PRESETS))
     init = config.training.init
-    MetaState(out).check_outputs(force, options["outer_steps"], [source, config_file or "",
-                                                                 start_file(init) if is_file_start(init) else ""],
-                                 [source])
+    state = MetaState(out)
+    state.check_outputs(force, options["outer_steps"], [source, config_file or "",
+                                                        start_file(init) if is_file_start(init) else ""], [source])
+    # The same command goes on from its checkpoint: what it does not say is what the checkpoint
+    # was learned with, whatever this inr's defaults and presets choose now.
+    config = settings_on_rerun(config, _checkpointed_settings(state, force), given_keys(config_file, values, preset))
     if ray:
         from inr_cli.sets.meta_on_ray import OnRay
 
@@ -75,3 +77,15 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
              f"{result['images']} images ({result['heldout']} held out) on {runner.where} -> {out}{chosen}; "
              f"fit-many --init {out}")
     return result
+
+
+def _checkpointed_settings(state: MetaState, force: bool) -> dict:
+    """The settings the checkpoint records ({key: value}); none where there is no checkpoint, or with
+    --force one that cannot be read (it is started afresh)."""
+    try:
+        saved = state.read()
+        return recorded_settings(saved["settings"], state.path) if saved else {}
+    except InrError:
+        if not force:
+            raise
+        return {}

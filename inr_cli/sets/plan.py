@@ -29,10 +29,6 @@ from inr_cli.formats.pixel_csv import CHANNEL_SETS
 from inr_cli.formats.start import SHARED, start_sha256
 from inr_cli.limits import MAX_LIST_BYTES
 from inr_cli.sets import inputs
-from inr_cli.settings import FIT_MANY_FREE_KEYS
-
-# The settings a rerun may change: they decide where and how fast, not what is fitted.
-FREE_KEYS = FIT_MANY_FREE_KEYS
 
 
 def image_seed(seed: int, name: str) -> int:
@@ -76,8 +72,8 @@ class Plan:
 
     def settings(self) -> dict:
         """What the fitted networks depend on, besides the images: a rerun must match it."""
-        values = {key: self.config.get(key) for key in configuration.KEY_TYPES if key not in FREE_KEYS}
-        return {"settings": values, "pack": self.pack, "start_sha256": self.start_sha256}
+        return {"settings": configuration.fitted_settings(self.config), "pack": self.pack,
+                "start_sha256": self.start_sha256}
 
     def to_json(self) -> str:
         # One row per image (and no indent: the C encoder), so that a million-image plan is written
@@ -245,7 +241,7 @@ def _spec(value, config: Config, out_features: int) -> NetworkSpec:
     """The network the plan's settings give, which the plan's own description must be."""
     try:
         expected = NetworkSpec.from_config(config, out_features)
-    except ValueError as exc:
+    except (ValueError, UsageError) as exc:
         raise BadPlan(f"its settings do not give a network ({exc})") from None
     wanted = json.loads(expected.to_json())
     if not isinstance(value, dict):

@@ -22,7 +22,6 @@ from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.data import SAMPLE, fingerprint
 from inr_cli.outputs import folder_output, make_folder, refuse_special
 from inr_cli.sets import inputs
-from inr_cli.settings import FIT_MANY_FREE_KEYS
 from inr_cli.tune import require_optuna
 from inr_cli.tune.outputs import counted
 from inr_cli.tune.sample import Sample, load_sample
@@ -144,9 +143,9 @@ def tune(source: str, out: str | Path, flags: dict, config_file: Path | None = N
 
 def definition(config: Config, space: Space, sample: Sample, options: TuneOptions) -> dict:
     """What a resumed study must be run with again: all but the number of trials and where they run."""
-    settings = {key: config.get(key) for key in configuration.KEY_TYPES if key not in FIT_MANY_FREE_KEYS}
     return json.loads(json.dumps({"source": config.data.source, "images": sample.names, "objective": options.objective,
-                                  "pruner": options.pruner, "space": space.to_json(), "settings": settings,
+                                  "pruner": options.pruner, "space": space.to_json(),
+                                  "settings": configuration.fitted_settings(config),
                                   "fingerprints": [fingerprint(image) for image in sample.images]}))
 
 
@@ -200,10 +199,11 @@ def _refuse_changes(out: Path, saved: dict, wanted: dict) -> None:
                        wanted["images"][0])
         raise InrError(f"{changed} has changed since the study in {out} started (its pixels differ); resume it on the "
                        f"images it was started on, or pick another -o")
+    started = {**configuration.ADDED_KEYS, **saved.get("settings", {})}  # a study of an older inr lacks the newer keys
     for key, value in wanted["settings"].items():
-        if saved.get("settings", {}).get(key) != value:
-            raise UsageError(f"{out} was started with {key} = {saved.get('settings', {}).get(key)!r}, not {value!r}; "
-                             f"resume it with the options it was started with, or pick another -o")
+        if started.get(key) != value:
+            raise UsageError(f"{out} was started with {key} = {started.get(key)!r}, not {value!r}; resume it with the "
+                             f"options it was started with, or pick another -o")
 
 
 def _say_start(config: Config, space: Space, sample: Sample, options: TuneOptions, out: Path, done: int,
