@@ -152,7 +152,8 @@ SETTINGS = (
     Setting("training.matmul", str, "kernel", "GPU matmul: our kernel, or cuBLAS for comparison",
             choices=MATMULS, fits=False),
     Setting("training.precision", str, "fp32", "GPU layer products: FP32, or TF32 on tensor cores (operands rounded "
-            "to 10 mantissa bits, sums in FP32)", choices=PRECISIONS, legacy="fp32"),
+            "to 10 mantissa bits, sums in FP32; the products over the coordinates stay FP32)", choices=PRECISIONS,
+            legacy="fp32"),
     Setting("training.fused_network", bool, True, "On the GPU, train a network whose hidden layers are at most 128 "
             "wide in two fused kernels a step, its activations kept on chip between layers (off: a kernel per layer, "
             "for comparison)", fits=False, legacy=True),  # fits what runs saved before it fitted
