@@ -44,7 +44,7 @@ from benchmarks.weights_suite import (  # noqa: E402
 # meta-init's options (beyond the sets preset) and how the held-out images start from the start:
 # outputs kept (the start's own) or at each image's mean colour. "shared": fit-many's default start,
 # no learning; "shared-mean": its draw with each output at its image's mean.
-BASE = {"outer_lr": 1.0, "inner_steps": 32, "outer_steps": 500, "at_mean": False}
+BASE = {"outer_lr": 1.0, "inner_steps": 32, "outer_steps": 500, "at_mean": False, "lr": 0.0}  # lr 0: the preset's
 VARIANTS = {
     "shared": {"meta": None, "fit_at_mean": False},
     "shared-mean": {"meta": None, "fit_at_mean": True},
@@ -62,6 +62,10 @@ VARIANTS = {
     "both-k16": {"meta": {"at_mean": True, "inner_steps": 16}, "fit_at_mean": True},
     "both-k64": {"meta": {"at_mean": True, "inner_steps": 64}, "fit_at_mean": True},
     "both-k100": {"meta": {"at_mean": True, "inner_steps": 100}, "fit_at_mean": True},
+    # the rate of the fits (and of meta-init's inner fits), where the others keep the preset's
+    "shared-lr3e-3": {"meta": None, "fit_at_mean": False, "fit_lr": 3e-3},
+    "both-fit3e-3": {"meta": {"at_mean": True}, "fit_at_mean": True, "fit_lr": 3e-3},
+    "both-lr3e-3": {"meta": {"at_mean": True, "lr": 3e-3}, "fit_at_mean": True, "fit_lr": 3e-3},
 }
 
 
@@ -69,13 +73,13 @@ def learned(images: Path, train: list[str], keep: Path, dataset: str, net: dict,
             meta: dict) -> tuple[str, dict]:
     """The start learned with these options (BASE's, overridden by `meta`), from --keep if learned before."""
     options = {**BASE, **meta}
-    key = "-".join(f"{k}{options[k]}" for k in sorted(options))
+    key = "-".join(f"{k}{options[k]}" for k in sorted(options) if options[k] or k != "lr")
     folder = keep / dataset / key
     record = folder / "meta.json"
     if record.exists():
         return str(folder / "start.safetensors"), json.loads(record.read_text())
     folder.mkdir(parents=True, exist_ok=True)
-    flags = {**recipe, "start_output_at_mean": options["at_mean"]}
+    flags = {**recipe, "start_output_at_mean": options["at_mean"], **({"lr": options["lr"]} if options["lr"] else {})}
     start, facts = learn_start(images, train, folder, net, flags,
                                dict(outer_steps=options["outer_steps"], inner_steps=options["inner_steps"],
                                     meta_batch=8, outer_lr=options["outer_lr"], holdout=0.1, eval_every=25))
@@ -119,7 +123,9 @@ def main() -> None:
             for name in args.variants:
                 variant = VARIANTS[name]
                 row = {"dataset": dataset, "variant": name, "train": len(train), "test": len(test),
-                       "fit_at_mean": variant["fit_at_mean"]}
+                       "fit_at_mean": variant["fit_at_mean"], "fit_lr": variant.get("fit_lr")}
+                fitting = {**recipe, "start_output_at_mean": variant["fit_at_mean"],
+                           **({"lr": variant["fit_lr"]} if "fit_lr" in variant else {})}
                 if variant["meta"] is None:
                     init = "shared" if not variant["fit_at_mean"] else \
                         str(set_mean_start(images, train, Path(scratch) / "shared.safetensors", net, recipe))
@@ -130,7 +136,7 @@ def main() -> None:
                 row["held_out_at"] = {}
                 for steps in args.fit_steps:
                     out = Path(scratch) / f"{name}-{steps}"
-                    fit(listing, out, net, {**recipe, "start_output_at_mean": variant["fit_at_mean"]}, init, steps)
+                    fit(listing, out, net, fitting, init, steps)
                     row["held_out_at"][str(steps)] = fidelity(index_rows(out))
                 print(f"{dataset} {name}: " + ", ".join(f"{k} steps {v['mean_psnr']:.2f} dB"
                                                       for k, v in row["held_out_at"].items()), flush=True)
