@@ -49,7 +49,8 @@ LETTERS = "ABCDEFGHIJ"
 TEST_SHARE = 0.3
 
 # Fitting recipes: fit-many's settings beyond the network and the image size. "default" is what
-# fit-many does with nothing said (the sets preset); the others differ from the siren preset in what they name.
+# fit-many does with nothing said (the sets preset); the others differ from the preset they name (the
+# sets preset where they name none) in what they name.
 RECIPES = {
     "default": {},
     "siren": {"preset": "siren"},  # the single image's preset (fit-many's default before the sets preset)
@@ -65,6 +66,11 @@ RECIPES = {
     "w30-lr3e-3": {"preset": "siren", "omega0": 30.0, "lr": 3e-3},
     "w45-lr1e-3": {"preset": "siren", "omega0": 45.0, "lr": 1e-3},
     "w30-lr3e-4-ws2": {"preset": "siren", "omega0": 30.0, "lr": 3e-4, "weight_scale": 2.0},
+    # a learned start's outputs at each image's mean colour, in meta-init's inner fits and in the fits
+    # from it (a draw's outputs follow init_output_at_mean: the shared start's stay at mid-grey)
+    "start-at-mean": {"start_output_at_mean": True},
+    "start-at-mean-lr3e-3": {"start_output_at_mean": True, "lr": 3e-3},
+    "lr3e-3": {"lr": 3e-3},
 }
 
 

@@ -92,6 +92,9 @@ SETTINGS = (
     Setting("network.init_output_at_mean", bool, True, "Start the output biases at the image's mean colour "
             "(the logit of it for a sigmoid output; fit-many's shared start: at mid-grey, one start for every "
             "network); a file start (--init PATH) keeps its own", legacy=False),
+    Setting("network.start_output_at_mean", bool, False, "Set a file start's output biases (--init PATH) to each "
+            "image's mean colour, where it otherwise keeps its own (meta-init: each inner fit starts so, learning a "
+            "start for fits that do)", legacy=False),
     Setting("encoding.name", str, "none", "Coordinates as they are (none), Gaussian Fourier features "
             "cos/sin(2 pi B x), B ~ N(0, sigma^2) (fourier), or a trained multiresolution hash grid (hashgrid, "
             "Mueller et al. 2022)", name="encoding", choices=ENCODINGS),

@@ -18,6 +18,7 @@ from inr_cli.core.trainer import Trainer
 from inr_cli.core.training_loop import Signals, run_steps
 from inr_cli.formats.data import load_training_data
 from inr_cli.formats.export import write_safetensors
+from inr_cli.formats.start import resolved_start
 from inr_cli.runs.training import fresh_state
 from tests.conftest import make_image
 from tests.kernel_checks import OPTIMIZER_SETTINGS, check_schedule_and_optimizers
@@ -33,6 +34,7 @@ CHANGED = {
     "network.layers": (3, {}),
     "network.omega0": (30.0, {}),  # the base's 0 is chosen from the image's size
     "network.init_output_at_mean": (False, {}),  # on by default
+    "network.start_output_at_mean": (True, {"training.init": START_FILE}),  # a file start's own biases by default
     "network.weight_scale": (2.0, {}),
     "encoding.name": ("fourier", {}),
     "encoding.features": (4, {"encoding.name": "fourier"}),
@@ -87,7 +89,7 @@ def sized(config: Config):
 def fit(backends, config: Config) -> np.ndarray:
     """The parameters after STEPS steps, the network set up as `inr train` sets it up (on the backend
     of its training.precision)."""
-    image, config, spec = sized(config)
+    image, config, spec = sized(resolved_start(config))
     seed = config.training.seed
     state = fresh_state(config, spec, image)  # as run_training starts a new run
     trainer = Trainer(backends[config.training.precision], spec, config, [image], state, [seed])
@@ -121,10 +123,12 @@ def test_a_fitting_setting_changes_the_fit(backends, base, key, tmp_path):
     config, other_image = base
     value, needs = CHANGED[key]
     value = other_image if value is OTHER_IMAGE else value
-    if value is START_FILE:
-        image, _, spec = sized(with_values(config, needs))
-        value = str(tmp_path / "start.safetensors")
-        write_safetensors(spec, init_networks(spec, [123])[0], image.channels, value)
+    start = str(tmp_path / "start.safetensors")
+    if START_FILE in (value, needs.get("training.init")):
+        image, _, spec = sized(config)
+        write_safetensors(spec, init_networks(spec, [123])[0], image.channels, start)
+        value = start if value is START_FILE else value
+        needs = {k: start if v is START_FILE else v for k, v in needs.items()}
     before = with_values(config, needs)
     assert before.get(key) != value, f"{key}: the changed value is the base's"
     first, second = fit(backends, before), fit(backends, with_values(before, {key: value}))

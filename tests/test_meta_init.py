@@ -195,6 +195,8 @@ def test_a_file_start_keeps_its_own_output_biases(tmp_path):
     from_file = with_values(shared, {"training.init": str(start)})
     assert resolved_start(shared).network.init_output_at_mean  # a draw starts at each image's mean
     assert not resolved_start(from_file).network.init_output_at_mean
+    # unless network.start_output_at_mean sets a file start's outputs at each image's mean colour
+    assert resolved_start(with_values(from_file, {"network.start_output_at_mean": True})).network.init_output_at_mean
 
 
 def test_ray_options_without_ray_are_refused(tmp_path):
@@ -228,3 +230,37 @@ def test_settings_its_inner_fits_would_ignore_are_refused_not_listed(tmp_path):
     shown = runner.invoke(app, ["meta-init", "--help"], terminal_width=200).output
     assert "--inner-steps" in shown and "--lr " in shown and "--until-psnr" not in shown and "--lr-min" not in shown
     assert not (tmp_path / "s.safetensors").exists()
+
+
+def test_inner_fits_at_each_images_mean_colour_start_as_a_fit_from_the_start_will(tmp_path):
+    """network.start_output_at_mean: each inner fit (and held-out measure) starts from the start with its
+    output biases at its own image's mean colour, as fit-many --init START --start-output-at-mean will:
+    a pack's fits are each image's fit alone from the start with those biases set by hand (within
+    rounding: other shapes); a run learned so records it, and resuming it without is refused."""
+    folder = kind(tmp_path / "kind", 6, 0)
+    config = build_config(None, flags_to_values({"source": str(folder), "hidden": 12, "layers": 2, "omega0": 20.0,
+                                                 "lr": 1e-3, "device": "cpu", "steps": 4}))
+    images, _, config = load_images(str(folder), config)
+    spec = NetworkSpec.from_config(config, images[0].n_channels)
+    start = init_networks(spec, [3])[0]
+    at_mean = with_values(config, {"network.start_output_at_mean": True})
+    backend, seeds = NumpyBackend(), [11, 12, 13]
+    pack, losses = inner_fit(backend, spec, at_mean, start, images[:3], seeds)
+    for i, image in enumerate(images[:3]):
+        by_hand = start.copy()
+        by_hand[-3:] = image.values.reshape(-1, 3).mean(axis=0)  # SIREN's linear output: the biases, the last three
+        alone, loss = inner_fit(backend, spec, config, by_hand, [image], [seeds[i]])
+        np.testing.assert_allclose(pack[i], alone[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(losses[i], loss[0], rtol=1e-4)
+    plain = inner_fit(backend, spec, config, start, images[:3], seeds)[0]
+    assert np.abs(plain[:, -3:] - pack[:, -3:]).max() > 0.02  # the two told apart
+    out = str(tmp_path / "start.safetensors")
+    short = ["--outer-steps", "2", "--inner-steps", "3", "--meta-batch", "2", "--eval-every", "1", "-q"]
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", out, "--start-output-at-mean", *NET, *short])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", out, *NET, *short])
+    assert result.exit_code == 1 and "learned with --start-output-at-mean;" in result.output, result.output
+    plain_out = str(tmp_path / "plain.safetensors")
+    assert runner.invoke(app, ["meta-init", str(folder), "-o", plain_out, *NET, *short]).exit_code == 0
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", plain_out, "--start-output-at-mean", *NET, *short])
+    assert result.exit_code == 1 and "learned with --no-start-output-at-mean;" in result.output, result.output

@@ -142,3 +142,40 @@ def test_a_rerun_or_resume_refuses_a_changed_start(tmp_path):
     assert inr("train", folder / "img0.png", "--run-dir", run, "--preview-every", "0", *NET).exit_code == 0
     result = inr("train", "--resume", run, "--init", "random", "--steps", "30")
     assert result.exit_code == 2 and "--init cannot change when resuming" in result.output
+
+
+def test_a_file_start_at_each_images_mean_colour(tmp_path):
+    """network.start_output_at_mean: every network from the file's weights, but for its output biases,
+    set to its own image's mean colour (a file start keeps its own without it); fit-many and train
+    alike, the plan recording the outputs at the mean as the fit did. After one Adam step (lr 3e-3)
+    the output biases are still within a step of where they began."""
+    import json
+
+    from PIL import Image
+
+    folder = make_folder(tmp_path / "images", count=3)
+    means = {p.name: np.asarray(Image.open(p), dtype=np.float64).reshape(-1, 3).mean(axis=0) / 255
+             for p in sorted(folder.iterdir())}
+    start_weights = init_networks(SPEC, [99])[0]
+    start = tmp_path / "start.safetensors"
+    write_safetensors(SPEC, start_weights, ("r", "g", "b"), start)
+    colours = [np.array([0.1, 0.2, 0.3]), np.array([0.9, 0.8, 0.7])]
+    drawn = initial_params(str(start), SPEC, 0, [1, 2], colours)
+    for row, colour in zip(drawn, colours):  # SIREN's output is linear: its biases are the colour, the last three
+        assert np.array_equal(row[:-3], start_weights[:-3]) and np.array_equal(row[-3:], colour.astype(np.float32))
+    assert np.array_equal(initial_params(str(start), SPEC, 0, [1]), start_weights[None])  # read, never written
+    one_step = [*NET[:NET.index("--steps")], "--steps", "1", "--device", "cpu", "-q"]
+    for flag, expected in (("--start-output-at-mean", lambda name: means[name]), ("--no-start-output-at-mean",
+                                                                                  lambda name: start_weights[-3:])):
+        out = tmp_path / f"set{flag}"
+        assert inr("fit-many", folder, "-o", out, "--init", start, flag, *one_step).exit_code == 0
+        network = json.loads((out / PLAN).read_text())["config"]["network"]
+        assert network["init_output_at_mean"] == network["start_output_at_mean"] == (flag == "--start-output-at-mean")
+        networks = load_network_set(out)
+        for i, row in enumerate(networks.index):
+            assert np.abs(np.asarray(networks.weights)[i, -3:] - expected(row["name"])).max() < 4e-3
+    assert max(np.abs(m - start_weights[-3:]).max() for m in means.values()) > 0.02  # told apart above
+    run = tmp_path / "run"
+    assert inr("train", folder / "img1.png", "--init", start, "--start-output-at-mean", "--run-dir", run,
+               "--preview-every", "0", *one_step).exit_code == 0
+    assert np.abs(ckpt.load(run).params[-3:] - means["img1.png"]).max() < 4e-3

@@ -178,8 +178,17 @@ def init_parameters(spec: NetworkSpec, seed: int, output_mean=None, weight_scale
     for index, (weight, bias) in enumerate(layers):
         model.init_layer(index, index == len(layers) - 1, weight[0], bias[0], rng)
     if output_mean is not None:
-        layers[-1][1][0] = model.output_bias(np.asarray(output_mean, dtype=np.float64))
+        set_output_means(spec, flat, [output_mean])
     return flat[0]
+
+
+def set_output_means(spec: NetworkSpec, params: np.ndarray, means) -> None:
+    """The output biases of [N, P] parameters set, in place, so that network i starts at the colour
+    means[i] (per channel): its logit for a sigmoid output, itself for a linear one."""
+    model = create_model(spec)
+    bias = layer_views(spec, params)[-1][1]
+    for row, mean in zip(bias, means, strict=True):
+        row[...] = model.output_bias(np.asarray(mean, dtype=np.float64))
 
 
 def init_networks(spec: NetworkSpec, seeds, output_means=None, weight_scale: float = 1.0) -> np.ndarray:
@@ -195,7 +204,12 @@ def output_means(config, images) -> list[np.ndarray] | None:
     (network.init_output_at_mean), else None."""
     if not config.network.init_output_at_mean:
         return None
-    return [image.values.reshape(-1, image.n_channels).mean(axis=0, dtype=np.float64) for image in images]
+    return [image_mean(image) for image in images]
+
+
+def image_mean(image) -> np.ndarray:
+    """An image's mean colour, per channel, in float64."""
+    return image.values.reshape(-1, image.n_channels).mean(axis=0, dtype=np.float64)
 
 
 class Network:

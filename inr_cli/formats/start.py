@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from inr_cli.config import Config, with_values
-from inr_cli.core.network import NetworkSpec, init_networks
+from inr_cli.core.network import NetworkSpec, init_networks, set_output_means
 from inr_cli.core.state import TrainingState
 from inr_cli.errors import InrError
 from inr_cli.formats import checkpoint as ckpt
@@ -45,12 +45,13 @@ def resolved_init(init: str) -> str:
 
 def resolved_start(config: Config) -> Config:
     """The configuration with its start as recorded (resolved_init). A file start keeps its own
-    output biases (the ones it was learned or trained with, the same for every network): the
-    configuration records network.init_output_at_mean off for it, as the fit does."""
+    output biases (the ones it was learned or trained with, the same for every network) unless
+    network.start_output_at_mean sets them to each image's mean colour: the configuration records
+    network.init_output_at_mean as that, as the fit does."""
     init = resolved_init(config.training.init)
     values = {"training.init": init}
     if is_file_start(init):
-        values["network.init_output_at_mean"] = False
+        values["network.init_output_at_mean"] = config.network.start_output_at_mean
     return with_values(config, values)
 
 
@@ -108,15 +109,19 @@ def initial_params(init: str, spec: NetworkSpec, run_seed: int, seeds, output_me
                    start: np.ndarray | None = None, weight_scale: float = 1.0) -> np.ndarray:
     """[N, P] step-0 parameters of the networks with seeds `seeds` (their own draws for random, the
     run seed's draw for shared, the file's weights for a PATH, `start` when already read). The
-    output biases start at output_means (network.init_output_at_mean) and the hidden weights are
-    scaled by weight_scale (network.weight_scale) for the draws; a file start keeps its own."""
+    output biases start at output_means where given (network.init_output_at_mean; for a file start
+    network.start_output_at_mean, see resolved_start); the hidden weights of the draws are scaled by
+    weight_scale (network.weight_scale), a file start keeps its own."""
     seeds = list(seeds)
     if init == RANDOM:
         return init_networks(spec, seeds, output_means, weight_scale)
     if init == SHARED:
         return init_networks(spec, [run_seed] * len(seeds), output_means, weight_scale)
     params = start_params(init, spec) if start is None else start
-    return np.ascontiguousarray(np.broadcast_to(params, (len(seeds), spec.parameter_count())), dtype=np.float32)
+    params = np.array(np.broadcast_to(params, (len(seeds), spec.parameter_count())), dtype=np.float32, order="C")
+    if output_means is not None:
+        set_output_means(spec, params, output_means)
+    return params
 
 
 def initial_state(init: str, spec: NetworkSpec, run_seed: int, seeds, output_means=None,

@@ -33,7 +33,7 @@ import numpy as np
 
 from inr_cli.config import ADDED_KEYS, KEY_TYPES, Config, with_values
 from inr_cli.core.metrics import psnr_from_mse
-from inr_cli.core.network import NetworkSpec, output_means
+from inr_cli.core.network import NetworkSpec, image_mean, output_means, set_output_means
 from inr_cli.core.pixels import PixelImage
 from inr_cli.core.sizing import fit_to_image
 from inr_cli.core.state import TrainingState
@@ -80,9 +80,12 @@ def load_images(source: str, config: Config) -> tuple[list[PixelImage], list[str
 
 def inner_fit(backend, spec: NetworkSpec, config: Config, start: np.ndarray, images: list[PixelImage],
               seeds: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """The images fitted from `start` for training.steps steps, as one pack: (params [n, P], losses [n])."""
-    state = TrainingState(np.ascontiguousarray(np.broadcast_to(start, (len(images), start.size)), dtype=np.float32),
-                          None, None, 0, 0.0, np.full(len(images), np.nan))
+    """The images fitted from `start` for training.steps steps, as one pack: (params [n, P], losses [n]);
+    each from its own mean colour where network.start_output_at_mean asks, as a fit from the start will."""
+    params = np.array(np.broadcast_to(start, (len(images), start.size)), dtype=np.float32, order="C")
+    if config.network.start_output_at_mean:
+        set_output_means(spec, params, [image_mean(image) for image in images])
+    state = TrainingState(params, None, None, 0, 0.0, np.full(len(images), np.nan))
     trainer = Trainer(backend, spec, config, images, state, seeds)
     try:
         losses = run_steps(trainer, Signals(), config.training.steps)
@@ -258,6 +261,8 @@ def settings_change(saved: str, wanted: str, where: Path) -> str | None:
         return "other images"
     if old.get("inner_lr") != new["inner_lr"]:
         return "another inner learning rate"
+    if old.get("inner_outputs") != new.get("inner_outputs"):  # recorded only when on
+        return "--start-output-at-mean" if old.get("inner_outputs") else "--no-start-output-at-mean"
     key = next((key for key in {**was, **now} if was.get(key) != now.get(key)), None)
     return None if key is None else f"{key} = {was.get(key)!r}, not {now.get(key)!r}"
 
@@ -319,8 +324,11 @@ def learn_start(runner, source: str, out: Path, config: Config, options: MetaOpt
                          f"a start is learned from the others: give a smaller share")
     inner = with_values(config, {"training.steps": options.inner_steps, "training.target_psnr": 0.0,
                                  "optimizer.lr_min": config.optimizer.lr, "optimizer.warmup": 0})
-    settings = json.dumps({"options": options.__dict__, "spec": spec.to_json(), "names": names, "inner_lr": "held",
-                           "config": {k: str(v) for k, v in sorted(vars(config.optimizer).items())}}, sort_keys=True)
+    recorded = {"options": options.__dict__, "spec": spec.to_json(), "names": names, "inner_lr": "held",
+                "config": {k: str(v) for k, v in sorted(vars(config.optimizer).items())}}
+    if config.network.start_output_at_mean:  # only when on: a checkpoint written before it resumes
+        recorded["inner_outputs"] = "each image's mean"
+    settings = json.dumps(recorded, sort_keys=True)
     fingerprints = {name: fingerprint(image) for name, image in zip(names, images)}
     state = MetaState(out)
     saved = state.load(settings, spec.parameter_count(), options.outer_steps, fingerprints, force)
