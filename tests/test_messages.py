@@ -151,7 +151,7 @@ def test_help_lists_every_command_whole_and_options_with_their_defaults_and_meta
         assert not [line for line in options if "<" in line.split("  ")[1]], (name, options)
     train = " ".join(runner.invoke(app, ["train", "--help"], env={"COLUMNS": "80"}).output.split())
     assert "--hidden N Neurons per hidden layer. Default: 256 (hashgrid preset: 64; sigmoid preset: 128)." in train
-    assert "Default: 0.0004 (fourier, sigmoid presets: 0.003; hashgrid preset: 0.02; sets preset: 0.001)." in train
+    assert "Default: 0.0004 (fourier, sets, sigmoid presets: 0.003; hashgrid preset: 0.02)." in train
     assert "--gray / --no-gray Train on one grey channel. Default: false." in train
 
 
