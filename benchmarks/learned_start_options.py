@@ -36,7 +36,7 @@ from benchmarks.weights_suite import (  # noqa: E402
     fit,
     index_rows,
     learn_start,
-    make,
+    made_or_kept,
     set_mean_start,
     split_names,
 )
@@ -109,12 +109,7 @@ def main() -> None:
     results.update({"environment": environment(), "settings": {k: str(v) for k, v in vars(args).items()}})
     for dataset in args.datasets:
         images = args.data / dataset
-        groups_file = args.data / f"{dataset}.groups.json"
-        if groups_file.exists():
-            groups, gray = json.loads(groups_file.read_text()), DATASETS[dataset][1]
-        else:
-            groups, gray = make(dataset, images, args.size, args.limit)
-            groups_file.write_text(json.dumps(groups))
+        groups, gray = made_or_kept(dataset, args.data, args.size, args.limit)
         train, test = split_names(sorted(groups), groups, dataset in GROUPED, args.seed)
         recipe = {"gray": True} if gray else {}
         with tempfile.TemporaryDirectory(prefix=f"inr-options-{dataset}-") as scratch:

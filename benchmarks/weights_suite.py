@@ -169,6 +169,17 @@ def make(name: str, folder: Path, size: int, limit: int | None) -> tuple[dict[st
     return maker(folder, size, limit=limit), gray
 
 
+def made_or_kept(dataset: str, root: Path, size: int, limit: int | None) -> tuple[dict, bool]:
+    """({image name: group}, grey?) of the data set in ROOT/<dataset>, made there unless a run made it
+    before (its groups kept beside it)."""
+    groups_file = root / f"{dataset}.groups.json"
+    if groups_file.exists():
+        return json.loads(groups_file.read_text()), DATASETS[dataset][1]
+    groups, gray = make(dataset, root / dataset, size, limit)
+    groups_file.write_text(json.dumps(groups))
+    return groups, gray
+
+
 def split_names(names: list[str], groups: dict[str, str], grouped: bool, seed: int) -> tuple[list[str], list[str]]:
     """The suite's split of a data set's image names (the loader's split, applied before any fit)."""
     codes, _ = label_codes([name.split("/", 1)[0] for name in names])
@@ -398,12 +409,7 @@ def main() -> None:
     root = args.data or Path(keep.name)
     for dataset in args.datasets:
         images = root / dataset
-        groups_file = root / f"{dataset}.groups.json"
-        if groups_file.exists():
-            groups, gray = json.loads(groups_file.read_text()), DATASETS[dataset][1]
-        else:
-            groups, gray = make(dataset, images, args.size, args.limit)
-            groups_file.write_text(json.dumps(groups))
+        groups, gray = made_or_kept(dataset, root, args.size, args.limit)
         train, test = split_names(sorted(groups), groups, dataset in GROUPED, args.seed)
         by_group = groups if dataset in GROUPED else None
         if dataset not in results["pixels"]:
