@@ -164,6 +164,34 @@ def test_tiles_are_the_pixels_of_inr_render(run_dir, tmp_path):
 
 
 @pytest.mark.numerics
+def test_deep_zoom_into_a_hash_grid_run_is_inr_render_and_smooth(tmp_path):
+    """The hash grid between its finest cells: tiles 16x the image's size are inr render's pixels, their
+    16x16 means the image again, and no step between neighbours is a pixel's (a blocky zoom's would be)."""
+    image = smooth_image(tmp_path / "gradient.png", RUN_SIZE)
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["train", str(image), "--preset", "hashgrid", "--steps", "150", "--device", "cpu",
+                                 "--preview-every", "0", "--run-dir", str(run), "-q"])
+    assert result.exit_code == 0, result.output
+    level = 4
+    width, height = RUN_SIZE[0] << level, RUN_SIZE[1] << level
+    reference = inr_render(run, width, height, tmp_path / "ref.png")
+    with serving(run) as server:
+        tiles = []
+        for x in (0, 1):
+            status, body = get(server, f"/tile/0/{level}/{x}/0.png")
+            assert status == 200
+            tiles.append(png_pixels(body))
+    zoomed = np.concatenate(tiles, axis=1)
+    assert_same_pixels(zoomed, reference)
+    pixels = np.asarray(Image.open(image).convert("RGB"), dtype=np.float64) / 255
+    cells = zoomed.astype(np.float64).reshape(RUN_SIZE[1], 16, RUN_SIZE[0], 16, 3).mean(axis=(1, 3)) / 255
+    assert -10 * np.log10(np.mean((cells - pixels) ** 2)) > 35
+    own_step = max(np.abs(np.diff(pixels, axis=a)).max() for a in (0, 1))  # the image's largest, pixel to pixel
+    zoom_step = max(np.abs(np.diff(zoomed.astype(np.float64) / 255, axis=a)).max() for a in (0, 1))
+    assert zoom_step < own_step / 2, (zoom_step, own_step)
+
+
+@pytest.mark.numerics
 def test_a_batch_of_tiles_is_one_chunked_forward_streamed_coarse_first(run_dir, tmp_path, monkeypatch):
     """Every tile of levels 0 to 4 in one request: one forward pass per chunk of all their pixels together
     (not one per tile), each tile the pixels of `inr render` at its level, the coarse levels first."""
