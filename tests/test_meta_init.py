@@ -236,7 +236,8 @@ def test_inner_fits_at_each_images_mean_colour_start_as_a_fit_from_the_start_wil
     """network.start_output_at_mean: each inner fit (and held-out measure) starts from the start with its
     output biases at its own image's mean colour, as fit-many --init START --start-output-at-mean will:
     a pack's fits are each image's fit alone from the start with those biases set by hand (within
-    rounding: other shapes); a run learned so records it, and resuming it without is refused."""
+    rounding: other shapes); a run learned so records it, and resuming it without is refused, as is one
+    with another seed, weight scale or batch (what the outer steps depend on beyond the network)."""
     folder = kind(tmp_path / "kind", 6, 0)
     config = build_config(None, flags_to_values({"source": str(folder), "hidden": 12, "layers": 2, "omega0": 20.0,
                                                  "lr": 1e-3, "device": "cpu", "steps": 4}))
@@ -264,3 +265,8 @@ def test_inner_fits_at_each_images_mean_colour_start_as_a_fit_from_the_start_wil
     assert runner.invoke(app, ["meta-init", str(folder), "-o", plain_out, *NET, *short]).exit_code == 0
     result = runner.invoke(app, ["meta-init", str(folder), "-o", plain_out, "--start-output-at-mean", *NET, *short])
     assert result.exit_code == 1 and "learned with --no-start-output-at-mean;" in result.output, result.output
+    for flags, said in ((["--seed", "5"], "training.seed = 0, not 5"),
+                        (["--weight-scale", "2"], "network.weight_scale = 1.0, not 2.0"),
+                        (["--batch-size", "64"], "training.batch_size = 0, not 64")):
+        result = runner.invoke(app, ["meta-init", str(folder), "-o", plain_out, *NET, *short, *flags])
+        assert result.exit_code == 1 and f"learned with {said};" in result.output, result.output

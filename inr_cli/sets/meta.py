@@ -234,6 +234,12 @@ class MetaState:
         atomic_write_text(self.log, "\n".join(lines) + "\n")
 
 
+# What else the outer steps depend on (the draws, the batches, the inner fits' products), recorded in
+# the checkpoint since it was written with them
+RUN_KEYS = ("training.seed", "training.batch_size", "training.precision", "network.weight_scale",
+            "network.init_output_at_mean")
+
+
 def recorded_settings(text: str, where: Path) -> dict:
     """{key: value} of the settings a checkpoint's `settings` (learn_start's) records: its network's
     and its optimizer's, an optimizer key added since at its legacy value."""
@@ -263,6 +269,10 @@ def settings_change(saved: str, wanted: str, where: Path) -> str | None:
         return "another inner learning rate"
     if old.get("inner_outputs") != new.get("inner_outputs"):  # recorded only when on
         return "--start-output-at-mean" if old.get("inner_outputs") else "--no-start-output-at-mean"
+    run = old.get("run") if isinstance(old.get("run"), dict) else new["run"]  # older checkpoints: unknown
+    key = next((key for key in RUN_KEYS if key in run and run[key] != new["run"][key]), None)
+    if key is not None:
+        return f"{key} = {run[key]!r}, not {new['run'][key]!r}"
     key = next((key for key in {**was, **now} if was.get(key) != now.get(key)), None)
     return None if key is None else f"{key} = {was.get(key)!r}, not {now.get(key)!r}"
 
@@ -328,6 +338,7 @@ def learn_start(runner, source: str, out: Path, config: Config, options: MetaOpt
                 "config": {k: str(v) for k, v in sorted(vars(config.optimizer).items())}}
     if config.network.start_output_at_mean:  # only when on: a checkpoint written before it resumes
         recorded["inner_outputs"] = "each image's mean"
+    recorded["run"] = {key: config.get(key) for key in RUN_KEYS}
     settings = json.dumps(recorded, sort_keys=True)
     fingerprints = {name: fingerprint(image) for name, image in zip(names, images)}
     state = MetaState(out)
