@@ -71,6 +71,11 @@ RECIPES = {
     "start-at-mean": {"start_output_at_mean": True},
     "start-at-mean-lr3e-3": {"start_output_at_mean": True, "lr": 3e-3},
     "lr3e-3": {"lr": 3e-3},
+    # the sets preset with one setting changed
+    "omega0-15": {"omega0": 15.0},
+    "omega0-45": {"omega0": 45.0},
+    "until40": {"until_psnr": 40.0},
+    "weight-scale2": {"weight_scale": 2.0},
 }
 
 

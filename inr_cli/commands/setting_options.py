@@ -16,8 +16,8 @@ from typing import Literal, Optional
 import typer
 
 from inr_cli import config
-from inr_cli.config import preset_path, presets, read_toml
-from inr_cli.settings import META_INIT, Setting, for_command, format_value
+from inr_cli.config import SET_PRESETS, preset_path, presets, read_toml
+from inr_cli.settings import FIT_MANY, META_INIT, Setting, for_command, format_value
 
 COMMAND_LINE = config.Spelling(
     flag=lambda name: "--" + name.replace("_", "-"),
@@ -63,17 +63,27 @@ def _option(setting: Setting, command: str) -> inspect.Parameter:
     return inspect.Parameter(setting.name, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[kind],
                              default=typer.Option(None, declaration, metavar=metavar, show_default=False,
                                                   help=f"{COMMAND_HELP.get((command, setting.key), setting.help)}. "
-                                                       f"{_default_text(setting)}."))
+                                                       f"{_default_text(setting, command)}."))
 
 
-def _default_text(setting: Setting) -> str:
+# The preset a command starts from where none is named: the settings' defaults are the siren preset's
+# (inr train), a set's commands start from the sets preset (config.SET_PRESETS)
+COMMAND_PRESET = {FIT_MANY: SET_PRESETS["siren"], META_INIT: SET_PRESETS["siren"]}
+
+
+def _default_text(setting: Setting, command: str) -> str:
     """`Default: 0.0004 (fourier, sigmoid presets: 0.003)`, in the help text: the option's own default
-    is None (not given). The options table (docs/training.md) says the same (settings.default_text)."""
+    is None (not given). The command's own preset's value first (fit-many's: the sets preset's), then
+    the presets that differ from it. The options table (docs/training.md) says the same for inr train
+    (settings.default_text)."""
+    every = _presets()
+    default = every[COMMAND_PRESET[command]].get(setting.key, setting.default) if command in COMMAND_PRESET \
+        else setting.default
     tuned: dict[str, list[str]] = {}
-    for preset, values in _presets().items():
-        if values.get(setting.key, setting.default) != setting.default:
-            tuned.setdefault(_plain(values[setting.key]), []).append(preset)
-    text = f"Default: {_plain(setting.default)}"
+    for preset, values in every.items():
+        if values.get(setting.key, setting.default) != default:
+            tuned.setdefault(_plain(values.get(setting.key, setting.default)), []).append(preset)
+    text = f"Default: {_plain(default)}"
     if tuned and setting.key != "network.model":  # the model picks the preset, not the other way
         text += " (" + "; ".join(f"{', '.join(names)} preset{'s' * (len(names) > 1)}: {value}"
                                  for value, names in tuned.items()) + ")"
