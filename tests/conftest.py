@@ -73,3 +73,16 @@ def add_label_column(set_folder: Path, labels: list[str]) -> None:
         writer = csv.DictWriter(handle, [*(name for name in rows[0] if name != "label"), "label"])
         writer.writeheader()
         writer.writerows({**row, "label": label} for row, label in zip(rows, labels, strict=True))
+
+
+def rewrite_npz(source: Path, target: Path | None = None, **changes) -> None:
+    """The .npz at `source` written again, to `target` (default: in its place), with `changes`: each
+    array set to its value, or removed where the value is None (a damaged or tampered file)."""
+    with np.load(source, allow_pickle=False) as saved:
+        arrays = {name: saved[name] for name in saved.files}
+    for name, value in changes.items():
+        if value is None:
+            arrays.pop(name)
+        else:
+            arrays[name] = value
+    np.savez(source if target is None else target, **arrays)

@@ -28,7 +28,7 @@ from PIL import Image
 from inr_cli.errors import InrError
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats import network_set
-from tests.conftest import make_image
+from tests.conftest import make_image, rewrite_npz
 
 ROOT = Path(__file__).resolve().parent.parent
 NET = ["--hidden", "8", "--layers", "1", "--steps", "3", "--device", "cpu", "-q"]
@@ -130,14 +130,7 @@ def tampered(trained: Path, tmp_path: Path, **changes) -> Path:
     """A copy of a real run whose checkpoint has `changes` (None removes an array)."""
     run = tmp_path / "run"
     run.mkdir()
-    with np.load(trained, allow_pickle=False) as npz:
-        arrays = {name: npz[name] for name in npz.files}
-    for name, value in changes.items():
-        if value is None:
-            arrays.pop(name)
-        else:
-            arrays[name] = value
-    np.savez(run / ckpt.FILENAME, **arrays)
+    rewrite_npz(trained, run / ckpt.FILENAME, **changes)
     return run
 
 

@@ -23,6 +23,7 @@ import inr_cli
 from inr_cli.cli import app
 from inr_cli.formats.network_set import INDEX, PLAN, WEIGHTS
 from inr_cli.sets.storage import shard_name
+from tests.conftest import rewrite_npz
 from tests.test_hostile_inputs import inr, refused, refused_leaving_all, snapshot
 from tests.test_output_policy import NET, inputs_in, make_images
 
@@ -68,32 +69,20 @@ def meta_copy(made: Path, tmp_path: Path) -> tuple[Path, Path]:
     return out, out.with_name(out.name + ".meta.npz")
 
 
-def rewrite(checkpoint: Path, **changes) -> None:
-    with np.load(checkpoint, allow_pickle=False) as saved:
-        arrays = {name: saved[name] for name in saved.files}
-    for name, value in changes.items():
-        if value is None:
-            arrays.pop(name)
-        else:
-            arrays[name] = value
-    checkpoint.unlink()
-    np.savez(checkpoint, **arrays)
-
-
 @pytest.mark.parametrize("damage,message", [
     (lambda c: c.write_bytes(c.read_bytes()[:200]), "damaged meta-init checkpoint"),
-    (lambda c: rewrite(c, step=None), "'step' is missing"),
-    (lambda c: rewrite(c, settings=None), "'settings' is missing"),
-    (lambda c: rewrite(c, step=np.int64(-1)), "outer step -1"),
-    (lambda c: rewrite(c, start=np.zeros(5), best=np.zeros(5)), "a start of 5 parameters"),
-    (lambda c: rewrite(c, best=np.zeros(5)), "differ in size"),
-    (lambda c: rewrite(c, log=np.array('[{"step": "x"}]')), "'log' is not a list of outer steps"),
-    (lambda c: rewrite(c, log=np.array("[" * 100000 + "]" * 100000)), "'log' is not JSON"),
-    (lambda c: rewrite(c, start=np.full(51, np.nan)), "NaN or infinite"),
-    (lambda c: rewrite(c, fingerprints=np.array("[1]")), "'fingerprints' are not one per image"),
+    (lambda c: rewrite_npz(c, step=None), "'step' is missing"),
+    (lambda c: rewrite_npz(c, settings=None), "'settings' is missing"),
+    (lambda c: rewrite_npz(c, step=np.int64(-1)), "outer step -1"),
+    (lambda c: rewrite_npz(c, start=np.zeros(5), best=np.zeros(5)), "a start of 5 parameters"),
+    (lambda c: rewrite_npz(c, best=np.zeros(5)), "differ in size"),
+    (lambda c: rewrite_npz(c, log=np.array('[{"step": "x"}]')), "'log' is not a list of outer steps"),
+    (lambda c: rewrite_npz(c, log=np.array("[" * 100000 + "]" * 100000)), "'log' is not JSON"),
+    (lambda c: rewrite_npz(c, start=np.full(51, np.nan)), "NaN or infinite"),
+    (lambda c: rewrite_npz(c, fingerprints=np.array("[1]")), "'fingerprints' are not one per image"),
     (lambda c: np.save(c.with_suffix(".x.npy"), np.array([{"x": 1}], dtype=object), allow_pickle=True)
      or os.replace(c.with_suffix(".x.npy"), c), "not a readable .npz archive"),
-    (lambda c: rewrite(c, start=np.array([{"evil": 1}], dtype=object)), "pickled"),
+    (lambda c: rewrite_npz(c, start=np.array([{"evil": 1}], dtype=object)), "pickled"),
 ])
 def test_a_damaged_meta_init_checkpoint_is_one_line_and_force_starts_again(made, tmp_path, damage, message):
     out, checkpoint = meta_copy(made, tmp_path)

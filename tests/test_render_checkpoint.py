@@ -15,6 +15,7 @@ from inr_cli.core.render import render_float, render_rows
 from inr_cli.core.state import TrainingState
 from inr_cli.errors import InrError
 from inr_cli.formats import checkpoint as ckpt
+from tests.conftest import rewrite_npz
 from tests.test_networks import config_for
 
 cpu = CpuBackend()
@@ -79,28 +80,17 @@ def test_checkpoint_roundtrip(tmp_path, networks):
     assert not list(tmp_path.glob(".*tmp")), "temporary file left behind"
 
 
-def rewrite(path, **arrays):
-    with np.load(path, allow_pickle=False) as npz:
-        data = {k: npz[k] for k in npz.files}
-    for key, value in arrays.items():
-        if value is None:
-            data.pop(key)
-        else:
-            data[key] = value
-    np.savez(path, **data)
-
-
 @pytest.mark.parametrize("damage,message", [
     (lambda p: p.write_bytes(p.read_bytes()[:200]), "not a readable checkpoint"),
     (lambda p: p.write_text("hello"), "not a readable checkpoint"),
-    (lambda p: rewrite(p, format_version=np.array(99)), "written by a newer inr (format 99)"),
-    (lambda p: rewrite(p, params=None), "'params' is missing"),
-    (lambda p: rewrite(p, moment1=np.zeros(7, np.float32)), "'moment1' has shape (7,)"),
-    (lambda p: rewrite(p, moment2=np.zeros((2, SPEC.parameter_count()), np.float32)), "moments do not match"),
-    (lambda p: rewrite(p, format_version=np.array(0)), "checkpoint format 0 is not one"),
-    (lambda p: rewrite(p, config=np.array('{"network": {"model": "siren"}}')), "bad network or config"),
-    (lambda p: rewrite(p, params=np.array([{"evil": 1}], dtype=object)), "pickled objects, refused"),
-    (lambda p: rewrite(p, magic=np.array("something")), "not an inr checkpoint"),
+    (lambda p: rewrite_npz(p, format_version=np.array(99)), "written by a newer inr (format 99)"),
+    (lambda p: rewrite_npz(p, params=None), "'params' is missing"),
+    (lambda p: rewrite_npz(p, moment1=np.zeros(7, np.float32)), "'moment1' has shape (7,)"),
+    (lambda p: rewrite_npz(p, moment2=np.zeros((2, SPEC.parameter_count()), np.float32)), "moments do not match"),
+    (lambda p: rewrite_npz(p, format_version=np.array(0)), "checkpoint format 0 is not one"),
+    (lambda p: rewrite_npz(p, config=np.array('{"network": {"model": "siren"}}')), "bad network or config"),
+    (lambda p: rewrite_npz(p, params=np.array([{"evil": 1}], dtype=object)), "pickled objects, refused"),
+    (lambda p: rewrite_npz(p, magic=np.array("something")), "not an inr checkpoint"),
 ])
 def test_damaged_checkpoints_are_refused(tmp_path, damage, message):
     path = tmp_path / "checkpoint.npz"
