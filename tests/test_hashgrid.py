@@ -52,6 +52,21 @@ def test_a_named_preset_model_or_encoding_wins_over_the_size(tmp_path, large_fro
     assert read_toml(tmp_path / "r" / "config.toml")["encoding.name"] == "none"
 
 
+def test_a_file_start_wins_over_the_size(tmp_path, large_from):
+    """--init START names its network: a large image trains from it, not the hash grid."""
+    pytest.importorskip("safetensors")
+    small = make_image(tmp_path / "small.png", "RGB", (19, 19))
+    net = ["--hidden", "8", "--layers", "2", "--device", "cpu", "-q"]
+    assert run("train", small, "--steps", "2", "--run-dir", tmp_path / "s", *net).exit_code == 0
+    start = tmp_path / "start.safetensors"
+    assert run("export", tmp_path / "s", "-o", start).exit_code == 0
+    large_from(20 * 20)
+    large = make_image(tmp_path / "large.png", "RGB", (24, 20))
+    result = run("train", large, "--steps", "2", "--init", start, "--run-dir", tmp_path / "r", *net)
+    assert result.exit_code == 0, result.output
+    assert read_toml(tmp_path / "r" / "config.toml")["encoding.name"] == "none"
+
+
 def test_the_torch_peer_encodes_as_the_reference():
     """The benchmarks' PyTorch hash grid reads the same entries with the same weights: its encoding and
     the gradient autograd scatters back match the NumPy reference's."""

@@ -13,7 +13,7 @@ from inr_cli.core.training_loop import reached_target
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.data import SAMPLE, fingerprint, load_training_data
-from inr_cli.formats.start import resolved_start
+from inr_cli.formats.start import is_file_start, resolved_start
 from inr_cli.outputs import folder_output
 from inr_cli.runs.directory import IMAGE_IN_RUN, RunLock, holds_run, latest_run, new_run_dir
 from inr_cli.runs.training import TrainingResult, run_training
@@ -29,7 +29,7 @@ RESUMABLE = settings.RESUMABLE
 LARGE_IMAGE_PIXELS = 1 << 20
 LARGE_IMAGE_PRESET = "hashgrid"
 # Flags that say which network is meant, where the size then does not choose one: a model, an encoding,
-# or what only SIREN or Fourier features take.
+# or what only SIREN or Fourier features take (a file start, --init PATH, names its network too).
 NETWORK_FLAGS = {"model", "encoding", "omega0", "weight_scale", "fourier_features", "fourier_sigma"}
 
 
@@ -50,7 +50,8 @@ def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> Training
     image = load_training_data(source, config.data.size, config.data.gray, notices)
     for message in notices:
         notice(message)
-    chooses = preset is None and config_file is None and not NETWORK_FLAGS & set(flags)
+    chooses = (preset is None and config_file is None and not NETWORK_FLAGS & set(flags)
+               and not is_file_start(config.training.init))
     sized = preset_for_size(image.width, image.height) if chooses else None
     if sized is not None:
         config = resolved_start(build_config(None, values, sized))
