@@ -4,6 +4,7 @@ stopped by a signal resumes to the very start an uninterrupted one learns."""
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 
@@ -270,3 +271,25 @@ def test_inner_fits_at_each_images_mean_colour_start_as_a_fit_from_the_start_wil
                         (["--batch-size", "64"], "training.batch_size = 0, not 64")):
         result = runner.invoke(app, ["meta-init", str(folder), "-o", plain_out, *NET, *short, *flags])
         assert result.exit_code == 1 and f"learned with {said};" in result.output, result.output
+
+
+def test_force_starts_afresh_with_the_commands_own_settings(tmp_path):
+    """A rerun goes on with what its checkpoint was learned with; with --force a checkpoint that does
+    not fit (here: other --outer-steps) is started afresh with the command's own settings, not with
+    the ones of the checkpoint it throws away."""
+    from inr_cli.sets.meta import MetaState
+
+    folder = kind(tmp_path / "kind", 4, 0)
+    out = tmp_path / "start.safetensors"
+    net = ["--hidden", "8", "--layers", "2", "--device", "cpu", "-q", "--inner-steps", "2", "--meta-batch", "2",
+           "--eval-every", "1"]
+
+    def learned_lr() -> float:
+        return float(json.loads(str(MetaState(out).read()["settings"]))["config"]["lr"])
+
+    assert runner.invoke(app, ["meta-init", str(folder), "-o", str(out), "--lr", "1e-3", "--outer-steps", "2",
+                               *net]).exit_code == 0
+    assert learned_lr() == 1e-3
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(out), "--outer-steps", "3", "--force", *net])
+    assert result.exit_code == 0, result.output
+    assert learned_lr() == 3e-3  # the sets preset's, as a first run of this command

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from inr_cli.config import SET_PRESETS, build_config, flags_to_values, given_keys
 from inr_cli.console import info
-from inr_cli.errors import InrError, UsageError
+from inr_cli.errors import UsageError
 from inr_cli.formats.export import need_writer
 from inr_cli.formats.start import is_file_start, resolved_start, start_file
 from inr_cli.sets.driver import check_options, settings_on_rerun
@@ -38,8 +38,10 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
     state.check_outputs(force, options["outer_steps"], [source, config_file or "",
                                                         start_file(init) if is_file_start(init) else ""], [source])
     # The same command goes on from its checkpoint: what it does not say is what the checkpoint
-    # was learned with, whatever this inr's defaults and presets choose now.
-    config = settings_on_rerun(config, _checkpointed_settings(state, force), given_keys(config_file, values, preset))
+    # was learned with, whatever this inr's defaults and presets choose now. With --force the
+    # command's own settings: a checkpoint learned with others is started afresh.
+    config = settings_on_rerun(config, {} if force else _checkpointed_settings(state),
+                               given_keys(config_file, values, preset))
     if ray:
         from inr_cli.sets.meta_on_ray import OnRay
 
@@ -79,13 +81,7 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
     return result
 
 
-def _checkpointed_settings(state: MetaState, force: bool) -> dict:
-    """The settings the checkpoint records ({key: value}); none where there is no checkpoint, or with
-    --force one that cannot be read (it is started afresh)."""
-    try:
-        saved = state.read()
-        return recorded_settings(saved["settings"], state.path) if saved else {}
-    except InrError:
-        if not force:
-            raise
-        return {}
+def _checkpointed_settings(state: MetaState) -> dict:
+    """The settings the checkpoint records ({key: value}); none where there is no checkpoint."""
+    saved = state.read()
+    return recorded_settings(saved["settings"], state.path) if saved else {}
