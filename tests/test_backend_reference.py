@@ -263,6 +263,22 @@ def test_the_cpu_engine_scatters_the_hash_grid_from_the_corners_it_kept(rng):
     assert_reproduced(table_grads, _scattered_in_float64(x, grad, grid), "the scatter in float32")
 
 
+@pytest.mark.numerics
+def test_the_cpu_engine_keeps_the_hash_grids_temporaries_apart(rng):
+    """Four points and four features a level: the backward's two temporaries ([rows, F] and [4, rows])
+    have one shape there, and the engine reuses its temporaries by shape and use: the reference's bits."""
+    from inr_cli.backends.cpu_backend import CpuBackend
+    from tests.kernel_checks import hashgrid_levels
+
+    grid = hashgrid_levels(levels=2, features=4)
+    x = rng.uniform(-1, 1, (1, 4, 2)).astype(np.float32)
+    grad = rng.standard_normal((1, 4, grid.features)).astype(np.float32)
+    expected, table_grads = (np.empty((1, grid.parameter_count), np.float32) for _ in range(2))
+    NumpyBackend().hashgrid_backward(x, grad, expected, grid.level_table)
+    CpuBackend(1).hashgrid_backward(x, grad, table_grads, grid.level_table)
+    assert np.abs(expected).max() > 0 and np.array_equal(table_grads, expected)
+
+
 def _scattered_in_float64(x, grad, grid):
     """The tables' gradient summed in float64, an independent scatter (one point at a time)."""
     from inr_cli.backends.numpy_ops import hashgrid_corners

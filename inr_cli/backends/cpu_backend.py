@@ -72,11 +72,11 @@ class _OneThreadBlas:
 _thread_scratch = threading.local()
 
 
-def _scratch(shape, dtype) -> np.ndarray:
+def _scratch(shape, dtype, use: str = "") -> np.ndarray:
     """An array for the calling thread's temporary values, reused: fresh temporaries per block are
-    cold memory at every call."""
+    cold memory at every call. `use` tells apart two temporaries of one call that may share a shape."""
     arrays = _thread_scratch.__dict__.setdefault("arrays", {})
-    key = (shape, np.dtype(dtype))
+    key = (use, shape, np.dtype(dtype))
     if key not in arrays:
         arrays[key] = np.empty(shape, dtype=dtype)
     return arrays[key]

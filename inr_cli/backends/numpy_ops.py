@@ -237,17 +237,22 @@ def hashgrid_encode(x, tables, out, levels, corners=None) -> None:
         hashgrid_encode_level(x, tables, out, levels, index, corners)
 
 
+def fresh(shape, dtype, use: str = "") -> np.ndarray:
+    """A new temporary array (`use`: what it is for, which the CPU engine's reused ones are keyed by)."""
+    return np.empty(shape, dtype)
+
+
 def hashgrid_encode_level(x, tables, out, levels, index: int, corners: HashGridCorners | None = None,
-                          temporary=np.empty) -> None:
+                          temporary=fresh) -> None:
     """hashgrid_encode's columns of level `index` (levels are independent: the CPU engine runs them on
-    threads); its corners kept in `corners` where given. temporary(shape, dtype) makes its temporary
-    arrays (the CPU engine's reuses them from call to call)."""
+    threads); its corners kept in `corners` where given. temporary(shape, dtype, use) makes its
+    temporary arrays (the CPU engine's reuses them from call to call)."""
     n, rows, features = out.shape[0], out.shape[1], out.shape[2] // len(levels)
     offset, size = int(levels[index][LEVEL_OFFSET]), int(levels[index][LEVEL_SIZE])
     per_network = tables.reshape(n, -1, features)  # [N, entries, F] (a view: each network's row is packed)
     kept = () if corners is None else corners.level(index, len(x), rows)
     entries, weights = hashgrid_corners(x, levels[index], *kept)  # [4, N or 1, rows]
-    gathered = temporary((4, rows, features), out.dtype)
+    gathered = temporary((4, rows, features), out.dtype, "gathered")
     for i in range(n):
         own = i if len(x) > 1 else 0
         # mode "clip": the entries lie within the level by construction, and "raise" would copy through a buffer
@@ -264,14 +269,15 @@ def hashgrid_backward(x, grad, table_grads, levels, corners=None) -> None:
 
 
 def hashgrid_backward_level(x, grad, table_grads, levels, index: int, corners: HashGridCorners | None = None,
-                            temporary=np.empty) -> None:
+                            temporary=fresh) -> None:
     """hashgrid_backward's part of level `index`: its entries of table_grads, from the corners kept in
     `corners` where given (else found again). temporary: as hashgrid_encode_level's."""
     n, rows, features = grad.shape[0], grad.shape[1], grad.shape[2] // len(levels)
     offset, size = int(levels[index][LEVEL_OFFSET]), int(levels[index][LEVEL_SIZE])
     level_grads = table_grads.reshape(n, -1, features)[:, offset:offset + size]  # [N, size, F]
     entries, weights = hashgrid_corners(x, levels[index]) if corners is None else corners.level(index, len(x), rows)
-    level_grad, shares = temporary((rows, features), grad.dtype), temporary((4, rows), table_grads.dtype)
+    level_grad = temporary((rows, features), grad.dtype, "level_grad")
+    shares = temporary((4, rows), table_grads.dtype, "shares")  # as level_grad's shape where rows = features = 4
     level_grads[...] = 0
     for i in range(n):
         own = i if len(x) > 1 else 0
