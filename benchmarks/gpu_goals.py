@@ -249,7 +249,7 @@ def ratio(times: dict, numerator: str, denominator: str) -> float | None:
 def tf32_fit_gap(rows: list[dict]) -> float | None:
     """The largest distance, over photos and settings, by which TF32's fit falls outside the spread of
     FP32's (ours against cuBLAS, or 0.2 dB where they agree closer): <= 0 where TF32 stays within."""
-    fits = [r for r in rows if r["measurement"] == "tf32-fit"]
+    fits = [r for r in rows if r["measurement"] == "tf32-fit" and "psnr" in r]
     gaps = []
     for key in {(r["settings"], r["photo"]) for r in fits}:
         psnr = {r["who"]: r["psnr"] for r in fits if (r["settings"], r["photo"]) == key}
@@ -262,7 +262,7 @@ def tf32_fit_gap(rows: list[dict]) -> float | None:
 def goal_rows(rows: list[dict]) -> list[tuple[str, str, str, str]]:
     """(goal, measured, target, met) for each goal, from what was measured."""
     step, sigmoid, pack = (times_of(rows, name) for name in ("tf32-step", "fused-sigmoid", "fused-pack"))
-    products = [r["fp32_vs_cublas"] for r in rows if r["measurement"] == "matmul"]
+    products = [r["fp32_vs_cublas"] for r in rows if r["measurement"] == "matmul" and "fp32_vs_cublas" in r]
     goals = [  # (goal, value, target, met)
         ("TF32 step, SIREN 3x256 512x512: ours / PyTorch TF32 eager", ratio(step, "ours-tf32", "torch-eager-tf32"),
          "<= 0.5", lambda v: v <= 0.5),
@@ -318,13 +318,13 @@ def report(out: Path, command: str) -> str:
     lines += ["", "| measurement | who | ms per step |", "| --- | --- | ---: |"]
     for r in rows:
         if "ms" in r or "error" in r:
-            lines.append(f"| {r['measurement']} | {r['who']} | {r.get('ms', r.get('error', ''))} |")
-    matmuls = [r for r in rows if r["measurement"] == "matmul"]
+            lines.append(f"| {r['measurement']} | {r.get('who', '-')} | {r.get('ms', r.get('error', ''))} |")
+    matmuls = [r for r in rows if r["measurement"] == "matmul" and "fp32_vs_cublas" in r]
     if matmuls:
         lines += ["", "| product (m, n, k, op) | ours FP32 / cuBLAS | ours TF32 / cuBLAS |", "| --- | ---: | ---: |"]
         lines += [f"| {r['m']}, {r['n']}, {r['k']}, {r['op']} | {r['fp32_vs_cublas']} | {r['tf32_vs_cublas']} |"
                   for r in matmuls]
-    fits = [r for r in rows if r["measurement"] == "tf32-fit"]
+    fits = [r for r in rows if r["measurement"] == "tf32-fit" and "psnr" in r]
     if fits:
         lines += ["", "| TF32 fit: settings, photo | who | PSNR (dB, mean of the last 10% of readings) |",
                   "| --- | --- | ---: |"]

@@ -106,7 +106,8 @@ def test_time_to_quality_tables_count_a_missed_target_as_the_budget():
 
 def test_gpu_goals_report_judges_each_goal_from_what_was_measured(tmp_path):
     """dev/gpu_checks.sh's report: each goal from the figures in goals.jsonl (a line cut short by a
-    call's end ignored), met or not, and "not measured" where a figure is missing."""
+    call's end ignored), met or not, and "not measured" where a figure is missing; a measurement that
+    failed whole is a row with its error."""
     import json
 
     from benchmarks import gpu_goals
@@ -121,6 +122,7 @@ def test_gpu_goals_report_judges_each_goal_from_what_was_measured(tmp_path):
         {"measurement": "matmul", "m": 8, "n": 8, "k": 8, "op": "tn", "fp32_vs_cublas": 0.8, "tf32_vs_cublas": 1.9},
         *({"measurement": "tf32-fit", "who": who, "settings": "stable", "photo": "coffee", "size": 256, "steps": 1000,
            "psnr": psnr} for who, psnr in (("fp32", 30.0), ("fp32-cublas", 30.5), ("tf32", 30.4))),
+        *({"measurement": name, "error": f"CUDARuntimeError: {name}"} for name in ("matmul", "tf32-fit", "fused-pack")),
     ]
     (tmp_path / gpu_goals.RESULTS).write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"measurement": "fu')
     text = gpu_goals.report(tmp_path, "bash dev/gpu_checks.sh first")
@@ -131,6 +133,7 @@ def test_gpu_goals_report_judges_each_goal_from_what_was_measured(tmp_path):
     assert "| FP32 matmul / cuBLAS, the worst SIREN 512 product | 0.8 | >= 0.9 | **no** |" in text
     assert "| TF32 fit: dB outside FP32's spread (ours vs cuBLAS, at least 0.2 dB) | -0.1 | <= 0 | yes |" in text
     assert "RuntimeError: no compiler" in text and "`bash dev/gpu_checks.sh first`" in text
+    assert "| fused-pack | - | CUDARuntimeError: fused-pack |" in text
 
 
 def test_gpu_checks_refuses_an_unknown_part():
