@@ -101,9 +101,9 @@ def refuse_inside(target: Path, folders: Iterable[Path | str], flag: str = "-o")
 
 
 def output_target(output: Path | None, default: Path | None, force: bool, protected: Iterable[Path | str] = (),
-                  flag: str = "-o", announce: bool = True, inside: Iterable[Path | str] = ()) -> Path:
+                  flag: str = "-o", announce: bool = True) -> Path:
     """The file to write: `output` as named by the user, else `default`; refused or announced by the
-    rule above (`protected`: the inputs; `inside`: the folders read for images). Standard output
+    rule above (`protected`: the inputs). Standard output
     ("-") passes through. Checked before any work is done; announce=False leaves the notice to
     say_replacing, once the input has been read (a bad input is then the only message)."""
     if output is not None and str(output) == "-":
@@ -114,7 +114,7 @@ def output_target(output: Path | None, default: Path | None, force: bool, protec
     if target.is_dir():
         raise UsageError(f"{target} is a folder; {flag} names the file to write")
     refuse_inputs(target, protected, flag)
-    refuse_inside(target, inside, flag)
+    refuse_dangling(target, flag)
     if not target.exists() or is_special(target):
         return target
     if named and not force:
@@ -130,14 +130,18 @@ def say_replacing(target: Path, flag: str = "-o") -> None:
         notice(f"replacing {target} (the default output name; {flag} chooses another)")
 
 
+def refuse_dangling(path: Path, flag: str = "-o") -> None:
+    """A dangling link is refused: writing through it would create a file wherever it points."""
+    if os.path.islink(path) and not os.path.exists(path):
+        raise UsageError(f"{path} is a link to nothing; inr never writes through it: choose another {flag}")
+
+
 def refuse_special(path: Path, flag: str = "-o") -> None:
     """A file inr writes beside its output, or reads back from there, is a regular file or absent."""
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        if os.path.islink(path):  # a dangling link: writing would create a file wherever it points
-            raise UsageError(f"{path} is a link to nothing; inr never writes through it: choose another "
-                             f"{flag}") from None
+        refuse_dangling(path, flag)
         return
     except OSError as exc:
         raise InrError(f"{path}: cannot read ({exc.strerror or exc})") from None

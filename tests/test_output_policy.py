@@ -300,10 +300,21 @@ def full_device(folder: Path, name: str) -> Path:
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda recipe: recipe.command)
 def test_an_output_on_a_full_device_is_one_line(recipe, base, tmp_path):
     full = full_device(tmp_path, f"full{recipe.suffix}")
-    line = refused_leaving_all(recipe, base, full, full.parent, force=recipe.force)
+    line = refused_leaving_all(recipe, base, full, tmp_path, force=recipe.force)  # not /dev: others write there
     assert stat.S_ISCHR(os.stat(full).st_mode), "the device was replaced"
     if not recipe.folder and full.suffix == recipe.suffix:
         assert "No space left on device" in line or "not a regular file" in line, line
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda recipe: recipe.command)
+def test_a_link_to_nothing_as_the_output_is_refused_even_with_force(recipe, base, tmp_path):
+    """Writing through it would create a file wherever it points, in a folder the user never named."""
+    (tmp_path / "elsewhere").mkdir()
+    link = tmp_path / f"link{recipe.suffix}"
+    link.symlink_to(tmp_path / "elsewhere" / f"target{recipe.suffix}")
+    for force in {False, recipe.force}:
+        line = refused_leaving_all(recipe, base, link, tmp_path, force)
+        assert str(link) in line, line
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda recipe: recipe.command)

@@ -23,7 +23,7 @@ from inr_cli.formats.network_set import INDEX, PLAN, SHARDS, WEIGHTS
 from inr_cli.formats.start import is_file_start, resolved_start, start_params, start_sha256
 from inr_cli.hooks import hook
 from inr_cli.limits import MAX_LIST_BYTES
-from inr_cli.outputs import SCRATCH_MARKER, refuse_inside
+from inr_cli.outputs import SCRATCH_MARKER, refuse_dangling, refuse_inside
 from inr_cli.sets import inputs
 from inr_cli.sets.cluster import OnRay
 from inr_cli.sets.grow import grow
@@ -77,6 +77,7 @@ def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, pre
     if not inputs.is_url(source):
         source = str(Path(source).resolve())
     if not inputs.is_url(out):
+        refuse_dangling(Path(out))  # before resolving, which would follow it
         out = str(Path(out).resolve())
     values = flags_to_values({**flags, "preview_every": 0, "source": source})
     config = resolved_start(build_config(config_file, values, preset, SET_PRESETS))

@@ -20,7 +20,7 @@ from inr_cli.config import Config, build_config, flags_to_values
 from inr_cli.console import info, notice
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.data import SAMPLE, fingerprint
-from inr_cli.outputs import folder_output, make_folder, refuse_special
+from inr_cli.outputs import folder_output, make_folder, refuse_dangling, refuse_special
 from inr_cli.sets import inputs
 from inr_cli.tune import require_optuna
 from inr_cli.tune.outputs import counted
@@ -109,6 +109,7 @@ def tune(source: str, out: str | Path, flags: dict, config_file: Path | None = N
     quiet_optuna(optuna)
     check_options(options)
     config, fixed = study_config(source, flags, config_file, preset, options)
+    refuse_dangling(Path(out))  # before resolving, which would follow it
     out = Path(out).resolve()
     folder_output(out, holds_study, "study of inr tune", protected=[config.data.source, config_file or ""],
                   inside=[config.data.source])
