@@ -424,3 +424,11 @@ def test_train_json_summary(tmp_path, rgb_png):
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["step"] == 3 and summary["run_dir"] == str(tmp_path / "r") and summary["psnr"] > 0
+
+
+def test_eval_train_size_into_a_checkpoint_path_trains_the_run_that_holds_it(tmp_path, coffee):
+    """RUN may name the checkpoint a training run will write: the run is its folder."""
+    checkpoint = tmp_path / "up" / "checkpoint.npz"
+    result = run("eval", checkpoint, coffee, "--train-size", "12", "--steps", "3", "--device", "cpu", "--json")
+    assert result.exit_code == 0, result.output
+    assert checkpoint.is_file() and (tmp_path / "up" / "config.toml").is_file()

@@ -46,7 +46,8 @@ def command(
         raise UsageError(f"--train-size must be a positive number of pixels, got {train_size}")
     ref = load_training_data(str(reference))
     if train_size is not None and not ckpt.resolve_exists(run):
-        folder_output(run, holds_run, "run of inr train", "RUN")
+        run_dir = run.parent if run.suffix == ".npz" else run  # RUN may name the checkpoint to be
+        folder_output(run_dir, holds_run, "run of inr train", "RUN")
         small = resize(ref, train_size)
         config = build_config(None, flags_to_values({"steps": steps, "device": device,
                                                      "source": str(reference.resolve()),
@@ -54,7 +55,7 @@ def command(
         if not as_json:
             info(f"training {config.network.model} on {reference.name} at {small.width}x{small.height} -> "
                  f"{shown_path(run)}")
-        run_training(config, small, run, None, quiet=as_json)
+        run_training(config, small, run_dir, None, quiet=as_json)
     saved = ckpt.load(run)
     if saved.channels == ("l",) and ref.channels != ("l",):
         ref = load_training_data(str(reference), gray=True)
