@@ -238,7 +238,7 @@ def test_inner_fits_at_each_images_mean_colour_start_as_a_fit_from_the_start_wil
     output biases at its own image's mean colour, as fit-many --init START --start-output-at-mean will:
     a pack's fits are each image's fit alone from the start with those biases set by hand (within
     rounding: other shapes); a run learned so records it, and resuming it without is refused, as is one
-    with another seed, weight scale or batch (what the outer steps depend on beyond the network)."""
+    with another start, seed, weight scale or batch (what the outer steps depend on beyond the network)."""
     folder = kind(tmp_path / "kind", 6, 0)
     config = build_config(None, flags_to_values({"source": str(folder), "hidden": 12, "layers": 2, "omega0": 20.0,
                                                  "lr": 1e-3, "device": "cpu", "steps": 4}))
@@ -266,10 +266,13 @@ def test_inner_fits_at_each_images_mean_colour_start_as_a_fit_from_the_start_wil
     assert runner.invoke(app, ["meta-init", str(folder), "-o", plain_out, *NET, *short]).exit_code == 0
     result = runner.invoke(app, ["meta-init", str(folder), "-o", plain_out, "--start-output-at-mean", *NET, *short])
     assert result.exit_code == 1 and "learned with --no-start-output-at-mean;" in result.output, result.output
-    for flags, said in ((["--seed", "5"], "training.seed = 0, not 5"),
+    write_safetensors(spec, init_networks(spec, [4])[0], images[0].channels, tmp_path / "other.safetensors")
+    other_start = "another start (--init: another file, or a draw against a file)"
+    for flags, said in ((["--init", tmp_path / "other.safetensors"], other_start),
+                        (["--seed", "5"], "training.seed = 0, not 5"),
                         (["--weight-scale", "2"], "network.weight_scale = 1.0, not 2.0"),
                         (["--batch-size", "64"], "training.batch_size = 0, not 64")):
-        result = runner.invoke(app, ["meta-init", str(folder), "-o", plain_out, *NET, *short, *flags])
+        result = runner.invoke(app, ["meta-init", str(folder), "-o", plain_out, *NET, *short, *map(str, flags)])
         assert result.exit_code == 1 and f"learned with {said};" in result.output, result.output
 
 

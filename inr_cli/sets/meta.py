@@ -46,7 +46,7 @@ from inr_cli.formats.data import fingerprint
 from inr_cli.formats.export import write_safetensors
 from inr_cli.formats.input_files import check_regular
 from inr_cli.formats.network_description import spec_from_json
-from inr_cli.formats.start import initial_params
+from inr_cli.formats.start import initial_params, start_sha256
 from inr_cli.limits import MAX_METADATA_BYTES
 from inr_cli.outputs import check_parent, refuse_inputs, refuse_inside, refuse_special, side_files, takes_files
 from inr_cli.sets import inputs
@@ -270,6 +270,8 @@ def settings_change(saved: str, wanted: str, where: Path) -> str | None:
     if old.get("inner_outputs") != new.get("inner_outputs"):  # recorded only when on
         return "--start-output-at-mean" if old.get("inner_outputs") else "--no-start-output-at-mean"
     run = old.get("run") if isinstance(old.get("run"), dict) else new["run"]  # older checkpoints: unknown
+    if run.get("start", new["run"]["start"]) != new["run"]["start"]:
+        return "another start (--init: another file, or a draw against a file)"
     key = next((key for key in RUN_KEYS if key in run and run[key] != new["run"][key]), None)
     if key is not None:
         return f"{key} = {run[key]!r}, not {new['run'][key]!r}"
@@ -338,7 +340,8 @@ def learn_start(runner, source: str, out: Path, config: Config, options: MetaOpt
                 "config": {k: str(v) for k, v in sorted(vars(config.optimizer).items())}}
     if config.network.start_output_at_mean:  # only when on: a checkpoint written before it resumes
         recorded["inner_outputs"] = "each image's mean"
-    recorded["run"] = {key: config.get(key) for key in RUN_KEYS}
+    recorded["run"] = {**{key: config.get(key) for key in RUN_KEYS},
+                       "start": start_sha256(config.training.init) or "shared"}  # random is the shared draw here
     settings = json.dumps(recorded, sort_keys=True)
     fingerprints = {name: fingerprint(image) for name, image in zip(names, images)}
     state = MetaState(out)
