@@ -268,6 +268,9 @@ def validate(config: Config) -> Config:
     grid = config.encoding
     if 0 < grid.max_resolution < grid.min_resolution:
         raise UsageError(f"hash_max_res ({grid.max_resolution}) must not be below hash_min_res ({grid.min_resolution})")
+    if config.training.matmul == "cublas" and config.training.precision != "fp32":
+        raise UsageError(f"--matmul cublas multiplies in FP32 only; --precision {config.training.precision} needs "
+                         f"--matmul kernel")
     if opt.warmup >= config.training.steps:
         raise UsageError(f"warmup ({opt.warmup}) must be below steps ({config.training.steps})")
     return config

@@ -98,6 +98,8 @@ def test_encode_size_gray_and_default_output(tmp_path, coffee):
     (["train", "{rgb}", "--set", "hidden"], 2, "expected section.key=value"),
     (["train", "{rgb}", "--set", "optimizer.beta1=1.5"], 2, "beta1 and beta2 must be below 1"),
     (["train", "{rgb}", "--steps", "50", "--warmup", "50"], 2, "warmup (50) must be below steps (50)"),
+    (["train", "{rgb}", "--matmul", "cublas", "--precision", "tf32", "--device", "cpu"], 2,
+     "--matmul cublas multiplies in FP32 only; --precision tf32 needs --matmul kernel"),  # said with or without a GPU
     (["train", "{rgb}", "--hidden", "8", "--set", "network.hidden=9"], 2, "network.hidden is given twice"),
     (["fit-many", "{tmp}", "-o", "{tmp}/set", "--set", "data.source=x"], 2, "not a setting of fit-many"),
     (["train", "--resume", "{tmp}/nowhere"], 1, "no such run"),

@@ -31,8 +31,6 @@ def get_backend(device: str = "auto", matmul: str = "kernel", notices: list | No
     if reason is None:
         from inr_cli.backends.cuda_backend import CudaBackend
 
-        if matmul == "cublas" and precision != "fp32":
-            raise InrError(f"--matmul cublas multiplies in FP32 only; --precision {precision} needs --matmul kernel")
         return CudaBackend(matmul=matmul, precision=precision, fused=fused)
     if device == "gpu":
         raise InrError(f"--device gpu: {reason}")

@@ -68,7 +68,10 @@ class CudaBackend(KernelBackend):
 
     def __init__(self, matmul: str = "kernel", defines: dict | None = None, precision: str = "fp32",
                  fused: bool = True):
-        # cuBLAS is compared layer by layer, so it never runs the fused kernels.
+        # cuBLAS is compared layer by layer, so it never runs the fused kernels; it multiplies in FP32
+        # only (config.validate refuses the settings that would ask otherwise).
+        if matmul == "cublas" and precision != "fp32":
+            raise ValueError(f"matmul cublas multiplies in FP32 only, not {precision}")
         super().__init__(precision, fused and matmul != "cublas")
         import cupy
 
