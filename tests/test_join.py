@@ -70,6 +70,48 @@ def test_a_hash_grid_setting_takes_no_part_without_a_hash_grid(tmp_path):
     fit(tmp_path / "images", tmp_path / "a", "--hash-log2-size", "12")
 
 
+def test_an_add_that_fails_keeps_its_fitted_images_for_the_rerun(tmp_path, monkeypatch):
+    """A failure after the new images are fitted (the join here: a full disk, say) leaves them in
+    .OUT.adding, and the same command goes on from them; an .OUT.adding fitted for other images (an
+    earlier --add's) is inr's own work and is started again. Either way: the set fitted at once."""
+    from inr_cli.errors import InrError
+    from inr_cli.sets import grow
+
+    everything = make_folder(tmp_path / "all", count=4)
+    growing, adding = tmp_path / "growing", tmp_path / ".set.adding"
+    growing.mkdir()
+    shutil.copy(everything / "img1.png", growing / "img1.png")
+    fit(growing, tmp_path / "set")
+
+    def add_failing_at_the_join(*new: str) -> None:
+        for name in new:
+            shutil.copy(everything / name, growing / name)
+
+        def no_space(*args):
+            raise InrError("cannot write the joined set (No space left on device)")
+
+        with monkeypatch.context() as patched:
+            patched.setattr(grow, "join_sets", no_space)
+            result = runner.invoke(app, ["fit-many", str(growing), "-o", str(tmp_path / "set"), *NET, "--add"])
+        assert result.exit_code == 1 and "No space left" in result.output
+        assert len(list((adding / "shards").iterdir())) == 1, "the fitted images were not kept"
+
+    said = [arg for arg in NET if arg != "-q"]  # the rerun says how many images it found done
+    add_failing_at_the_join("img0.png")
+    result = runner.invoke(app, ["fit-many", str(growing), "-o", str(tmp_path / "set"), *said, "--add"])
+    assert result.exit_code == 0 and "(1 shard of up to 4096; 1 done)" in result.output, result.output
+    assert not adding.exists()
+    add_failing_at_the_join("img2.png")
+    shutil.copy(everything / "img3.png", growing / "img3.png")  # one more since: the kept work is for others
+    result = runner.invoke(app, ["fit-many", str(growing), "-o", str(tmp_path / "set"), *said, "--add"])
+    assert result.exit_code == 0 and "(1 shard of up to 4096; 0 done)" in result.output, result.output
+    assert not adding.exists()
+    fit(everything, tmp_path / "at-once")
+    grown, at_once = inr_cli.load(tmp_path / "set"), inr_cli.load(tmp_path / "at-once")
+    assert grown.names == at_once.names
+    assert np.array_equal(np.asarray(grown.weights), np.asarray(at_once.weights))
+
+
 def test_fit_many_add_grows_a_set_to_the_one_fitted_at_once(tmp_path):
     everything = make_folder(tmp_path / "all", count=5)
     growing = tmp_path / "growing"

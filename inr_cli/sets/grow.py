@@ -1,9 +1,10 @@
 """`inr fit-many INPUT -o OUT --add`: a finished set grows by the images of INPUT it does not hold.
 They are fitted into a set of their own beside OUT (.OUT.adding, with OUT's settings, start and
 sizes), then joined to it (join.py) in .OUT.joined, which takes OUT's place: the networks already
-there are untouched, and every network is the one a single fit of all the images gives. Killed while
-the new images fit, the same command resumes them; killed between the renames that swap the joined
-set in, the same command finishes the swap. Each of those folders carries inr's scratch marker
+there are untouched, and every network is the one a single fit of all the images gives. Killed or
+failed while the new images fit or join, the same command resumes them (a .OUT.adding fitted for
+other images is inr's own and started again); killed between the renames that swap the joined set
+in, the same command finishes the swap. Each of those folders carries inr's scratch marker
 (outputs.py): a folder of the user's at one of those names is refused, never deleted."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from inr_cli.errors import InrError
 from inr_cli.formats.network_set import PLAN, WEIGHTS
 from inr_cli.outputs import SCRATCH_MARKER, is_scratch, mark_scratch, released, remove_scratch, scratch
 from inr_cli.sets import inputs
-from inr_cli.sets.join import join_sets
+from inr_cli.sets.join import finished_set, join_sets
 from inr_cli.sets.plan import Plan
 
 
@@ -58,6 +59,15 @@ def finish_swap(out: Path) -> None:
     (out / SCRATCH_MARKER).unlink(missing_ok=True)  # marked as it was about to become .OUT.previous
 
 
+def _fitted_names(adding: Path) -> set[str] | None:
+    """The images the set in the scratch folder is fitted for (None: it has no plan it can read)."""
+    try:
+        plan = Plan.read(adding / PLAN)
+    except (InrError, OSError):
+        return None
+    return {e.name for e in plan.images} | {name for name, _ in plan.skipped}
+
+
 def grow(source: str, out: Path, fit_new) -> None:
     """fit_new(scratch, names) fits the images `names` of source into the set folder `scratch`."""
     if inputs.is_url(str(out)):
@@ -72,8 +82,16 @@ def grow(source: str, out: Path, fit_new) -> None:
             remove_scratch(adding)
         return
     remove_scratch(joined)  # refused where a folder of the user's is in the way, before any work
-    with scratch(adding, keep_on=(KeyboardInterrupt, SystemExit), resume=True):
-        fit_new(adding, names)
+    finished_set(out)  # a damaged set refused before the new images are fitted, not after
+    if is_scratch(adding) and _fitted_names(adding) != names:
+        remove_scratch(adding)  # the work of an earlier --add of other images
+    with scratch(adding, keep_on=(BaseException,), resume=True):  # what is fitted stays for the rerun
+        try:
+            fit_new(adding, names)
+        except BaseException:
+            if _fitted_names(adding) is None:  # refused before it planned anything: nothing to keep
+                remove_scratch(adding)
+            raise
         join_sets(out, adding, joined)
         mark_scratch(joined)
         mark_scratch(out)  # it becomes .OUT.previous, inr's to remove
