@@ -306,6 +306,15 @@ def test_an_output_on_a_full_device_is_one_line(recipe, base, tmp_path):
         assert "No space left on device" in line or "not a regular file" in line, line
 
 
+def test_an_hdf5_export_into_a_fifo_is_one_line(base, tmp_path):
+    """h5py cannot write a stream and says so in lines of its own: the command says one."""
+    pytest.importorskip("h5py")
+    fifo = tmp_path / "set.hdf5"
+    os.mkfifo(fifo)
+    line = refused(run("export", base / "set", "-o", fifo))
+    assert str(fifo) in line and stat.S_ISFIFO(os.stat(fifo).st_mode), line
+
+
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda recipe: recipe.command)
 def test_a_link_to_nothing_as_the_output_is_refused_even_with_force(recipe, base, tmp_path):
     """Writing through it would create a file wherever it points, in a folder the user never named."""

@@ -66,7 +66,8 @@ def atomic_path(target: Path, suffix: str = ""):
         raise
     except OSError as exc:
         kept = "; the earlier file is kept" if existed else ""
-        raise WriteError(f"cannot write {target} ({exc.strerror or exc}){kept}", exc.errno, exc.strerror) from None
+        said = (str(exc.strerror or exc).strip().splitlines() or [""])[0]  # a library's may run to lines (h5py's)
+        raise WriteError(f"cannot write {target} ({said}){kept}", exc.errno, exc.strerror) from None
 
 
 def atomic_write_text(target: Path, text: str) -> None:
