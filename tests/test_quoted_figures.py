@@ -1,0 +1,125 @@
+"""The figures the README and the guides quote, read again from what produced them: the result files of
+the benchmarks (benchmarks/results/), the presets (configs/*.toml) and the code that sizes a network. A
+figure that is measured again, or a preset that changes, fails here until the words follow it."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from inr_cli.config import build_config
+from inr_cli.core.network import NetworkSpec
+from inr_cli.core.sizing import fit_to_image
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+def text(doc: str) -> str:
+    return (ROOT / doc).read_text(encoding="utf-8")
+
+
+def result(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text(encoding="utf-8"))
+
+
+def preset_steps(preset: str) -> int:
+    return tomllib.loads((ROOT / "configs" / f"{preset}.toml").read_text())["training"]["steps"]
+
+
+def fit_psnr(results: list[dict], preset: str, image: str, size: int) -> float:
+    return next(r["fit_psnr"] for r in results if (r["preset"], r["image"], r["size"]) == (preset, image, size))
+
+
+def network_bytes(preset: str, width: int, height: int, channels: int = 3) -> int:
+    """The float32 bytes of the network `inr train --preset PRESET` fits to a width x height image."""
+    config, _ = fit_to_image(build_config(None, {}, preset), width, height)
+    return NetworkSpec.from_config(config, channels).parameter_count() * 4
+
+
+def decimal_bytes(count: int) -> str:
+    """Bytes in kB or MB, three significant figures: 532 kB, 1.08 MB, 27.2 MB."""
+    for unit, scale in (("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.3g} {unit}"
+    return f"{count} bytes"
+
+
+def times(ratio: float) -> str:
+    return f"{ratio:.2g}x"
+
+
+def cost_row(preset: str) -> str:
+    """The README's cost table's cells for a preset: on the sample and on a 12-megapixel photo."""
+    cells = []
+    for width, height in ((192, 128), (4000, 3000)):
+        size = network_bytes(preset, width, height)
+        cells.append(f"{decimal_bytes(size)}: {times(size / (width * height * 3))} the pixels")
+    return " | ".join(cells)
+
+
+def test_the_cost_of_a_network_against_its_image():
+    readme = text("README.md")
+    assert f"on the 192x128 sample ({decimal_bytes(192 * 128 * 3)} of 8-bit pixels)" in readme
+    assert f"on a 12-megapixel photo ({decimal_bytes(4000 * 3000 * 3)})" in readme
+    for preset in ("siren", "hashgrid"):
+        assert f"(`{preset}`) | {cost_row(preset)} |" in readme, f"the README's cost of {preset}: {cost_row(preset)}"
+    siren = decimal_bytes(network_bytes("siren", 192, 128))
+    assert network_bytes("siren", 4000, 3000) == network_bytes("siren", 192, 128)  # "whatever the image"
+    assert f"A SIREN is the same {siren} whatever the image" in readme
+
+
+def presets_rows() -> list[tuple[str, str]]:
+    """(document, what it quotes) for every figure of the presets tables, from its source."""
+    siren = result("upscaling-cpu-32-256-lr4e-4.json")["results"]
+    fourier = result("upscaling-cpu-256-fourier-mean.json")["results"]
+    sigmoid = [row for run in result("upscaling-cpu-sigmoid-sigma.json")["runs"]  # sigma 6.9: the size's at 256 px
+               if run["set"] == {"fourier_sigma": 6.9} for row in run["results"]]
+    hashgrid = result("hashgrid-lr-cpu-512.json")["summary"]["512"]["hg-lr2e-2"]  # the preset's lr
+    assert build_config(None, {}, "hashgrid").optimizer.lr == 2e-2
+    sets = {row["dataset"]: row["held_out"]["mean_psnr"] for row in result("weights-suite-cpu-32-lr3e-3.json")["rows"]
+            if (row["recipe"], row["start"]) == ("default", "shared")}
+
+    def pair(results, preset):
+        return f"{fit_psnr(results, preset, 'coffee', 256):.1f} / {fit_psnr(results, preset, 'rocket', 256):.1f} dB"
+
+    def each(results, preset):
+        return (f"coffee {fit_psnr(results, preset, 'coffee', 256):.1f} dB, "
+                f"rocket {fit_psnr(results, preset, 'rocket', 256):.1f} dB at 256 px")
+
+    low, high = min(sets.values()), max(sets.values())
+    return [
+        ("README.md", f"| `siren` | SIREN 3x256 | {preset_steps('siren')} | {pair(siren, 'siren')} (coffee / rocket"),
+        ("README.md", f"| `hashgrid` | hash grid + ReLU 2x64 | {preset_steps('hashgrid')} | 40 dB in "
+                      f"{hashgrid['steps_40dB']} steps (coffee, 512 px)"),
+        ("README.md", f"| {preset_steps('fourier')} | {pair(fourier, 'fourier')} (coffee / rocket"),
+        ("README.md", f"| {preset_steps('sigmoid')} | {pair(sigmoid, 'sigmoid')} (coffee / rocket"),
+        ("README.md", f"| {preset_steps('sets')} | {low:.1f}-{high:.1f} dB (32-px sets, 2x32)"),
+        ("docs/training.md", f"| {preset_steps('siren')} | {each(siren, 'siren')} |"),
+        ("docs/training.md", f"| {preset_steps('hashgrid')} | 40 dB at 512 px in about {hashgrid['steps_40dB']} steps"),
+        ("docs/training.md", f"| {preset_steps('fourier')} | {each(fourier, 'fourier')} |"),
+        ("docs/training.md", f"| {preset_steps('sigmoid')} | {each(sigmoid, 'sigmoid')} |"),
+        ("docs/training.md", f"| {preset_steps('sets')} | 32-px sets at 2x32: letters {sets['letters']:.1f}, photo "
+                             f"tiles {sets['photos']:.1f}, digits {sets['digits']:.1f} dB |"),
+    ]
+
+
+@pytest.mark.parametrize("doc, quoted", presets_rows(), ids=lambda value: value[:40])
+def test_the_presets_tables_quote_their_results(doc, quoted):
+    assert quoted in text(doc), f"{doc} should quote: {quoted}"
+
+
+def test_the_quick_start_quotes_its_run():
+    run = result("quick-start-cpu-300.json")
+    assert run["command"] == "inr train --steps 300 --device cpu" and run["steps"] == 300
+    readme = text("README.md")
+    assert f"&& {run['command'].removesuffix(' --device cpu')}  " in readme  # the quick start's first line
+    assert f"reaches {run['psnr']:.1f} dB on the sample" in readme
+
+
+def test_the_checks_can_fail():
+    assert decimal_bytes(532_492) == "532 kB" and decimal_bytes(1_075_900) == "1.08 MB" and times(0.0148) == "0.015x"
+    assert "| `siren` | SIREN 3x256 | 999 |" not in text("README.md")
