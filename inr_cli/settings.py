@@ -164,7 +164,8 @@ SETTINGS = (
             "by one)", fits=False),
     Setting("data.source", str, "", "Image, pixel CSV or .npy array; empty = the built-in sample; train's DATA "
             "argument sets it", commands=(TRAIN,), flag=False),
-    Setting("data.size", int, 0, "Resize images so the longer side is N; 0 (in a config file) = as is",
+    Setting("data.size", int, 0, "Resize images so the longer side is N (fit-many, meta-init: only the images larger "
+            "than N; train also enlarges a smaller one, with a note); 0 (in a config file) = as is",
             bound=NON_NEGATIVE, flag_bound=POSITIVE),
     Setting("data.gray", bool, False, "Train on one grey channel"),
 )

@@ -138,9 +138,9 @@ def test_rerun_resumes_and_refuses_changed_settings(reference, tmp_path):
     result = fit(folder, "-o", out, "--pack", "2", *NET)  # finished: nothing to do, same set
     assert result.exit_code == 0, result.output
     result = fit(folder, "-o", out, "--pack", "2", *NET[:-1], "--steps", "41")
-    assert result.exit_code == 1 and "training.steps = 40, not 41" in result.output
+    assert result.exit_code == 2 and "training.steps = 40, not 41" in result.output
     result = fit(folder, "-o", out, "--pack", "3", *NET)
-    assert result.exit_code == 1 and "--pack 2" in result.output
+    assert result.exit_code == 2 and "--pack 2" in result.output
     # omega0 left to the size (0; the sets preset gives 30) is the one the set already has (an older
     # inr chose 60 for every size); given by hand, it must match
     sized = [a for i, a in enumerate(NET) if "--omega0" not in NET[max(i - 1, 0):i + 1]]
@@ -148,16 +148,16 @@ def test_rerun_resumes_and_refuses_changed_settings(reference, tmp_path):
     result = fit(folder, "-o", out, "--pack", "2", *sized, "--omega0", "0")
     assert result.exit_code == 0, result.output
     result = fit(folder, "-o", out, "--pack", "2", *sized, "--omega0", "30")
-    assert result.exit_code == 1 and "omega0 = 60" in result.output, result.output
+    assert result.exit_code == 2 and "omega0 = 60" in result.output, result.output
     # what the command does not say is the set's own (the sets preset, under it, would say omega0 30 and
     # lr 1e-3); a --config file's keys and a named preset's are said, and checked
     assert fit(folder, "-o", out, "--device", "cpu", "-q").exit_code == 0
     config = tmp_path / "lr.toml"
     config.write_text("[optimizer]\nlr = 1e-3\n")
     result = fit(folder, "-o", out, "--config", config, "--device", "cpu", "-q")
-    assert result.exit_code == 1 and "optimizer.lr = 0.003, not 0.001" in result.output
+    assert result.exit_code == 2 and "optimizer.lr = 0.003, not 0.001" in result.output
     result = fit(folder, "-o", out, "--preset", "fourier", *NET)
-    assert result.exit_code == 1 and "network.model = 'siren', not 'relu'" in result.output
+    assert result.exit_code == 2 and "network.model = 'siren', not 'relu'" in result.output
 
 
 def test_driver_killed_then_same_command_completes_bit_identical(reference, tmp_path):
@@ -254,10 +254,25 @@ def test_bad_folders(tmp_path):
     result = fit(folder, "-o", tmp_path / "o1", *NET)
     assert result.exit_code == 1 and "img0.png is 14x10 but small.png is 9x9" in result.output
     assert not (tmp_path / "o1" / WEIGHTS).exists()
-    result = fit(folder, "-o", tmp_path / "o2", "--size", "12", *NET)
+    result = fit(folder, "-o", tmp_path / "o2", "--size", "12", *NET[:-1])  # --size shrinks, never enlarges
     assert result.exit_code == 0, result.output
-    sizes = {(r["name"], r["width"], r["height"]) for r in load_network_set(tmp_path / "o2").index}
-    assert ("small.png", "12", "12") in sizes and ("img0.png", "12", "9") in sizes
+    assert result.stderr.count("smaller than --size") == 1  # said once for the set
+    assert "1 of 3 images are smaller than --size 12 (the smallest: small.png, 9x9)" in result.stderr
+    index = load_network_set(tmp_path / "o2").index
+    sizes = {(r["name"], r["width"], r["height"]) for r in index}
+    assert ("small.png", "9", "9") in sizes and ("img0.png", "12", "9") in sizes
+    from inr_cli.backends.cpu_backend import CpuBackend
+    from inr_cli.core.metrics import psnr
+    from inr_cli.core.render import render_float
+    from inr_cli.formats.images import load_image
+
+    small = load_image(folder / "small.png")  # the PSNR is of the image itself, not of an upscale
+    networks = load_network_set(tmp_path / "o2")
+    row = networks.row("small.png")
+    drawn = render_float(CpuBackend(), networks.spec, networks.weights[row], 9, 9)
+    assert psnr(drawn, small.values) == pytest.approx(float(index[row]["psnr"]), abs=1e-3)
+    summary = json.loads(runner.invoke(app, ["info", str(tmp_path / "o2"), "--json"]).stdout)
+    assert summary["image_bytes_mean"] == pytest.approx((9 * 9 + 2 * 12 * 9) * 3 / 3)
     (folder / "notes.txt").write_text("not an image")
     result = fit(folder, "-o", tmp_path / "o3", "--size", "12", *NET)
     assert result.exit_code == 1 and "notes.txt" in result.output and "--skip-unreadable" in result.output
@@ -537,7 +552,7 @@ def odd_images(folder: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("size,gray", [(0, False), (16, False), (16, True)])
+@pytest.mark.parametrize("size,gray", [(0, False), (16, False), (16, True), (48, False)])
 def test_the_header_probe_says_what_the_decoder_gives(tmp_path, size, gray):
     """The plan reads only each file's header: its size and channels must be the decoded image's."""
     from inr_cli.config import build_config, flags_to_values
@@ -548,6 +563,25 @@ def test_the_header_probe_says_what_the_decoder_gives(tmp_path, size, gray):
         image, digest = inputs.load(str(path), path.name, config)
         wanted = (image.width, image.height, ",".join(image.channels), digest)
         assert inputs.probe([(path.name, str(path))], config) == [wanted], path.name
+
+
+def test_a_set_planned_when_size_enlarged_is_fitted_as_planned(tmp_path):
+    """Before --size stopped enlarging a set's smaller images, a plan recorded them enlarged: such a set
+    goes on fitting them at the planned size, to the pixels that `inr train --size` gives."""
+    from inr_cli.config import build_config, flags_to_values
+    from inr_cli.formats.data import load_training_data
+    from inr_cli.sets import inputs
+    from inr_cli.sets.packs import load_entry
+    from inr_cli.sets.plan import ImageEntry
+
+    path = make_folder(tmp_path / "small", count=1) / "img0.png"
+    config = build_config(None, flags_to_values({"size": 21, "source": "x"}), None)
+    _, digest = inputs.load(str(path), path.name, config)
+    planned = ImageEntry(path.name, 21, 15, ("r", "g", "b"), digest, 0, str(path))
+    enlarged = load_training_data(str(path), 21)
+    assert np.array_equal(load_entry(planned, config).values, enlarged.values)
+    now = ImageEntry(path.name, 14, 10, ("r", "g", "b"), digest, 0, str(path))
+    assert load_entry(now, config).values.shape == (10, 14, 3)
 
 
 def test_an_image_whose_pixels_are_broken_stops_the_run_naming_it(tmp_path):

@@ -18,10 +18,13 @@ from inr_cli.resources import sample_image
 SAMPLE = "sample"
 
 
-def load_training_data(source: str, size: int = 0, gray: bool = False, notices: list | None = None) -> PixelImage:
-    """source: a .csv path, a .npy array, an image path, or "" / "sample" for the built-in sample image."""
+def load_training_data(source: str, size: int = 0, gray: bool = False, notices: list | None = None,
+                       enlarge: bool = True) -> PixelImage:
+    """source: a .csv path, a .npy array, an image path, or "" / "sample" for the built-in sample image.
+    size: the longer side to resize to (0: as is); with enlarge False, only an image larger than that
+    is resized (a set's --size)."""
     if source in ("", SAMPLE):
-        return load_image(sample_image(), size=size or None, gray=gray, notices=notices)
+        return load_image(sample_image(), size=size or None, gray=gray, notices=notices, enlarge=enlarge)
     path = Path(source)
     suffix = path.suffix.lower()
     if suffix in (".csv", ".npy"):
@@ -30,8 +33,8 @@ def load_training_data(source: str, size: int = 0, gray: bool = False, notices: 
             rgb = image.values[..., :3]
             grey = rgb @ np.array([0.299, 0.587, 0.114], dtype=np.float32)
             image = PixelImage(grey[..., None].astype(np.float32), ("l",), image.bit_depth)
-        return resize(image, size) if size else image
-    return load_image(path, size=size or None, gray=gray, notices=notices)
+        return resize(image, size) if size and (enlarge or size < max(image.width, image.height)) else image
+    return load_image(path, size=size or None, gray=gray, notices=notices, enlarge=enlarge)
 
 
 def read_npy(path: Path) -> PixelImage:

@@ -70,9 +70,14 @@ def within_pixel_limit(where: str):
         raise InrError(f"{where}: declared image size is too large (limit {MAX_IMAGE_PIXELS} pixels)") from None
 
 
-def load_image(path: Path, size: int | None = None, gray: bool = False, notices: list | None = None) -> PixelImage:
-    """Decode an image file; `size` resizes so the longer side is that many pixels (Lanczos)."""
+def load_image(path: Path, size: int | None = None, gray: bool = False, notices: list | None = None,
+               enlarge: bool = True) -> PixelImage:
+    """Decode an image file; `size` resizes so the longer side is that many pixels (Lanczos); with
+    enlarge False, only an image larger than that."""
     path = Path(path)
+    if size is not None and not enlarge:
+        pixels = load_image(path, None, gray, notices)
+        return resize(pixels, size) if size < max(pixels.width, pixels.height) else pixels
     check_regular(path, expected="an image file")
     if path.stat().st_size == 0:
         raise InrError(f"{path}: the file is empty")

@@ -31,7 +31,7 @@ from inr_cli.sets.labels import read_labels, relabelled
 from inr_cli.sets.output_kind import output_storage
 from inr_cli.sets.packs import PackInterrupted, default_pack, fit_shard, shard_images
 from inr_cli.sets.partial import remove_partials
-from inr_cli.sets.plan import BadPlan, Plan, entries_from_probe, make_plan
+from inr_cli.sets.plan import BadPlan, ImageEntry, Plan, entries_from_probe, make_plan
 from inr_cli.sets.set_folder import SetFolder
 from inr_cli.sets.storage import (
     SET_FILES,
@@ -288,6 +288,7 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
         folder.make_folder(SHARDS)
     else:
         entries, skipped = entries_from_probe(listed, runner.probe(listed, config), config, skip_unreadable)
+        notices += kept_at_their_size(entries, config.data.size)
         config, reasons = fit_to_image(config, max(e.width for e in entries), max(e.height for e in entries))
         notices += map(SizeNote, reasons)
         if pack is None:
@@ -309,6 +310,18 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
     if folder.local:
         pending = rows_file_ready(folder.local, plan, pending, with_networks, notices, folder.rows_in_place)
     return plan, pending
+
+
+def kept_at_their_size(entries: list[ImageEntry], size: int) -> list[str]:
+    """One line for the images smaller than --size: a set's --size shrinks the larger ones and leaves
+    these as they are (an enlarged image would be scored against its own upscale, and counted at its
+    upscale's bytes)."""
+    smaller = [entry for entry in entries if max(entry.width, entry.height) < size]
+    if not smaller:
+        return []
+    least = min(smaller, key=lambda entry: max(entry.width, entry.height))
+    return [f"{len(smaller)} of {len(entries)} images are smaller than --size {size} (the smallest: {least.name}, "
+            f"{least.width}x{least.height}): each is fitted at its own size; --size only shrinks a set's images"]
 
 
 def _refuse_output_in_input(source: str, folder: SetFolder) -> None:
@@ -434,15 +447,15 @@ def _refuse_changed_inputs(out: SetFolder, saved: Plan, listed: list[inputs.List
 def _refuse_changed_settings(out: SetFolder, saved: Plan, plan: Plan) -> None:
     old, new = saved.settings(), plan.settings()
     if old["pack"] != new["pack"]:
-        raise InrError(f"{out} was started with --pack {old['pack']}, not {new['pack']}; "
-                       f"rerun without --pack or with --pack {old['pack']} (--force starts it again)")
+        raise UsageError(f"{out} was started with --pack {old['pack']}, not {new['pack']}; "
+                         f"rerun without --pack or with --pack {old['pack']} (--force starts it again)")
     # The start first: a file start also records init_output_at_mean off (formats/start.py), and the
     # start is then what the user changed.
     for key in sorted(old["settings"], key=lambda key: key != "training.init"):
         value = old["settings"][key]
         if new["settings"].get(key) != value:
-            raise InrError(f"{out} was started with {key} = {value!r}, not {new['settings'].get(key)!r}; "
-                           f"rerun with the same settings, or use another -o (--force starts it again)")
+            raise UsageError(f"{out} was started with {key} = {value!r}, not {new['settings'].get(key)!r}; "
+                             f"rerun with the same settings, or use another -o (--force starts it again)")
     if old.get("start_sha256") and old["start_sha256"] != new["start_sha256"]:
         raise InrError(f"{out} was started from another start (the file {saved.config.training.init} changed since); "
                        f"restore it, or use another -o")

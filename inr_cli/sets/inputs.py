@@ -215,14 +215,14 @@ def fingerprint(data: bytes) -> str:
 
 
 def decode(name: str, data: bytes, config: Config) -> PixelImage:
-    """The file's bytes decoded exactly as `inr train FILE --size --gray` would load the file (the
-    same decoder, from a private temporary copy), errors naming the image."""
+    """The file's bytes decoded as `inr train FILE --size --gray` would load the file (the same decoder,
+    from a private temporary copy), but never enlarged; errors name the image."""
     suffix = Path(name).suffix
     with tempfile.TemporaryDirectory(prefix="inr-image-") as folder:
         path = Path(folder) / f"image{suffix}"
         path.write_bytes(data)
         try:
-            return load_training_data(str(path), config.data.size, config.data.gray)
+            return load_training_data(str(path), config.data.size, config.data.gray, enlarge=False)
         except InrError as exc:
             raise InrError(str(exc).replace(str(path), name)) from None
 
@@ -240,7 +240,7 @@ def load(location: str, name: str, config: Config, expected: str | None = None,
         raise InrError(f"{location}: the file changed since this set was planned; fit it into another -o")
     if is_url(location) or sent:
         return decode(name, data, config), digest
-    return load_training_data(location, config.data.size, config.data.gray), digest
+    return load_training_data(location, config.data.size, config.data.gray, enlarge=False), digest
 
 
 def probe(locations: list[tuple[str, str]], config: Config,
@@ -294,7 +294,7 @@ def describe(name: str, data: bytes, config: Config) -> tuple[int, int, str]:
     width, height, mode, info, orientation = image_files.read_header(data, name)  # within inr's pixel limit
     if orientation in (5, 6, 7, 8):  # exif_transpose turns these a quarter
         width, height = height, width
-    if config.data.size:
+    if 0 < config.data.size < max(width, height):  # a set's --size shrinks, never enlarges
         width, height = fit_longer_side(width, height, config.data.size)
     # The channels of a one-pixel image of the same mode, through the very conversion of the decoder.
     try:

@@ -13,12 +13,13 @@ import numpy as np
 from inr_cli.config import Config
 from inr_cli.core.metrics import psnr_from_mse
 from inr_cli.core.network import NetworkSpec, output_means
-from inr_cli.core.pixels import PixelImage
+from inr_cli.core.pixels import PixelImage, fit_longer_side
 from inr_cli.core.render import render_networks
 from inr_cli.core.state import TrainingState
 from inr_cli.core.trainer import Trainer
 from inr_cli.core.training_loop import Diverged, DivergenceGuard, Interrupted, Signals, reached_target, run_steps
 from inr_cli.errors import InrError
+from inr_cli.formats.images import resize
 from inr_cli.formats.start import initial_state, is_file_start, start_params, start_sha256
 from inr_cli.hooks import hook
 from inr_cli.sets import inputs
@@ -220,10 +221,14 @@ def fit_shard(backend, plan: Plan, images: list[PixelImage], names: list[str], s
 
 
 def load_entry(entry: ImageEntry, config: Config, data: bytes | None = None) -> PixelImage:
-    """An image of the plan, as `inr train FILE --size --gray` loads it (from its file's bytes `data`
-    when the driver sent them), checked to be the file planned and to decode to the size and
-    channels its header promised."""
+    """An image of the plan, as `inr train FILE --size --gray` loads it but never enlarged (from its
+    file's bytes `data` when the driver sent them), checked to be the file planned and to decode to
+    the size and channels its header promised."""
     image = inputs.load(entry.location, entry.name, config, expected=entry.sha256, data=data)[0]
+    size = config.data.size
+    if max(image.width, image.height) < size and fit_longer_side(image.width, image.height, size) == (
+            entry.width, entry.height):  # a set planned before --size stopped enlarging: fitted as planned
+        image = resize(image, size)
     if (image.width, image.height, image.channels) != (entry.width, entry.height, entry.channels):
         raise InrError(f"{entry.name}: decodes to {image.width}x{image.height} {','.join(image.channels)}, but its "
                        f"header said {entry.width}x{entry.height} {','.join(entry.channels)}")
