@@ -197,8 +197,10 @@ def given_settings(command: str, flags: dict, keys: Iterable[tuple[str, object]]
         setting = by_name[name]
         value = coerce_value(spelling.flag(name), setting.type, value)
         if setting.flag_bound == POSITIVE and value <= 0:
-            raise UsageError(f"{spelling.flag(name)} must be positive, got {value}; for {setting.key} = {value} "
-                             f"leave {spelling.flag(name)} out or pass {spelling.key_value(setting.key, value)}")
+            key_takes_it = setting.bound is None or (setting.bound == NON_NEGATIVE and value == 0)
+            raise UsageError(f"{spelling.flag(name)} must be positive, got {value}" + (
+                f"; for {setting.key} = {value} leave {spelling.flag(name)} out or pass "
+                f"{spelling.key_value(setting.key, value)}" if key_takes_it else ""))
         given[name], said[name] = value, spelling.flag(name)
     allowed = {s.key for s in takes}
     for key, value in keys:

@@ -33,10 +33,20 @@ def test_eval_says_when_the_reference_has_another_shape(small_run, tmp_path):
     assert "note: trained at 16x12, rendered at the reference's 32x24" in result.stderr
     assert "warning" not in result.stderr
     other = make_image(tmp_path / "tall.png", "RGB", size=(12, 30))
-    result = run("eval", small_run, other, "--device", "cpu", "--json")
-    assert result.exit_code == 0 and json.loads(result.stdout)["width"] == 12
-    lines = [line for line in result.stderr.splitlines() if "trained at" in line]
-    assert len(lines) == 1 and lines[0].startswith("warning:") and "16x12" in lines[0] and "12x30" in lines[0]
+    result = run("eval", small_run, other, "--device", "cpu", "--json")  # a stretched render is not scored
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr.strip() == (f"error: {other} is 12x30, another aspect ratio than the 16x12 the network was "
+                                      f"trained at: its render would be stretched to be scored; give a reference "
+                                      f"of the training image's shape")
+
+
+def test_a_command_that_reads_a_network_given_the_image_says_to_train_it_first(tmp_path):
+    image = make_image(tmp_path / "photo.jpg", "RGB")
+    for command in (["render", image], ["info", image], ["export", image, "-o", tmp_path / "x.onnx"]):
+        result = run(*command)
+        assert result.exit_code == 2, result.output
+        assert result.stderr.strip() == (f"error: {image} is an image, not a trained network: train one on it first "
+                                          f"(`inr train {image}`), then give its run (runs/photo)")
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found on this machine")

@@ -84,7 +84,7 @@ def test_a_learned_start_fits_new_images_of_its_kind_better_in_k_steps(tmp_path)
     assert runner.invoke(app, ["meta-init", str(folder), "-o", str(start), *NET, *META]).exit_code == 0
     assert np.array_equal(read_start(str(start))[1], learned)
     result = runner.invoke(app, ["meta-init", str(folder), "-o", str(start), *NET, *META[:-2], "--eval-every", "5"])
-    assert result.exit_code == 1 and "was learned with --eval-every 10, not 5;" in result.output
+    assert result.exit_code == 2 and "was learned with --eval-every 10, not 5;" in result.output
 
 
 def test_a_drawn_first_start_begins_at_the_mean_colour_of_its_images(tmp_path):
@@ -261,11 +261,11 @@ def test_inner_fits_at_each_images_mean_colour_start_as_a_fit_from_the_start_wil
     result = runner.invoke(app, ["meta-init", str(folder), "-o", out, "--start-output-at-mean", *NET, *short])
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["meta-init", str(folder), "-o", out, *NET, *short])
-    assert result.exit_code == 1 and "learned with --start-output-at-mean;" in result.output, result.output
+    assert result.exit_code == 2 and "learned with --start-output-at-mean;" in result.output, result.output
     plain_out = str(tmp_path / "plain.safetensors")
     assert runner.invoke(app, ["meta-init", str(folder), "-o", plain_out, *NET, *short]).exit_code == 0
     result = runner.invoke(app, ["meta-init", str(folder), "-o", plain_out, "--start-output-at-mean", *NET, *short])
-    assert result.exit_code == 1 and "learned with --no-start-output-at-mean;" in result.output, result.output
+    assert result.exit_code == 2 and "learned with --no-start-output-at-mean;" in result.output, result.output
     write_safetensors(spec, init_networks(spec, [4])[0], images[0].channels, tmp_path / "other.safetensors")
     other_start = "another start (--init: another file, or a draw against a file)"
     for flags, said in ((["--init", tmp_path / "other.safetensors"], other_start),
@@ -273,7 +273,7 @@ def test_inner_fits_at_each_images_mean_colour_start_as_a_fit_from_the_start_wil
                         (["--weight-scale", "2"], "network.weight_scale = 1.0, not 2.0"),
                         (["--batch-size", "64"], "training.batch_size = 0, not 64")):
         result = runner.invoke(app, ["meta-init", str(folder), "-o", plain_out, *NET, *short, *map(str, flags)])
-        assert result.exit_code == 1 and f"learned with {said};" in result.output, result.output
+        assert result.exit_code == 2 and f"learned with {said};" in result.output, result.output
 
 
 def test_force_starts_afresh_with_the_commands_own_settings(tmp_path):

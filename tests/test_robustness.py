@@ -96,6 +96,7 @@ def test_interrupt_saves_and_says_how_to_resume(tmp_path, image, sig):
     assert code == 128 + sig  # closing the terminal (SIGHUP) saves like Ctrl-C and SIGTERM
     assert f"inr train --resume {run}" in stderr
     assert "Traceback" not in stderr
+    assert process.stdout.read().strip() == str(run)  # stdout names the run, as a finished run's does
     saved = ckpt.load(run)
     assert saved.step > 0 and np.isfinite(saved.last_loss)  # the loss the loop last read, for inr info
 

@@ -82,6 +82,8 @@ NETWORK_KEYS = ", ".join(s.field for s in settings.SETTINGS if s.section == "net
     ("train", {"size": 0}, [],
      "--size must be positive, got 0; for data.size = 0 leave --size out or pass --set data.size=0",
      "size= must be positive, got 0; for data.size = 0 leave size= out or pass settings={'data.size': 0}"),
+    ("train", {"size": -5}, [],  # no advice the key would refuse too
+     "--size must be positive, got -5", "size= must be positive, got -5"),
     ("train", {"hidden": 8}, [("network.hidden", 9)],
      "network.hidden is given twice, differently (--hidden and --set network.hidden=9)",
      "network.hidden is given twice, differently (hidden= and settings={'network.hidden': 9})"),

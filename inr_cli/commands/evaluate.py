@@ -10,7 +10,7 @@ from PIL import Image
 from inr_cli.backends import make_backend
 from inr_cli.commands.paths import shown_path
 from inr_cli.config import Device, build_config, flags_to_values
-from inr_cli.console import info, notice, warning
+from inr_cli.console import info, notice
 from inr_cli.core.metrics import psnr, ssim
 from inr_cli.core.render import render_float
 from inr_cli.errors import InrError, UsageError
@@ -63,7 +63,7 @@ def command(
         raise InrError(f"{reference} has channels {','.join(ref.channels)}, the network draws "
                        f"{','.join(saved.channels)}")
     if train_size is None:
-        _say_shape_differs(saved.data_shape[1], saved.data_shape[0], ref.width, ref.height)
+        _say_shape_differs(saved.data_shape[1], saved.data_shape[0], ref.width, ref.height, reference)
     backend = make_backend(device, quiet=as_json)
     rendered = render_float(backend, saved.spec, saved.params, ref.width, ref.height)
     result = {
@@ -94,15 +94,15 @@ def command(
                        f"(upscaled from {result['train_width']}x{result['train_height']})")
 
 
-def _say_shape_differs(trained_w: int, trained_h: int, ref_w: int, ref_h: int) -> None:
-    """eval renders at the reference's size: legitimate, but said; another aspect ratio stretches the
-    picture, which no PSNR would tell."""
+def _say_shape_differs(trained_w: int, trained_h: int, ref_w: int, ref_h: int, reference: Path) -> None:
+    """eval renders at the reference's size: legitimate, and said; another aspect ratio would stretch
+    the picture, which no PSNR would tell, so it is refused."""
     if (trained_w, trained_h) == (ref_w, ref_h):
         return
     same_aspect = (abs(trained_w * ref_h - ref_w * trained_h) <= 0.02 * trained_w * ref_h
                    or (ref_w, ref_h) == fit_longer_side(trained_w, trained_h, max(ref_w, ref_h)))
-    if same_aspect:
-        notice(f"trained at {trained_w}x{trained_h}, rendered at the reference's {ref_w}x{ref_h}")
-    else:
-        warning(f"trained at {trained_w}x{trained_h}, the reference is {ref_w}x{ref_h}: a stretched render is "
-                f"compared")
+    if not same_aspect:
+        raise InrError(f"{reference} is {ref_w}x{ref_h}, another aspect ratio than the {trained_w}x{trained_h} the "
+                       f"network was trained at: its render would be stretched to be scored; give a reference of "
+                       f"the training image's shape")
+    notice(f"trained at {trained_w}x{trained_h}, rendered at the reference's {ref_w}x{ref_h}")

@@ -11,6 +11,7 @@ from inr_cli.commands.setting_options import given_settings, set_option, with_se
 from inr_cli.console import info
 from inr_cli.errors import UsageError
 from inr_cli.runs.start import resume_run, start_run
+from inr_cli.runs.training import RunInterrupted
 
 NAME = "train"
 HELP = "Train a network on an image, a pixel CSV or a .npy array (no DATA: the built-in sample), or --resume a run."
@@ -38,6 +39,14 @@ def command(
     **options,  # one per setting: with_setting_options
 ) -> None:
     flags = given_settings(NAME, options, overrides)
+    try:
+        _train(data, flags, resume, allow_data_change, config_file, preset, run_dir, quiet, as_json)
+    except RunInterrupted as stopped:  # stdout names the run all the same, for a script that reads it
+        _print_run(stopped.result, as_json, interrupted=stopped.signal_name)
+        raise
+
+
+def _train(data, flags, resume, allow_data_change, config_file, preset, run_dir, quiet, as_json) -> None:
     if not resume:
         _finish(start_run(data, flags, config_file, run_dir, quiet, preset), quiet, as_json)
         return
@@ -53,12 +62,18 @@ def command(
 
 
 def _finish(result, quiet: bool, as_json: bool = False) -> None:
-    if as_json:
-        typer.echo(json.dumps({"run_dir": str(result.run_dir), "step": result.step, "loss": result.loss,
-                               "psnr": round(result.psnr, 4), "seconds": round(result.seconds, 3)}))
-        return
-    if not quiet:
+    if not quiet and not as_json:
         info(f"done: step {result.step}, loss {result.loss:.4e}, PSNR {result.psnr:.2f} dB, "
              f"{result.seconds:.1f} s of training")
         info(f"render larger: inr render {shown_path(result.run_dir)} --size 1024")
-    typer.echo(str(result.run_dir))
+    _print_run(result, as_json)
+
+
+def _print_run(result, as_json: bool, interrupted: str | None = None) -> None:
+    """The run directory on stdout (with --json, the summary), whether the run finished or was stopped."""
+    if not as_json:
+        typer.echo(str(result.run_dir))
+        return
+    summary = {"run_dir": str(result.run_dir), "step": result.step, "loss": result.loss,
+               "psnr": round(result.psnr, 4), "seconds": round(result.seconds, 3)}
+    typer.echo(json.dumps(summary | ({"interrupted": interrupted} if interrupted else {})))

@@ -101,11 +101,26 @@ def resolve_exists(path: Path) -> bool:
     return (path / FILENAME).is_file() if path.is_dir() else path.is_file()
 
 
+def training_data_kind(path: Path) -> str:
+    """What `inr train` would take this file for, by its name ("" for none): a command that reads a
+    trained network says so when it is given the data instead."""
+    from PIL import Image
+
+    suffix = path.suffix.lower()
+    if suffix in (".csv", ".npy"):
+        return "a pixel CSV" if suffix == ".csv" else "an array"
+    return "an image" if suffix in Image.registered_extensions() else ""
+
+
 def load(path: Path) -> Checkpoint:
     path = resolve(path)
     if not path.is_file():  # a FIFO or a device would block or never end
         raise InrError(f"{path}: not a regular file, so not a checkpoint")
     if not zipfile.is_zipfile(path):  # np.load would otherwise try to unpickle it
+        kind = training_data_kind(path)
+        if kind:
+            raise UsageError(f"{path} is {kind}, not a trained network: train one on it first (`inr train {path}`), "
+                             f"then give its run (runs/{path.stem})")
         raise InrError(f"{path}: not a readable checkpoint (not an .npz archive, or truncated)")
     try:
         with npz.Archive(path, str(path), "checkpoint") as archive:

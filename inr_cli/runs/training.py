@@ -62,6 +62,15 @@ class TrainingResult:
     seconds: float
 
 
+class RunInterrupted(SystemExit):
+    """A run stopped by a signal, its checkpoint saved: exits 128 + the signal, carrying what was
+    saved so that `inr train` can print its run directory as a finished run does."""
+
+    def __init__(self, signal_name: str, signum: int, result: TrainingResult):
+        super().__init__(128 + signum)  # 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP
+        self.signal_name, self.result = signal_name, result
+
+
 class BlewUp(Exception):
     """Training blew up (core's Diverged, not `ended`): said once the run directory is unlocked."""
 
@@ -204,7 +213,9 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
                     save(trainer)
                     info(f"{exc} at step {trainer.step_done}/{total}: checkpoint saved in {run_dir}. "
                          f"Continue with: inr train --resume {run_dir}")
-                    raise SystemExit(128 + exc.signum) from None  # 130 Ctrl-C, 143 SIGTERM, 129 SIGHUP
+                    loss = float(trainer.loss[0])
+                    raise RunInterrupted(str(exc), exc.signum, TrainingResult(
+                        run_dir, trainer.step_done, loss, psnr_from_mse(loss), trainer.seconds)) from None
         except Diverged as exc:
             if not exc.ended:
                 raise BlewUp(exc, last_saved["step"], config) from None

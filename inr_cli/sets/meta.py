@@ -73,7 +73,8 @@ def load_images(source: str, config: Config) -> tuple[list[PixelImage], list[str
         if (image.width, image.height, image.channels) != (first.width, first.height, first.channels):
             raise InrError(f"{item.name} is {image.width}x{image.height} {','.join(image.channels)} but "
                            f"{listed[0].name} is {first.width}x{first.height} {','.join(first.channels)}; pass "
-                           f"--size N (and --gray) so that every image has one shape")
+                           f"--size N (and --gray) so that every image has one shape: --size shrinks the "
+                           f"larger images and never enlarges, so N at most the smallest image's longer side")
     config, _ = fit_to_image(config, first.width, first.height)
     return images, [item.name for item in listed], config
 
@@ -206,8 +207,9 @@ class MetaState:
             if saved is None:
                 return None
             change = settings_change(saved["settings"], settings, self.path)
-            if change:
-                raise InrError(f"{self.path} was learned with {change}; use another -o (--force starts again)")
+            if change:  # another setting is a usage error, as a fit-many rerun's; other images are not
+                error = InrError if change == OTHER_IMAGES else UsageError
+                raise error(f"{self.path} was learned with {change}; use another -o (--force starts again)")
             if saved["start"].shape != (parameters,) or saved["step"] > outer_steps:
                 raise InrError(f"{self.path}: damaged meta-init checkpoint, a start of {saved['start'].size} "
                                f"parameters at outer step {saved['step']}, not of {parameters} within {outer_steps}")
@@ -254,6 +256,9 @@ def recorded_settings(text: str, where: Path) -> dict:
     return {**{key: value for key, value in ADDED_KEYS.items() if key.startswith("optimizer.")}, **values}
 
 
+OTHER_IMAGES = "other images"
+
+
 def settings_change(saved: str, wanted: str, where: Path) -> str | None:
     """What differs between the settings a checkpoint was learned with and `wanted`, in words (the
     first option, the images, the first setting), or None."""
@@ -264,7 +269,7 @@ def settings_change(saved: str, wanted: str, where: Path) -> str | None:
         if options.get(name) != value:
             return f"--{name.replace('_', '-')} {options.get(name)}, not {value}"
     if old.get("names") != new["names"]:
-        return "other images"
+        return OTHER_IMAGES
     if old.get("inner_lr") != new["inner_lr"]:
         return "another inner learning rate"
     if old.get("inner_outputs") != new.get("inner_outputs"):  # recorded only when on
