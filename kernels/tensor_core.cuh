@@ -6,21 +6,34 @@
 #pragma once
 
 // cvt.rna.tf32.f32: x rounded to TF32 (sign, 8 exponent bits, the top 10 of 23 mantissa bits),
-// to nearest with ties away from zero; the 13 low bits of the result are 0. Adding half a TF32
-// unit to the bits rounds the magnitude, the carry running into the exponent where it must (up to
-// infinity past the largest TF32 value); infinities keep their bits, a NaN stays a NaN.
-__device__ __forceinline__ unsigned int to_tf32(float x)
+// to nearest with ties away from zero; the 13 low bits of the result are 0. For sm_80 and sm_90
+// ptxas writes the instruction as integer arithmetic (its SASS: half a TF32 unit added to the bits
+// of a finite x, the carry running into the exponent where it must, up to infinity past the
+// largest TF32 value; then the 13 low bits cleared, whatever x is). So infinities keep their bits,
+// and a NaN keeps its sign and the top of its payload: a NaN whose payload lies only in the 13 low
+// bits comes out an infinity (0x7F800001 -> 0x7F800000, as an H200 gave).
+__device__ __forceinline__ unsigned int cvt_rna_tf32(float x)
 {
 #ifdef INR_CUDA_EMULATION
     unsigned int bits = __float_as_uint(x);
     if ((bits & 0x7f800000u) != 0x7f800000u) bits += 0x1000u;
-    else if (bits & 0x007fffffu) bits |= 0x00400000u;
     return bits & 0xffffe000u;
 #else
     unsigned int out;
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(out) : "f"(x));
     return out;
 #endif
+}
+
+// x as the kernels hand it to the tensor cores (numpy_ops.round_to_tf32): a NaN quieted first (its
+// quiet bit set, as IEEE 754 quiets a signalling NaN), then cvt.rna. A NaN must stay a NaN: as an
+// infinity it could vanish further on (a ReLU or a sigmoid of -inf is 0) where a NaN reaches the
+// loss and the training loop's divergence guard.
+__device__ __forceinline__ unsigned int to_tf32(float x)
+{
+    unsigned int bits = __float_as_uint(x);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) bits |= 0x00400000u;
+    return cvt_rna_tf32(__uint_as_float(bits));
 }
 
 // mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: d = A B + c for one warp, A 16x8 (row

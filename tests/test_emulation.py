@@ -102,7 +102,8 @@ SPECIAL_BITS = [
     0x3F801000, 0x3F800FFF, 0x3F803000, 0xBF801000,  # ties (away from zero) and just below one
     0x7F7FFFFF, 0x7F7FEFFF, 0x7F7FF000, 0xFF7FFFFF,  # past the largest TF32: infinity; just below: finite
     0x00000001, 0x00001000, 0x00000FFF, 0x00003000, 0x807FFFFF,  # subnormals
-    0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFFFFFFFF,  # infinities and NaNs (a NaN stays a NaN)
+    0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0xFFFFFFFF,  # infinities and NaNs (a NaN stays a NaN,
+    0xFF801FFF, 0x7F800FFF, 0x7FA00000,  # its payload in the 13 low bits alone or not; signalling)
 ]
 
 
@@ -124,11 +125,33 @@ def test_round_to_tf32_agrees_with_exact_rounding():
     assert (ours.view(np.uint32) & 0x1FFF == 0).all()
 
 
-def test_emulated_cvt_rna_tf32_is_the_numpy_rounding_bit_for_bit(warp_checks):
-    x = tf32_inputs()
+def rounded_bits(module, x, raw: bool) -> np.ndarray:
     out = np.zeros(x.size, np.uint32)
-    warp_checks.launch("round_tf32", (3, 1, 1), (256, 1, 1), (x, out, np.int32(x.size)))
+    module.launch("round_tf32", (3, 1, 1), (256, 1, 1), (x, out, np.int32(x.size), np.int32(raw)))
+    return out
+
+
+def test_emulated_cvt_rna_tf32_is_the_numpy_rounding_bit_for_bit(warp_checks):
+    """The kernels' to_tf32 against numpy_ops.round_to_tf32, NaNs whose payload lies only in the bits
+    that rounding drops among the inputs: both keep them NaNs."""
+    x = tf32_inputs()
+    out = rounded_bits(warp_checks, x, raw=False)
     np.testing.assert_array_equal(out, round_to_tf32(x).view(np.uint32))
+    assert np.isnan(out[np.isnan(x)].view(np.float32)).all()
+
+
+def test_bare_cvt_rna_tf32_makes_a_low_payload_nan_an_infinity(warp_checks):
+    """The instruction itself, as ptxas writes it for sm_80 and sm_90 (half a unit added to a finite
+    value's bits, then the 13 low bits cleared of every value): a NaN whose payload lies only in those
+    bits comes out an infinity, which is why to_tf32 quiets a NaN first."""
+    x = tf32_inputs()
+    bits = x.view(np.uint32)
+    finite = (bits & 0x7F800000) != 0x7F800000
+    expected = np.where(finite, bits + np.uint32(0x1000), bits) & np.uint32(0xFFFFE000)
+    out = rounded_bits(warp_checks, x, raw=True)
+    np.testing.assert_array_equal(out, expected)
+    low_payload = np.array([0x7F800001, 0xFF801FFF], np.uint32).view(np.float32)
+    assert rounded_bits(warp_checks, low_payload, raw=True).tolist() == [0x7F800000, 0xFF800000]
 
 
 def mma_operands(warps: int, seed: int = 0):

@@ -295,6 +295,7 @@ def warp_checks():
 # The emulation's own checks, on the hardware it imitates (the warp_checks fixture above): where the
 # emulation misreads the hardware (a shuffle's edge, a fragment's layout, cvt.rna's rounding), these fail.
 from tests.test_emulation import (  # noqa: E402, F401
+    test_bare_cvt_rna_tf32_makes_a_low_payload_nan_an_infinity,
     test_emulated_cvt_rna_tf32_is_the_numpy_rounding_bit_for_bit,
     test_mma_fragments_pick_the_right_elements,
     test_mma_is_a_matrix_product_per_warp,

@@ -77,10 +77,11 @@ def derivative_times(grad, z, a, activation: str, omega0: float, factor) -> None
 
 
 def round_to_tf32(x) -> np.ndarray:
-    """x as the tensor cores read it with --precision tf32: a float32 copy rounded as
-    cvt.rna.tf32.f32 rounds (kernels/tensor_core.cuh), to the top 10 of its 23 mantissa bits, to
-    nearest with ties away from zero. Adding half a TF32 unit to the bits carries into the exponent
-    where it must; infinities keep their bits and a NaN stays a NaN."""
+    """x as the tensor cores read it with --precision tf32: a float32 copy rounded as the kernels'
+    to_tf32 rounds (kernels/tensor_core.cuh), to the top 10 of its 23 mantissa bits, to nearest with
+    ties away from zero. Adding half a TF32 unit to the bits carries into the exponent where it must;
+    infinities keep their bits; a NaN is quieted (its quiet bit set) before its low bits go, so it
+    stays a NaN, never an infinity."""
     bits = np.array(x, dtype=np.float32, order="C").view(np.uint32)
     finite = (bits & np.uint32(0x7F800000)) != np.uint32(0x7F800000)
     bits += np.where(finite, np.uint32(0x1000), np.uint32(0))

@@ -47,10 +47,12 @@ extern "C" __global__ void barrier_after_returns(const float* written, float* ou
     out[t] = values[(t + 1) % live];
 }
 
-// out[i] = the bits of to_tf32(x[i]), over a grid-stride loop.
-extern "C" __global__ void round_tf32(const float* x, unsigned int* out, int n)
+// out[i] = the bits of to_tf32(x[i]) (raw == 0) or of the bare instruction cvt_rna_tf32(x[i]) (raw != 0),
+// over a grid-stride loop.
+extern "C" __global__ void round_tf32(const float* x, unsigned int* out, int n, int raw)
 {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = to_tf32(x[i]);
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        out[i] = raw ? cvt_rna_tf32(x[i]) : to_tf32(x[i]);
 }
 
 // Warp w of the block: d[w] = a[w] b[w] + c[w] by one mma_tf32_16x8x8, each lane loading its
