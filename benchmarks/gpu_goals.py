@@ -5,6 +5,7 @@ other benchmarks' result files that dev/gpu_checks.sh puts there) into a BENCHMA
 each figure beside its goal.
 
     PYTHONPATH=. python benchmarks/gpu_goals.py tf32-step fused-sigmoid fused-pack matmul --out DIR
+    PYTHONPATH=. python benchmarks/gpu_goals.py kernels hashgrid-step --out DIR
     PYTHONPATH=. python benchmarks/gpu_goals.py --report DIR --command "bash dev/gpu_checks.sh first"
     PYTHONPATH=. python benchmarks/gpu_goals.py --dry-run tf32-step ... --out DIR
 
@@ -20,6 +21,12 @@ schedule as ours for PyTorch; benchmarks/torch_reference.py):
                  least 3x PyTorch.
   matmul         our FP32 matmul against cuBLAS on each product of the tf32-step setting's step, and
                  our TF32 one. Goal: FP32 at least 0.9x cuBLAS on each.
+  kernels        every kernel of each setting of BENCHMARKS.md's H200 baseline (benchmarks/kernel_costs.py:
+                 the sigmoid 2x64, the pack of 2048 SIREN 3x64, SIREN 3x256 in FP32 and TF32, fit-many's
+                 pack at 64 px, the hash grid) timed launch by launch (CUDA events, eager steps), beside
+                 the cost model's floor for the same launches: which kernels are furthest from it.
+  hashgrid-step  the hash grid's step (2^18 random pixels of a 768x512 image, 16 levels, ReLU 2x64):
+                 ours fused, fused TF32 and layer by layer, the PyTorch hash grid. Goal: at most 1.0 ms.
   tf32-fit       the siren preset at 256 px on both sample photos, 1000 steps, at the preset's
                  settings and at stable ones (omega0 30, lr 1e-4): the fit's PSNR with our kernels
                  in FP32, with cuBLAS (FP32 rounded another way) and in TF32. Goal: TF32 within the
@@ -218,8 +225,114 @@ def tf32_fit(run: Run) -> None:
                            psnr=round(float(statistics.mean(tail)), 3))
 
 
+class LaunchTimer:
+    """Times each launch of a backend: CUDA events around it on the GPU; in a dry run the clock, the
+    emulated launch being synchronous. `laps` holds (name, grid, block, args, start, end)."""
+
+    def __init__(self, backend, dry: bool):
+        self.backend, self.dry, self.laps = backend, dry, []
+        self.launch = backend.launch
+        backend.launch = self
+
+    def __call__(self, name, grid, block, args):
+        if self.dry:
+            start = time.perf_counter()
+            self.launch(name, grid, block, args)
+            self.laps.append((name, grid, block, args, start, time.perf_counter()))
+            return
+        import cupy
+
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(self.backend.stream)
+        self.launch(name, grid, block, args)
+        end.record(self.backend.stream)
+        self.laps.append((name, grid, block, args, start, end))
+
+    def ms(self, lap) -> float:
+        if self.dry:
+            return (lap[5] - lap[4]) * 1e3
+        import cupy
+
+        return float(cupy.cuda.get_elapsed_time(lap[4], lap[5]))
+
+
+def dry_setting(setting):
+    """A kernel_costs setting at toy size for the dry run: 16 px, 2 networks, at most 32 wide."""
+    from dataclasses import replace
+
+    flags = dict(setting.flags)
+    if "hidden" in flags:
+        flags["hidden"] = min(flags["hidden"], 32)
+    return replace(setting, size=min(setting.size, 16), networks=min(setting.networks, 2), flags=flags)
+
+
+def kernels(run: Run) -> None:
+    """Each kernel of each baseline setting, its ms per step (eager launches, CUDA events) beside the cost
+    model's floor for the very launches timed."""
+    from benchmarks.kernel_costs import DEVICES, SETTINGS, blank_image, cost_of
+
+    device = DEVICES["H200"]
+    steps = 2 if run.dry else 20
+    chosen = os.environ.get("INR_DRY_SETTINGS", "") if run.dry else ""
+    for setting in [s for s in SETTINGS if chosen in s.name]:
+        setting = dry_setting(setting) if run.dry else setting
+        config = configure(setting.preset, setting.size, steps=100000, cuda_graph=False, **setting.flags)
+        backend = run.ours(setting.precision, setting.fused)
+        trainer = make_trainer(backend, config, [blank_image(setting.size, setting.channels)] * setting.networks,
+                               seeds=range(setting.networks))
+        for _ in range(3):
+            trainer.step()
+        timer = LaunchTimer(backend, run.dry)
+        for _ in range(steps):
+            trainer.step()
+        backend.synchronize()
+        by_kernel: dict = {}
+        for lap in timer.laps:
+            name, grid, block, args = lap[:4]
+            ms, floor = by_kernel.get(name, (0.0, 0.0))
+            by_kernel[name] = (ms + timer.ms(lap) / steps,
+                               floor + cost_of(name, grid, block, args).floor(device)[0] * 1e3 / steps)
+        for name, (ms, floor) in sorted(by_kernel.items(), key=lambda item: -item[1][0]):
+            run.record("kernels", setting=setting.name, kernel=name, kernel_ms=float(f"{ms:.4g}"),
+                       floor_ms=float(f"{floor:.4g}"), times_floor=float(f"{ms / floor:.3g}"))
+        del trainer, backend
+
+
+def hashgrid_step(run: Run) -> None:
+    """The hash grid preset's step on a 768x512 image (2^18 random pixels a step): ours in each variant
+    and the PyTorch hash grid (benchmarks/torch_hashgrid.py)."""
+    from benchmarks.torch_hashgrid import TorchHashGridTrainer
+
+    width, height = (16, 12) if run.dry else (768, 512)
+    image = photo("coffee", width, height)
+    config = configure("hashgrid", max(width, height), steps=100000)
+    setting = {"size": f"{width}x{height}", "batch": config.training.batch_size}
+    for who, backend in (("ours-fused", run.ours()), ("ours-fused-tf32", run.ours("tf32")),
+                         ("ours-layers", run.ours(fused=False))):
+        trainer = make_trainer(backend, config, [image])
+        for _ in range(3):
+            trainer.step()
+        seconds = timed(trainer.step, run.steps, backend.synchronize)
+        run.record("hashgrid-step", who=who, ms=round(seconds * 1e3, 4), **setting,
+                   training_pass=type(trainer.training_pass).__name__)
+        del trainer
+    from inr_cli.core.coords import pixel_grid
+    from inr_cli.core.network import init_networks
+
+    torch = run.torch()
+    spec = NetworkSpec.from_config(config, 3)
+    trainer = TorchHashGridTrainer(torch, spec, init_networks(spec, [config.training.seed])[0],
+                                   pixel_grid(width, height), image.targets(), config, config.training.seed,
+                                   run.torch_device)
+    for _ in range(3):
+        trainer.step()
+    sync = torch.cuda.synchronize if run.torch_device == "cuda" else (lambda: None)
+    run.record("hashgrid-step", who="torch-hashgrid", ms=round(timed(trainer.step, run.steps, sync) * 1e3, 4),
+               **setting)
+
+
 MEASUREMENTS = {"tf32-step": tf32_step, "fused-sigmoid": fused_sigmoid, "fused-pack": fused_pack, "matmul": matmul,
-                "tf32-fit": tf32_fit}
+                "tf32-fit": tf32_fit, "kernels": kernels, "hashgrid-step": hashgrid_step}
 
 
 # ---- the report ----------------------------------------------------------------------------------
@@ -261,7 +374,8 @@ def tf32_fit_gap(rows: list[dict]) -> float | None:
 
 def goal_rows(rows: list[dict]) -> list[tuple[str, str, str, str]]:
     """(goal, measured, target, met) for each goal, from what was measured."""
-    step, sigmoid, pack = (times_of(rows, name) for name in ("tf32-step", "fused-sigmoid", "fused-pack"))
+    step, sigmoid, pack, hashgrid = (times_of(rows, name)
+                                     for name in ("tf32-step", "fused-sigmoid", "fused-pack", "hashgrid-step"))
     products = [r["fp32_vs_cublas"] for r in rows if r["measurement"] == "matmul" and "fp32_vs_cublas" in r]
     goals = [  # (goal, value, target, met)
         ("TF32 step, SIREN 3x256 512x512: ours / PyTorch TF32 eager", ratio(step, "ours-tf32", "torch-eager-tf32"),
@@ -276,6 +390,12 @@ def goal_rows(rows: list[dict]) -> list[tuple[str, str, str, str]]:
          lambda v: v >= 0.9),
         ("TF32 fit: dB outside FP32's spread (ours vs cuBLAS, at least 0.2 dB)", tf32_fit_gap(rows), "<= 0",
          lambda v: v <= 0),
+        ("Fused sigmoid 2x64: fused / layer by layer (ms)", ratio(sigmoid, "ours-fused", "ours-layers"), "< 1",
+         lambda v: v < 1),
+        ("Hash grid step, 2^18 samples, 16 levels, ReLU 2x64: ours fused (ms)", hashgrid.get("ours-fused"),
+         "<= 1.0", lambda v: v <= 1.0),
+        ("Hash grid step: PyTorch hash grid / ours", ratio(hashgrid, "torch-hashgrid", "ours-fused"), "> 1",
+         lambda v: v > 1),
     ]
     return [(goal, "not measured", target, "-") if value is None else
             (goal, f"{value:.3g}", target, "yes" if met(value) else "**no**") for goal, value, target, met in goals]
@@ -324,6 +444,13 @@ def report(out: Path, command: str) -> str:
         lines += ["", "| product (m, n, k, op) | ours FP32 / cuBLAS | ours TF32 / cuBLAS |", "| --- | ---: | ---: |"]
         lines += [f"| {r['m']}, {r['n']}, {r['k']}, {r['op']} | {r['fp32_vs_cublas']} | {r['tf32_vs_cublas']} |"
                   for r in matmuls]
+    timed_kernels = [r for r in rows if r["measurement"] == "kernels" and "kernel_ms" in r]
+    if timed_kernels:
+        lines += ["", "Each kernel against its floor (benchmarks/kernel_costs.py), furthest first:", "",
+                  "| setting | kernel | ms per step | floor (ms) | times the floor |",
+                  "| --- | --- | ---: | ---: | ---: |"]
+        lines += [f"| {r['setting']} | {r['kernel']} | {r['kernel_ms']} | {r['floor_ms']} | {r['times_floor']} |"
+                  for r in sorted(timed_kernels, key=lambda r: -(r["times_floor"] or 0))]
     fits = [r for r in rows if r["measurement"] == "tf32-fit" and "psnr" in r]
     if fits:
         lines += ["", "| TF32 fit: settings, photo | who | PSNR (dB, mean of the last 10% of readings) |",

@@ -17,6 +17,11 @@
 #            PyTorch batched on the same, as far as the part's time allows
 #   steps    (at most 8 min) the step-time table of every setting (ours fused, layer by layer, TF32,
 #            cuBLAS; PyTorch eager and compiled), the 8192-px render, the matmul variants
+#   kernels  (at most 8 min) every kernel of each baseline setting timed launch by launch beside the
+#            cost model's floor (benchmarks/kernel_costs.py), furthest first; the hash grid's step in
+#            each variant (fused, fused TF32, layer by layer) beside the PyTorch hash grid; and the
+#            model's own table for the record. INR_DRY_SETTINGS=TEXT keeps, in a dry run, the settings
+#            whose name holds TEXT (the test runs one)
 #   hashgrid (at most 8 min) the hash grid at Kodak's size: a 768x512 photo to 40 and 44 dB with the
 #            hashgrid preset, beside the PyTorch hash grid and the siren preset. The photo is not in
 #            the repository: before the call, on a machine with Debian's packages,
@@ -30,7 +35,8 @@
 # did; log.txt has everything said. Every part ends with a BENCHMARKS.md section, ready to paste,
 # printed and in benchmarks-block.md. The device tool copies the tree without its git history: name
 # the commit in INR_COMMIT, so the files say which code they measured. A call brings back 8 files at
-# most: first alone, second and fitmany together (where the call's time allows), steps alone, hashgrid alone.
+# most: first alone, second and fitmany together (where the call's time allows), steps alone, kernels
+# alone, hashgrid alone.
 #
 #   bash dev/gpu_checks.sh --dry-run first second fitmany steps
 #
@@ -38,13 +44,13 @@
 # CPU, the GPU tests skipped): the script, its result files and its report, proven without a GPU.
 # PYTHON names the interpreter (default python3, the GPU machine's, with CuPy, PyTorch and pytest).
 set -uo pipefail
-usage="usage: bash dev/gpu_checks.sh [--dry-run] PART... (PART: first second fitmany steps hashgrid)"
+usage="usage: bash dev/gpu_checks.sh [--dry-run] PART... (PART: first second fitmany steps kernels hashgrid)"
 dry=0
 parts=()
 for arg in "$@"; do
   case "$arg" in
     --dry-run) dry=1 ;;
-    first | second | fitmany | steps | hashgrid) parts+=("$arg") ;;
+    first | second | fitmany | steps | kernels | hashgrid) parts+=("$arg") ;;
     *) echo "unknown part '$arg'; $usage" >&2; exit 2 ;;
   esac
 done
@@ -117,6 +123,11 @@ for part in "${parts[@]}"; do
         run 60 "$py" benchmarks/render_large.py --out "$out/render.json"
         run 60 "$py" dev/matmul/harness.py --out "$out/matmul-variants.json"
       fi
+      ;;
+    kernels)
+      run 300 "$py" benchmarks/gpu_goals.py kernels "${goals[@]}"
+      run 120 "$py" benchmarks/gpu_goals.py hashgrid-step "${goals[@]}"
+      [ "$dry" = 1 ] || run 60 "$py" benchmarks/kernel_costs.py --out "$out/kernel-costs.json"  # the CPU's: not dry
       ;;
     hashgrid)
       photo=bench-results/sunset_by_Aitzol_Berasategi.jpg

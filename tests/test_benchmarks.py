@@ -144,3 +144,56 @@ def test_gpu_checks_refuses_an_unknown_part():
     result = subprocess.run(["bash", str(ROOT / "dev" / "gpu_checks.sh"), "--dry-run", "tests"], capture_output=True,
                             text=True, cwd=ROOT)
     assert result.returncode == 2 and "unknown part 'tests'" in result.stderr
+
+
+def test_kernel_cost_model_counts_every_launch_of_a_step():
+    """benchmarks/kernel_costs.py: a step recorded through the real launchers, every kernel it launches
+    counted (fused and layer by layer, FP32 and TF32, the hash grid, Fourier features, SGD), and a
+    product's counts against the closed form."""
+    from benchmarks.kernel_costs import DEVICES, Setting, cost_of, kernel_table, product_launches, record_step
+
+    [(name, grid, block, args)] = product_launches(300, 40, 20, "nt").launches
+    cost = cost_of(name, grid, block, args)
+    assert cost.fp32 == 2 * 300 * 40 * 20 and cost.tf32 == 0
+    assert cost.hbm == 4 * (300 * 20 + 40 * 20 + 300 * 40)
+    [(name, grid, block, args)] = product_launches(300, 64, 20, "nn", precision="tf32").launches
+    assert cost_of(name, grid, block, args).tf32 == 2 * 300 * 64 * 20
+    settings = [Setting("sigmoid", "sigmoid", 16, 1, dict(hidden=16, layers=2, encoding="none"), networks=2),
+                Setting("siren", "siren", 16, 3, dict(hidden=32, layers=2), precision="tf32", fused=False),
+                Setting("siren", "siren", 16, 3, dict(hidden=32, layers=2), precision="tf32"),
+                Setting("hashgrid", "hashgrid", 32, 3, dict(hash_levels=4, hash_log2_size=8, batch_size=256)),
+                Setting("fourier", "fourier", 16, 3, dict(hidden=16, layers=2, fourier_features=8, optimizer="sgd"))]
+    kernels = set()
+    for setting in settings:
+        rows = kernel_table(record_step(setting).launches, DEVICES["H200"])
+        kernels |= {row["kernel"] for row in rows}
+        assert all(row["floor_ms"] > 0 and row["launches"] > 0 for row in rows), rows
+    assert {"network_forward_16_fp32", "network_backward_32_tf32", "hashgrid_backward", "hashgrid_encode",
+            "fourier_features", "sgd_update", "adam_update", "sample_batch"} <= kernels
+    assert any(k.startswith("linear_forward_tf32_") for k in kernels), kernels
+
+
+@pytest.mark.slow
+def test_gpu_checks_kernels_part_runs_dry_on_the_cpu(tmp_path):
+    """dev/gpu_checks.sh's kernels part, as a GPU would run it, on the CPU at toy sizes (one setting):
+    each kernel timed beside its floor, written to goals.jsonl, and the report's table of kernels."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from benchmarks.common import ROOT
+
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable, "INR_DRY_SETTINGS": "200x200 grey, fused"}
+    result = subprocess.run(["bash", str(ROOT / "dev" / "gpu_checks.sh"), "--dry-run", "kernels"], capture_output=True,
+                            text=True, cwd=ROOT, env=env, timeout=600)
+    rows = [json.loads(line) for line in (tmp_path / "goals.jsonl").read_text().splitlines()]
+    timed = [r for r in rows if r["measurement"] == "kernels"]
+    assert {r["kernel"] for r in timed} >= {"network_forward_32_fp32", "network_backward_32_fp32", "adam_update"}
+    assert all(r["kernel_ms"] > 0 and r["floor_ms"] > 0 for r in timed), timed
+    assert {r.get("who") for r in rows if r["measurement"] == "hashgrid-step"} == {
+        "ours-fused", "ours-fused-tf32", "ours-layers", "torch-hashgrid"}
+    report = (tmp_path / "benchmarks-block.md").read_text()
+    assert "| sigmoid 2x64, 200x200 grey, fused | network_backward_32_fp32 |" in report
+    assert "Hash grid step, 2^18 samples, 16 levels, ReLU 2x64: ours fused (ms)" in report
+    assert result.returncode == 0, result.stdout[-3000:]

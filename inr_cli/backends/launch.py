@@ -188,3 +188,45 @@ def plan_fused_network(layer_shapes: list[tuple[int, int]], encoding_size: int, 
     return FusedPlan(width, first, len(stack), stack[0][1], hidden, out, offset, parameters, rows_per_chunk, chunks,
                      groups, f"network_forward_{width}_{precision}", f"network_backward_{width}_{precision}",
                      (2 * width, 1, 1))
+
+
+@dataclass(frozen=True)
+class KernelDesign:
+    """What a kernel's design counts on: the block its launcher gives it, and the fewest blocks an sm_90
+    SM must be able to hold at once (registers and shared memory allowing) for it to run as designed.
+    benchmarks/kernel_figures.py reports what ptxas's registers and shared memory allow;
+    tests/test_kernels_compile.py fails where that falls below this, or where a kernel spills."""
+    threads: int
+    blocks_per_sm: int
+    why: str
+
+
+STREAMING = "streams memory: needs every warp an SM can hold (full occupancy) to keep enough loads in flight"
+# By kernel name, or the prefix of a family's names (matmul_<tile>_<op>, network_forward_<width>_<precision>...).
+KERNEL_DESIGNS = {
+    **{name: KernelDesign(THREADS, 2048 // THREADS, STREAMING)
+       for name in ("fill", "bias_activation", "activation_backward", "fourier_features", "adam_update", "sgd_update",
+                    "sample_batch", "hashgrid_zero")},
+    "hashgrid_": KernelDesign(THREADS, 6, "scattered reads and atomics into the tables: latency-bound, so at "
+                                          "least 3/4 of an SM's warps"),
+    "column_reduce": KernelDesign(REDUCE_TX * REDUCE_TY, 2048 // (REDUCE_TX * REDUCE_TY), STREAMING),
+    "mse_loss": KernelDesign(LOSS_THREADS, 2048 // LOSS_THREADS, STREAMING),
+    "advance_schedule": KernelDesign(1, 1, "one thread a step"),
+    **{prefix: KernelDesign(256, read_defines((kernels_dir() / "matmul.cu").read_text())["MATMUL_MIN_BLOCKS"],
+                            "two tiles an SM hide each other's loads (__launch_bounds__(256, MATMUL_MIN_BLOCKS))")
+       for prefix in ("matmul_", "linear_forward_", "linear_backward_input_")},
+    **{f"network_{kind}_{width}_": KernelDesign(2 * width, max(1, 512 // (2 * width)),
+                                                "a chunk's layers are serial: at least 16 warps an SM to hide a "
+                                                "layer's barrier and loads")
+       for kind in ("forward", "backward") for width in FUSED_WIDTHS},
+}
+
+
+def design_of(kernel: str) -> KernelDesign:
+    """The design of a kernel by its name: its own entry, else the longest prefix that names its family."""
+    if kernel in KERNEL_DESIGNS:
+        return KERNEL_DESIGNS[kernel]
+    prefixes = [p for p in KERNEL_DESIGNS if p.endswith("_") and kernel.startswith(p)]
+    if not prefixes:
+        raise KeyError(f"kernel {kernel!r} has no design in launch.KERNEL_DESIGNS")
+    return KERNEL_DESIGNS[max(prefixes, key=len)]
