@@ -80,8 +80,9 @@ def fit_fields(fields: list[str], width: int) -> str:
 
 
 class ImageProgress:
-    """fit-many's progress: images done, elapsed and time left, the step of the pack in flight, the
-    mean PSNR of the images fitted so far, the pack's mean PSNR at its last reading, images/s.
+    """fit-many's progress: images done (their networks at the target PSNR or the step budget, in a
+    shard written or in the pack in flight), elapsed and time left, the step of the pack in flight,
+    the mean PSNR of the images written so far, the pack's mean PSNR at its last reading, images/s.
 
     Fed by the step loop of each pack (pack_started, step, reading) and by each finished shard
     (add); a Ray run reports shards only. The work is counted in network-steps, so time left and
@@ -96,6 +97,7 @@ class ImageProgress:
         self.session_work = 0  # network-steps done by this process
         self.pack_networks = self.pack_step = 0  # the pack in flight (0 networks: none)
         self.settled = 0  # network-steps of networks that left the pack in flight at their target PSNR
+        self.finished = 0  # networks of the shard in flight that are done, its shard not yet written
         self.pack_psnr = float("nan")
         self.stepwise = False  # whether steps are reported (in-process), or only shards (Ray)
         self.psnr_sum, self.psnr_count = 0.0, 0  # a running mean: the mean of a growing list cost O(images) per shard
@@ -128,9 +130,21 @@ class ImageProgress:
         self.pack_networks, self.pack_step, self.pack_psnr = networks, step, float("nan")
 
     def networks_finished(self, count: int) -> None:
-        """`count` networks left the pack at their target PSNR: they need no more steps."""
+        """`count` networks left the pack at their target PSNR or at the step budget: they need no more steps."""
         self.settled += count * self.steps
         self.pack_networks -= count
+        self.finished += count
+        self._show()
+
+    def took_up(self, saved: str, networks: int, step: int, finished: int) -> None:
+        """A pack saved in flight by an earlier run is taken up: said once, so that a resume says what
+        it goes on from."""
+        self.finished += finished
+        self.settled += finished * self.steps
+        if not self.quiet:
+            done = f", {finished} of its networks done already" if finished else ""
+            self.console.print(f"taking up the pack saved in {saved}: {networks} networks at step {step} of "
+                               f"{self.steps}{done}", soft_wrap=True, highlight=False, markup=False)
 
     def step(self, step: int) -> None:
         self.session_work += self.pack_networks * (step - self.pack_step)
@@ -149,7 +163,7 @@ class ImageProgress:
         if not self.stepwise:
             self.session_work += count * self.steps
         self.done += count
-        self.pack_networks = self.pack_step = self.settled = 0
+        self.pack_networks = self.pack_step = self.settled = self.finished = 0
         psnrs = np.asarray(psnrs, dtype=np.float64)
         self.psnr_sum += float(psnrs.sum())
         self.psnr_count += psnrs.size
@@ -162,11 +176,12 @@ class ImageProgress:
     def fields(self) -> list[str]:
         """What the line says, most wanted first (a narrow terminal drops from the end)."""
         elapsed = time.perf_counter() - self.started
-        per_second = self.session_work / elapsed if elapsed > 0 else 0.0  # network-steps
+        # network-steps; none in the first second, whose few steps (a pack taken up, say) say no rate yet
+        per_second = self.session_work / elapsed if elapsed >= RATE_AFTER_SECONDS else 0.0
         left = (self.total * self.steps - self.work_done) / per_second if per_second > 0 else float("inf")
         times = f"{clock(elapsed)} left {clock(left)}" if not self.plain else \
             f"elapsed {clock(elapsed)}  left {clock(left)}"
-        fields = [f"images {self.done}/{self.total}", times]
+        fields = [f"images {self.done + self.finished}/{self.total}", times]
         if self.pack_networks:
             fields.append(f"step {self.pack_step}/{self.steps}")
         if self.psnr_count:
@@ -185,11 +200,13 @@ class ImageProgress:
                 self.bar.update(self.task, completed=self.work_done)
                 self.last_line = now
         elif self.plain:
-            if self.last_line is None or now - self.last_line >= self.every or self.done == self.total:
+            if self.last_line is None or now - self.last_line >= self.every or (
+                    self.done == self.total and not self.finished):
                 self.console.print("  ".join(self.fields()), soft_wrap=True, highlight=False, markup=False)
                 self.last_line = now
 
 
+RATE_AFTER_SECONDS = 1.0  # fit-many's rate and time left are said from this much time on
 BAR_SECONDS = 0.1  # between moves of fit-many's bar (its text is redrawn by Rich's own clock)
 
 

@@ -377,8 +377,9 @@ def test_a_signal_mid_pack_saves_it_and_the_rerun_continues_it_bit_identical(ref
     assert (f"{signal_name}: none of the 5 images is fitted yet; the pack in flight is saved at step 25 of 40 in "
             f"{saved}; run the same command again to go on") in stderr, stderr
     assert ckpt.load(saved).step == 25 and shards_on_disk(target) == 0
-    result = fit(*args[1:])
+    result = fit(*args[1:-1])  # without -q: the rerun says what it takes up
     assert result.exit_code == 0, result.output
+    assert f"taking up the pack saved in {saved}: 2 networks at step 25 of 40\n" in result.stderr
     assert np.array_equal(np.load(target / WEIGHTS), np.load(out / WEIGHTS))
     assert (target / INDEX).read_bytes() == (out / INDEX).read_bytes()  # the losses and scores too
     assert not list((target / SHARDS).glob("*.partial.npz"))  # removed once their shard is written
@@ -639,6 +640,27 @@ def test_log_every_sets_where_until_psnr_is_checked(tmp_path):
     assert result.exit_code == 0, result.output
     stopped = [int(row["steps"]) for row in load_network_set(tmp_path / "out").index if int(row["steps"]) < 300]
     assert stopped and all(s % 7 == 0 for s in stopped) and any(s % 10 for s in stopped), stopped
+
+
+def test_images_count_as_their_networks_reach_the_target_or_the_budget():
+    """An image is done when its network is, not when its shard is written: a single pack of the whole
+    set counts its images as they leave it; a pack taken up counts its finished networks."""
+    from inr_cli.progress import ImageProgress
+
+    with ImageProgress(6, 0, 100, quiet=True) as progress:
+        progress.pack_started(3, 0)
+        progress.step(50)
+        progress.networks_finished(1)  # at its target PSNR
+        assert progress.fields()[0] == "images 1/6"
+        progress.pack_started(2, 50)
+        progress.step(100)
+        progress.networks_finished(2)  # at the step budget, before the shard is written
+        assert progress.fields()[0] == "images 3/6"
+        progress.add(3, [30.0] * 3)
+        assert progress.fields()[0] == "images 3/6" and progress.work_done == 300
+        progress.took_up("shards/00001.pack-0.partial.npz", 2, 40, 1)  # one of three done before
+        progress.pack_started(2, 40)
+        assert progress.fields()[0] == "images 4/6" and progress.work_done == 300 + 100 + 2 * 40
 
 
 def test_progress_never_goes_back_when_networks_leave_their_pack():

@@ -46,6 +46,8 @@ class PackProgress(Protocol):
 
     def networks_finished(self, count: int) -> None: ...
 
+    def took_up(self, saved: str, networks: int, step: int, finished: int) -> None: ...
+
     def step(self, step: int) -> None: ...
 
     def reading(self, step: int, losses: np.ndarray) -> None: ...
@@ -89,6 +91,8 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
             saved.remove()
             result = PackResult(plan, names)
     active = result.active_rows()
+    if progress is not None and state is not None:  # taken up where an earlier run saved it
+        progress.took_up(str(saved), len(active), saved.saved_step, int(result.finished.sum()))
     if state is None:
         state = initial_state(training.init, plan.spec, training.seed, [seeds[i] for i in active],
                               start_means(plan, [images[i] for i in active]), plan_start(plan),
@@ -129,6 +133,8 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
                     else np.ones(len(active), dtype=bool))
             if done.all():
                 result.finish(active, now.params, now.loss, trainer.step_done)
+                if progress is not None:
+                    progress.networks_finished(len(active))
                 break
             # The networks that are done leave the pack. A signal meanwhile waits, as inside a step,
             # until the trainer and what is saved describe the same networks.
