@@ -310,12 +310,56 @@ def fitted_settings(config: Config) -> dict:
     return {key: config.get(key) for key in KEY_TYPES if key not in FIT_MANY_FREE_KEYS and key not in unused}
 
 
-def to_toml(config: Config) -> str:
+FOURIER_KEYS = {s.key for s in SETTINGS if s.name.startswith("fourier_")}
+ADAM_KEYS = {"optimizer.beta1", "optimizer.beta2", "optimizer.eps"}
+DRAWN_STARTS = ("random", "shared")  # training.init's values that are no file (formats/start.py)
+
+
+def unused_settings(config: Config, one_network: bool = True) -> dict[str, str]:
+    """{key: why} of the settings that a run of this configuration does not use: another network's,
+    encoding's or optimiser's, and what only a file start or a set tells apart. The checkpoint keeps
+    them all (a resume needs every key); what a person reads (config.toml, inr view) leaves them out."""
+    unused = {}
+    if config.network.model != "siren":
+        unused["network.omega0"] = "a SIREN's frequency"
+    for keys, name, whose in ((FOURIER_KEYS, "fourier", "Fourier features'"), (HASH_GRID_KEYS, "hashgrid",
+                                                                                "the hash grid's")):
+        if config.encoding.name != name:
+            unused.update(dict.fromkeys(keys, whose))
+    if config.optimizer.name != "adam":
+        unused.update(dict.fromkeys(ADAM_KEYS, "Adam's"))
+    if config.optimizer.name != "sgd":
+        unused["optimizer.momentum"] = "SGD's"
+    if config.training.init in DRAWN_STARTS:
+        unused["network.start_output_at_mean"] = "for a file start (--init PATH)"
+        if one_network:
+            unused["training.init"] = "random and shared draw one network alike"
+    return {key: unused[key] for key in KEY_TYPES if key in unused}  # in the table's order
+
+
+def used_settings(config: Config, one_network: bool = True) -> dict[str, dict]:
+    """{section: {field: value}} of the settings the run uses (unused_settings left out)."""
+    unused = unused_settings(config, one_network)
+    return {section: {field: value for field, value in asdict(getattr(config, section)).items()
+                      if f"{section}.{field}" not in unused} for section in SECTION_TYPES}
+
+
+def to_toml(config: Config, every_key: bool = False) -> str:
+    """A run's config.toml: the settings it uses, section by section, and lines naming those it does
+    not (which take their defaults when the file is given to --config, and fit the same network);
+    every_key: all of them (a preset printed as a file to edit)."""
     lines = ["# Effective configuration of this run (inr train --config accepts this file)."]
+    unused = {} if every_key else unused_settings(config)
     for section in SECTION_TYPES:
         lines.append(f"\n[{section}]")
-        for key, value in asdict(getattr(config, section)).items():
-            lines.append(f"{key} = {format_value(value)}")
+        lines += [f"{field} = {format_value(value)}" for field, value in asdict(getattr(config, section)).items()
+                  if f"{section}.{field}" not in unused]
+    by_reason: dict[str, list[str]] = {}
+    for key, why in unused.items():
+        by_reason.setdefault(why, []).append(key)
+    if by_reason:
+        lines.append("\n# Left out, as this run does not use them:")
+        lines += [f"#   {', '.join(keys)}: {why}" for why, keys in by_reason.items()]
     return "\n".join(lines) + "\n"
 
 

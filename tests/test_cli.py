@@ -202,6 +202,30 @@ def test_config_file_and_flag_precedence(tmp_path, rgb_png):
     assert result.exit_code == 0, result.output
 
 
+def test_config_toml_shows_what_the_run_uses_and_trains_the_same_network_again(tmp_path, rgb_png):
+    """A ReLU hash-grid run's config.toml leaves out a SIREN's omega0, Fourier features' keys, SGD's
+    momentum and the start a set would tell apart, naming them in a comment; given back to --config
+    it fits the very same network."""
+    args = ["--preset", "hashgrid", "--hash-levels", "4", "--hash-log2-size", "8", "--steps", "2", "--device", "cpu",
+            "-q"]
+    assert run("train", rgb_png, *args, "--run-dir", tmp_path / "r").exit_code == 0
+    saved = (tmp_path / "r" / "config.toml").read_text()
+    active = [line for line in saved.splitlines() if not line.startswith("#")]
+    for left_out in ("omega0 =", "features =", "sigma =", "momentum =", "init =", "start_output_at_mean ="):
+        assert not any(line.startswith(left_out) for line in active), left_out
+    assert "#   network.omega0: a SIREN's frequency" in saved and "levels = 4" in saved and "eps = 1e-15" in saved
+    result = run("train", rgb_png, "--config", tmp_path / "r" / "config.toml", "--run-dir", tmp_path / "again",
+                 "--device", "cpu", "-q")
+    assert result.exit_code == 0, result.output
+    import dataclasses
+
+    from inr_cli.formats import checkpoint as ckpt
+
+    first, again = ckpt.load(tmp_path / "r"), ckpt.load(tmp_path / "again")
+    assert np.array_equal(first.params, again.params)  # the same function: omega0, which it has no use for, aside
+    assert dataclasses.replace(first.spec, omega0=0) == dataclasses.replace(again.spec, omega0=0)
+
+
 def test_set_reaches_every_key_and_bool_flags_undo_a_config(tmp_path, rgb_png):
     (tmp_path / "c.toml").write_text("[data]\ngray = true\n")
     result = run("train", rgb_png, "--config", tmp_path / "c.toml", "--no-gray", "--set", "optimizer.beta2=0.95",
@@ -280,14 +304,29 @@ def test_eval_train_size_trains_renders_and_compares(tmp_path, coffee):
 
 def test_presets_hold_what_they_tune_and_runs_hold_every_key(tmp_path):
     """A preset sets some keys, the settings' defaults the rest; the effective configuration holds
-    every key, and a configuration missing one (a checkpoint's, a run's) is refused, naming it."""
-    from inr_cli.config import KEY_TYPES, build_config, from_values, preset_path, presets, read_toml, to_toml
+    every key (a run's config.toml those it uses, and names the rest), and a configuration missing
+    one (a checkpoint's) is refused, naming it."""
+    from inr_cli.config import (
+        KEY_TYPES,
+        build_config,
+        from_values,
+        preset_path,
+        presets,
+        read_toml,
+        to_toml,
+        unused_settings,
+    )
 
     for name in presets():
         assert set(read_toml(preset_path(name))) < set(KEY_TYPES), name
+        config = build_config(None, {}, name)
         written = tmp_path / f"{name}.toml"
-        written.write_text(to_toml(build_config(None, {}, name)))
+        written.write_text(to_toml(config, every_key=True))
         assert set(read_toml(written)) == set(KEY_TYPES), name
+        written.write_text(to_toml(config))
+        unused = unused_settings(config)
+        assert set(read_toml(written)) == set(KEY_TYPES) - set(unused) and unused, name
+        assert all(key in written.read_text() for key in unused), name
     partial = tmp_path / "partial.toml"
     partial.write_text("[network]\nmodel = \"siren\"\n")
     with pytest.raises(UsageError, match="key 'network.hidden' is not set"):

@@ -290,6 +290,9 @@ def test_run_state_and_training_image(run_dir):
         status, body = get(server, "/api/state")
         state = json.loads(body)
         assert status == 200 and state["kind"] == "run" and state["step"] == 150
+        # the settings panel: what a SIREN trained alone uses, not Fourier features' nor a set's start
+        assert state["settings"]["network"]["omega0"] > 0 and state["settings"]["encoding"] == {"name": "none"}
+        assert "init" not in state["settings"]["training"] and "momentum" not in state["settings"]["optimizer"]
         assert (state["width"], state["height"]) == RUN_SIZE
         metrics = (run_dir / "metrics.csv").read_text().splitlines()[1:]
         assert state["curve"]["step"][-1] == int(metrics[-1].split(",")[0])
@@ -323,6 +326,7 @@ def test_set_api_sorts_filters_and_pages(network_set):
                        if index[i]["label"] == "odd"]
         state = json.loads(get(server, f"/api/state?net={odd_by_name[1]}&sort=name&label=odd")[1])
         assert state["position"] == {"index": 1, "total": 2, "previous": odd_by_name[0], "next": None}
+        assert state["settings"]["training"]["init"] == "shared"  # a set's start tells its networks apart
         assert json.loads(get(server, f"/api/state?net={odd_by_name[1]}&label=even")[1])["position"] is None
         for bad in ("sort=size", "limit=0", "limit=100000", "offset=-1"):
             assert get(server, "/api/networks?" + bad)[0] == 400, bad

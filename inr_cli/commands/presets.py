@@ -24,7 +24,7 @@ def command(
     if name is not None:
         config = build_config(None, {}, name)  # an unknown name: a usage error that lists the presets
         typer.echo(f"# The {name} preset, every key (inr presets {name} > my.toml; inr train --config my.toml)")
-        typer.echo(to_toml(config).split("\n", 1)[1], nl=False)
+        typer.echo(to_toml(config, every_key=True).split("\n", 1)[1], nl=False)
         return
     for preset in presets():
         typer.echo(f"{preset:8s} {describe(preset)}")

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from inr_cli.config import used_settings
 from inr_cli.core.network import NetworkSpec
 from inr_cli.errors import InrError
 from inr_cli.formats import checkpoint as ckpt
@@ -172,7 +173,7 @@ class RunView:
             "step": saved.step, "total_steps": saved.total_steps, "seconds": saved.state.seconds,
             "loss": saved.last_loss, "psnr": curve["psnr"][-1] if curve["psnr"] else None,
             "width": shown.width, "height": shown.height, "channels": list(saved.channels),
-            "settings": asdict(saved.config), "pyramid": shown.pyramid.to_json(), "curve": curve,
+            "settings": used_settings(saved.config), "pyramid": shown.pyramid.to_json(), "curve": curve,
             "source": self.source is not None,
         }
 
@@ -276,7 +277,8 @@ class SetView:
         shown = self.network(net)
         return {"kind": self.kind, "net": net, "name": self.names[net], "version": shown.version,
                 "width": shown.width, "height": shown.height, "channels": list(self.set.channels),
-                "settings": asdict(self.config), "pyramid": shown.pyramid.to_json(), "row": self.row(net),
+                "settings": used_settings(self.config, one_network=False), "pyramid": shown.pyramid.to_json(),
+                "row": self.row(net),
                 "count": len(self.names), "position": self.position(net, sort, label, query),
                 "source": self._source_reachable(net)}
 
