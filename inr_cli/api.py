@@ -319,7 +319,7 @@ def _image_array(image) -> tuple[np.ndarray, str]:
 
     if isinstance(image, Image.Image):
         pixels = pixels_from_pil(ImageOps.exif_transpose(image), gray=False)  # as the file would be read
-        array = np.rint(pixels.values * 255).astype(np.uint8) if pixels.bit_depth == 8 else pixels.values
+        array = pixels.pixels
         name = Path(getattr(image, "filename", "") or "image").stem
     else:
         array, name = np.asarray(image), "array"

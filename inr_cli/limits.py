@@ -8,10 +8,11 @@ number is one line, never a long allocation or an out-of-memory kill.
 
 from __future__ import annotations
 
-# Pixels of an image inr reads, resizes to, writes or draws, whatever its format (about 1 GB of RGBA
-# float32). Pillow's own bomb guard is a warning up to 2x its limit and an error beyond; inr makes
-# both an error at this one.
-MAX_IMAGE_PIXELS = 1 << 28
+# Pixels of an image inr reads, resizes to, writes or draws, whatever its format: a gigapixel photo
+# with room to spare (an image is held at one byte a value, 6 GB of 8-bit RGB at this limit; a
+# canvas this large is drawn in tiles, core/render.py). Pillow's own bomb guard is a warning up to 2x
+# its limit and an error beyond; inr makes both an error at this one.
+MAX_IMAGE_PIXELS = 1 << 31
 MAX_SIDE = 65535  # pixels a side of a canvas or a resize: PNG and Pillow both handle this
 # A picture made for looking at (the frames of a run's previews.png, the panels of comparison.png
 # and of a study's best.png): drawn within these, whatever the image's size or shape.

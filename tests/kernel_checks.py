@@ -152,18 +152,21 @@ def _check_schedule_and_optimizers(backend, n, total, lr, lr_min, warmup, beta1,
         np.testing.assert_allclose(backend.to_host(d), h, rtol=1e-5, atol=1e-6, err_msg=f"SGD's {name}, {where}")
 
 
-def check_sample_batch(backend, n_pixels, batch, seeds, step):
+def check_sample_batch(backend, width, height, batch, seeds, step):
+    """Both kernels, the 8-bit one and the float one, against the reference, bit for bit."""
     rng = np.random.default_rng(0)
-    networks = len(seeds)
-    coords = rng.random((1, n_pixels, 2), dtype=np.float32)
-    targets = rng.random((networks, n_pixels, 4), dtype=np.float32)
+    networks, n_pixels = len(seeds), width * height
     counter, seeds = np.array([step], np.int64), np.array(seeds, np.uint64)
-    bx, bt = np.empty((networks, batch, 2), np.float32), np.empty((networks, batch, 4), np.float32)
-    cpu.sample_batch(coords, targets, bx, bt, seeds, counter)
-    bx_d, bt_d = backend.to_device(np.empty_like(bx)), backend.to_device(np.empty_like(bt))
-    backend.sample_batch(backend.to_device(coords), backend.to_device(targets), bx_d, bt_d, backend.to_device(seeds),
-                         backend.to_device(counter))
-    assert (backend.to_host(bx_d) == bx).all() and (backend.to_host(bt_d) == bt).all()
+    for targets in (rng.integers(0, 256, (networks, n_pixels, 3)).astype(np.uint8),
+                    rng.random((networks, n_pixels, 4), dtype=np.float32)):
+        channels = targets.shape[2]
+        bx, bt = np.empty((networks, batch, 2), np.float32), np.empty((networks, batch, channels), np.float32)
+        cpu.sample_batch(targets, width, bx, bt, seeds, counter)
+        bx_d, bt_d = backend.to_device(np.empty_like(bx)), backend.to_device(np.empty_like(bt))
+        backend.sample_batch(backend.to_device(targets), width, bx_d, bt_d, backend.to_device(seeds),
+                             backend.to_device(counter))
+        assert (backend.to_host(bx_d) == bx).all(), f"coordinates, {targets.dtype} pixels"
+        assert (backend.to_host(bt_d) == bt).all(), f"colours, {targets.dtype} pixels"
 
 
 def check_fused_layer(backend, rows, in_f, out_f, activation, networks=2, shared_x=True):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from inr_cli.backends.numpy_backend import NumpyBackend, batch_indices
+from inr_cli.core.coords import pixel_grid
 from inr_cli.core.schedule import learning_rate
 from tests.tolerances import assert_reproduced
 
@@ -139,14 +140,20 @@ def test_batch_indices_deterministic_and_in_range():
     assert len(np.unique(batch_indices(0, 0, 5000, 50))) == 50
 
 
-def test_sample_batch_gathers_rows_per_network_seed(rng):
-    coords = rng.random((1, 20, 2), dtype=np.float32)
-    targets = rng.random((2, 20, 3), dtype=np.float32)
+@pytest.mark.parametrize("stored", ["float32", "uint8"])
+def test_sample_batch_gathers_rows_per_network_seed(rng, stored):
+    """Each network's pixels, their coordinates as pixel_grid gives them and their colours as the
+    image's floats (an 8-bit image's v / 255), whether the pixels are kept as floats or as bytes."""
+    width, height = 5, 4
+    coords = pixel_grid(width, height)
+    levels = rng.integers(0, 256, (2, 20, 3)).astype(np.uint8)
+    values = (levels.astype(np.float32) / 255.0).astype(np.float32)
+    targets = levels if stored == "uint8" else values
     bx, bt = np.empty((2, 8, 2), np.float32), np.empty((2, 8, 3), np.float32)
-    cpu.sample_batch(coords, targets, bx, bt, np.array([1, 9], np.uint64), np.array([5], np.int64))
+    cpu.sample_batch(targets, width, bx, bt, np.array([1, 9], np.uint64), np.array([5], np.int64))
     for n, seed in enumerate((1, 9)):
         idx = batch_indices(seed, 5, 8, 20)
-        assert (bx[n] == coords[0, idx]).all() and (bt[n] == targets[n, idx]).all()
+        assert (bx[n] == coords[idx]).all() and (bt[n] == values[n, idx]).all()
     assert not (bx[0] == bx[1]).all()
     assert math.isfinite(float(bx.sum()))
 

@@ -149,7 +149,7 @@ def test_render_sizes_and_aspect(trained, tmp_path):
     (["--width", "-3"], "--width must be a positive"),
     (["--size", "10", "--width", "4"], "either --size or --width"),
     (["--size", "100000"], "exceeds the limit of 65535"),
-    (["--width", "60000", "--height", "60000"], "exceeds the limit of 268435456 pixels"),
+    (["--width", "60000", "--height", "60000"], "exceeds the limit of 2147483648 pixels"),
 ])
 def test_render_refuses_bad_sizes(trained, args, message):
     result = run("render", trained, *args)

@@ -89,7 +89,7 @@ def test_optimizer_and_schedule(gpu):
 
 
 def test_sample_batch_identical_to_cpu(gpu):
-    check_sample_batch(gpu, 9973, 4096, [5, 2**63 + 1, 0], 17)
+    check_sample_batch(gpu, 9973, 7, 4096, [5, 2**63 + 1, 0], 17)
 
 
 PRESETS = {"siren": "siren", "sigmoid": "sigmoid"}

@@ -408,7 +408,7 @@ def test_a_header_that_declares_too_many_pixels(tmp_path):
     train; --skip-unreadable fits the others and lists it."""
     images = _mkdir(tmp_path / "images")
     make_image(images / "a.png", "RGB", size=(8, 6))
-    png_header_only(images / "huge.png", 20000, 20000)
+    png_header_only(images / "huge.png", 50000, 50000)
     refused_leaving_all(tmp_path, ["fit-many", images, "-o", tmp_path / "out", *NET], "huge.png: declared image size "
                         "is too large", out=tmp_path / "out")
     refused_leaving_all(tmp_path, ["train", images / "huge.png", *NET, "--run-dir", tmp_path / "run"],

@@ -146,7 +146,7 @@ def test_schedule_and_optimizers(emulated):
 
 
 def test_sample_batch_bit_identical(emulated):
-    check_sample_batch(emulated, 997, 300, [2**40 + 3, 0, 17], 123456789)
+    check_sample_batch(emulated, 997, 3, 300, [2**40 + 3, 0, 17], 123456789)
 
 
 @pytest.mark.parametrize("rows,in_f,out_f", [(1, 2, 5), (300, 2, 70), (150, 70, 3), (129, 33, 65), (40, 8, 16)])

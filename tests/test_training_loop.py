@@ -3,6 +3,8 @@ and the messages around a run."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -107,8 +109,10 @@ def test_fit_many_stops_a_pack_that_diverges_naming_its_images(tmp_path, monkeyp
 
     def poisoned(plan, index):
         images = real(plan, index)
-        if index == 1:
-            images[0].values[0, 0, 0] = np.nan
+        if index == 1:  # an 8-bit image holds no NaN: its values as floats, one of them poisoned
+            values = images[0].values
+            values[0, 0, 0] = np.nan
+            images[0] = dataclasses.replace(images[0], pixels=values)
         return images
 
     monkeypatch.setattr(driver, "shard_images", poisoned)

@@ -20,6 +20,9 @@ class HostMemory(Backend):
     def to_device(self, array):
         return np.array(array, copy=True)
 
+    def constant(self, array):
+        return np.ascontiguousarray(array)
+
     def copy_from_host(self, out, array) -> None:
         out[...] = array
 

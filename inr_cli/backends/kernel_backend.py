@@ -289,21 +289,24 @@ class KernelBackend(Backend):
                          i64(per_network), f32(1.0 / (count or per_network))))
         self.column_reduce(partial.reshape(n_net, grid[0], 1), loss.reshape(n_net, 1))  # views: both packed
 
-    def sample_batch(self, coords, targets, batch_coords, batch_targets, seeds, step_counter) -> None:
+    def sample_batch(self, targets, width, batch_coords, batch_targets, seeds, step_counter) -> None:
         n_net, n_pixels, out_features = targets.shape
-        batch, in_features = batch_coords.shape[1:]
-        contiguous("sample_batch coords", coords, (1, n_pixels, in_features))
-        contiguous("sample_batch targets", targets)
-        contiguous("sample_batch batch_coords", batch_coords, (n_net, batch, in_features))
+        batch = batch_coords.shape[1]
+        if targets.dtype not in (np.uint8, np.float32):
+            raise LaunchError(f"sample_batch targets: uint8 or float32 pixels, got {targets.dtype}")
+        contiguous("sample_batch targets", targets, dtype=targets.dtype)
+        contiguous("sample_batch batch_coords", batch_coords, (n_net, batch, 2))
         contiguous("sample_batch batch_targets", batch_targets, (n_net, batch, out_features))
         contiguous("sample_batch seeds", seeds, (n_net,), np.uint64)
         contiguous("sample_batch step", step_counter, (1,), np.int64)
+        if n_pixels % width:
+            raise LaunchError(f"sample_batch: {n_pixels} pixels are no whole rows of {width}")
+        kernel = "sample_batch_u8" if targets.dtype == np.uint8 else "sample_batch_f32"
         grid, block = elementwise_grid(batch)
         for first, stop in network_groups(n_net):
-            self.launch("sample_batch", (grid[0], stop - first, 1), block,
-                        (coords, targets[first:stop], batch_coords[first:stop], batch_targets[first:stop],
-                         i64(n_pixels), i32(batch), i32(in_features), i32(out_features), seeds[first:stop],
-                         step_counter))
+            self.launch(kernel, (grid[0], stop - first, 1), block,
+                        (targets[first:stop], batch_coords[first:stop], batch_targets[first:stop], i64(n_pixels),
+                         i64(width), i32(batch), i32(out_features), seeds[first:stop], step_counter))
 
     def advance_schedule(self, step_counter, hyper, lr_max, lr_min, total, warmup, beta1, beta2) -> None:
         contiguous("advance_schedule step", step_counter, (1,), np.int64)

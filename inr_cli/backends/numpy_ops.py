@@ -19,8 +19,10 @@ from typing import NamedTuple
 import numpy as np
 
 from inr_cli.backends.launch import CONSTANTS
+from inr_cli.core.coords import pixel_coords
 from inr_cli.core.encodings import HASH_PRIME, LEVEL_HASHED, LEVEL_OFFSET, LEVEL_RESOLUTION, LEVEL_SIZE
 from inr_cli.core.models import ACTIVATIONS
+from inr_cli.core.pixels import as_floats
 from inr_cli.core.schedule import step_hyperparameters
 
 FP32_MAX_K = CONSTANTS["FP32_MAX_K"]  # the kernels' (kernels/constants.cuh)
@@ -300,12 +302,12 @@ def mse_loss(pred, target, grad, loss, count: int | None = None) -> None:
     grad *= np.float32(2.0) * scale
 
 
-def sample_batch(coords, targets, batch_coords, batch_targets, seeds, step_counter) -> None:
-    step, batch, n_pixels = int(step_counter[0]), batch_coords.shape[1], coords.shape[1]
+def sample_batch(targets, width, batch_coords, batch_targets, seeds, step_counter) -> None:
+    step, batch, n_pixels = int(step_counter[0]), batch_coords.shape[1], targets.shape[1]
     for i, seed in enumerate(seeds):
         idx = batch_indices(int(seed), step, batch, n_pixels)
-        np.take(coords[0], idx, axis=0, out=batch_coords[i])
-        np.take(targets[i], idx, axis=0, out=batch_targets[i])
+        batch_coords[i] = pixel_coords(idx, width, n_pixels // width)
+        batch_targets[i] = as_floats(np.take(targets[i], idx, axis=0))
 
 
 def advance_schedule(step_counter, hyper, lr_max, lr_min, total, warmup, beta1, beta2) -> None:

@@ -14,9 +14,10 @@ from inr_cli.commands.paths import output_target, run_sources
 from inr_cli.config import Device
 from inr_cli.console import err, info
 from inr_cli.core.canvas import canvas_size
-from inr_cli.core.render import render_at_depth
+from inr_cli.core.render import render_at_depth, render_uint8
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.images import image_format, save_tiff, save_uint8, save_uint16
+from inr_cli.formats.tiled_tiff import pyramid_levels, write_pyramid
 from inr_cli.loading import one_network
 
 NAME = "render"
@@ -40,6 +41,12 @@ def command(
     force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
     depth: int = typer.Option(8, "--depth", metavar="8|16|32", show_default=False, help="Bits per channel: 8, 16 "
                               "(PNG or TIFF) or 32 (float TIFF, values not clipped). Default: 8."),
+    region: Optional[str] = typer.Option(None, "--region", metavar="L,T,R,B", help="Draw only this part of the "
+                                         "canvas: its columns L to R and rows T to B (R and B excluded), the pixels "
+                                         "the whole canvas has there."),
+    tiles: bool = typer.Option(False, "--tiles", help="Write a tiled pyramidal TIFF (.tif, 256-px tiles, each level "
+                               "half the one above), drawn a strip at a time: a canvas of any size in bounded memory. "
+                               "The default for a canvas of more than 64 megapixels without -o."),
     device: Device = typer.Option("auto", "--device", metavar="auto|cpu|gpu", show_default=False,
                                   help="Where to draw: auto uses the GPU when CuPy finds one. Default: auto."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress messages."),
@@ -51,9 +58,16 @@ def command(
         raise UsageError("-o - writes a PNG; float renders (--depth 32) are written as TIFF: name a .tif file")
     network = one_network(run, image)
     w, h = canvas_size(network.width, network.height, size, width, height)
+    part = parse_region(region, w, h) if region is not None else None
     run_dir = run if run.is_dir() else run.parent
-    default = run_dir / f"{network.label}-{w}x{h}.png"
+    tiles = tiles or (output is None and part is None and w * h > TILED_DEFAULT_PIXELS)
+    if part is not None:
+        default = run_dir / f"{network.label}-{w}x{h}-{'_'.join(map(str, part))}.png"
+    else:
+        default = run_dir / f"{network.label}-{w}x{h}.{'tif' if tiles else 'png'}"
     kind = "PNG" if to_stdout else image_format(output or default)
+    if tiles:
+        _check_tiles(kind, depth, part, to_stdout, output)
     if depth == 16 and kind not in ("PNG", "TIFF"):
         raise UsageError(f"{output}: 16-bit renders are written as PNG or TIFF (use .png or .tif)")
     if depth == 32 and kind != "TIFF":
@@ -61,8 +75,15 @@ def command(
     target = output_target(output, default, force, [run, *run_sources(run, image)])
     backend = make_backend(device, quiet=quiet)
     start = time.perf_counter()
-    with _progress(f"render {w}x{h}", h, quiet) as on_chunk:
-        values = render_at_depth(backend, network.spec, network.params, w, h, depth, on_chunk=on_chunk)
+    if tiles:
+        _write_tiles(backend, network, w, h, target, quiet)
+        if not quiet:
+            info(f"rendered {w}x{h} as a tiled pyramid in {time.perf_counter() - start:.2f} s on {backend.name}")
+        typer.echo(str(target))
+        return
+    rows = h if part is None else part[3] - part[1]
+    with _progress(f"render {w}x{h}", rows, quiet) as on_chunk:
+        values = render_at_depth(backend, network.spec, network.params, w, h, depth, on_chunk=on_chunk, region=part)
     seconds = time.perf_counter() - start
     if to_stdout:
         _write_stdout(values)
@@ -76,6 +97,45 @@ def command(
         info(f"rendered {w}x{h} in {seconds:.2f} s on {backend.name}")
     if not to_stdout:
         typer.echo(str(target))
+
+
+# A canvas above this many pixels is written as a tiled pyramid unless -o names another file: one PNG of
+# it would be gigabytes that most viewers cannot open.
+TILED_DEFAULT_PIXELS = 1 << 26
+
+
+def parse_region(text: str, width: int, height: int) -> tuple[int, int, int, int]:
+    """--region L,T,R,B as (left, top, right, bottom) within the width x height canvas, or one line."""
+    parts = text.split(",")
+    if len(parts) != 4 or not all(p.strip().isdigit() for p in parts):
+        raise UsageError(f"--region is LEFT,TOP,RIGHT,BOTTOM in pixels of the canvas, got '{text}'")
+    left, top, right, bottom = (int(p) for p in parts)
+    if not (left < right <= width and top < bottom <= height):
+        raise UsageError(f"--region {text} is not a part of the {width}x{height} canvas (it needs left < right <= "
+                         f"{width} and top < bottom <= {height})")
+    return left, top, right, bottom
+
+
+def _check_tiles(kind: str, depth: int, part, to_stdout: bool, output) -> None:
+    if to_stdout or kind != "TIFF":
+        raise UsageError(f"{output or '-'}: a tiled pyramid is written as a TIFF (use .tif)")
+    if depth != 8:
+        raise UsageError("--tiles writes 8 bits per channel (--depth 8)")
+    if part is not None:
+        raise UsageError("--tiles draws the whole canvas; --region draws one part of it as one image")
+
+
+def _write_tiles(backend, network, width: int, height: int, target: Path, quiet: bool) -> None:
+    """The canvas as a tiled pyramid, a strip of rows drawn at a time, a bar per level on a terminal."""
+    levels = pyramid_levels(width, height)
+
+    def draw(w, h, top, bottom):
+        return render_uint8(backend, network.spec, network.params, w, h, region=(0, top, w, bottom))
+
+    rows_before = np.cumsum([0] + [h for _, h in levels])  # the bar counts the rows of every level
+    with _progress(f"render {width}x{height} in tiles", int(rows_before[-1]), quiet) as on_chunk:
+        on_strip = None if on_chunk is None else lambda level, rows: on_chunk(int(rows_before[level]) + rows)
+        write_pyramid(target, width, height, network.spec.out_features, draw, on_strip)
 
 
 @contextmanager

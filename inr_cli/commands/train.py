@@ -63,8 +63,9 @@ def _train(data, flags, resume, allow_data_change, config_file, preset, run_dir,
 
 def _finish(result, quiet: bool, as_json: bool = False) -> None:
     if not quiet and not as_json:
+        read = f" ({result.image_psnr_read})" if result.image_psnr_read else ""
         info(f"done: step {result.step}, loss {result.loss:.4e}, PSNR {result.psnr:.2f} dB, "
-             f"{result.seconds:.1f} s of training")
+             f"{result.seconds:.1f} s of training; the whole image {result.image_psnr:.2f} dB{read}")
         info(f"render larger: inr render {shown_path(result.run_dir)} --size 1024")
     _print_run(result, as_json)
 

@@ -36,6 +36,11 @@ class Backend(ABC):
     def to_device(self, array):
         """A copy of a host array on the device."""
 
+    def constant(self, array):
+        """A host array the backend's operations only read (the training pixels): on a device, a copy
+        there; in host memory, the array itself, so that a large image is not held twice."""
+        return self.to_device(array)
+
     @abstractmethod
     def copy_from_host(self, out, array) -> None:
         """out[...] = array, a host array, in the order of the backend's other operations."""
@@ -132,9 +137,11 @@ class Backend(ABC):
         (loss[i] is then that block's share of the mean)."""
 
     @abstractmethod
-    def sample_batch(self, coords, targets, batch_coords, batch_targets, seeds, step_counter) -> None:
-        """Network i's mini-batch: the pixels numpy_ops.batch_indices(seeds[i], step) of coords
-        [1, n, in] and targets[i], step being step_counter[0] (an int64 array of one, on the device)."""
+    def sample_batch(self, targets, width: int, batch_coords, batch_targets, seeds, step_counter) -> None:
+        """Network i's mini-batch: the pixels numpy_ops.batch_indices(seeds[i], step) of an image
+        `width` pixels wide, step being step_counter[0] (an int64 array of one, on the device).
+        batch_coords [N, batch, 2] gets their coordinates (coords.pixel_coords) and batch_targets
+        [N, batch, C] float32 their colours from targets [N, n, C], uint8 (read as v / 255) or float32."""
 
     @abstractmethod
     def advance_schedule(self, step_counter, hyper, lr_max, lr_min, total, warmup, beta1, beta2) -> None:

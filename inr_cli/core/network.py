@@ -204,12 +204,7 @@ def output_means(config, images) -> list[np.ndarray] | None:
     (network.init_output_at_mean), else None."""
     if not config.network.init_output_at_mean:
         return None
-    return [image_mean(image) for image in images]
-
-
-def image_mean(image) -> np.ndarray:
-    """An image's mean colour, per channel, in float64."""
-    return image.values.reshape(-1, image.n_channels).mean(axis=0, dtype=np.float64)
+    return [image.mean_colour() for image in images]
 
 
 class Network:

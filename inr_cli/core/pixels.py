@@ -3,6 +3,7 @@ side is fitted; formats/images.py reads and writes it as files."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,30 +11,76 @@ import numpy as np
 from inr_cli.errors import UsageError
 from inr_cli.limits import MAX_IMAGE_PIXELS, MAX_SIDE
 
+# Pixels converted to floats at a time where a whole image is read through (its mean, its
+# fingerprint): a bounded float copy, whatever the image's size.
+BLOCK_PIXELS = 1 << 24
+
 
 @dataclass
 class PixelImage:
-    """H x W x C float32 values in [0, 1] and the names of the channels."""
+    """An H x W x C image and the names of its channels. `pixels` holds it as read: uint8 for an
+    8-bit image (a quarter of the floats' memory: a gigapixel photo is 3 GB, not 12), else float32
+    in [0, 1]. `values` is always float32 in [0, 1], v / 255 for an 8-bit pixel v."""
 
-    values: np.ndarray
+    pixels: np.ndarray
     channels: tuple[str, ...]
     bit_depth: int = 8  # 8 or 16: how decode quantises when writing an image file
 
     @property
     def height(self) -> int:
-        return self.values.shape[0]
+        return self.pixels.shape[0]
 
     @property
     def width(self) -> int:
-        return self.values.shape[1]
+        return self.pixels.shape[1]
 
     @property
     def n_channels(self) -> int:
-        return self.values.shape[2]
+        return self.pixels.shape[2]
+
+    @property
+    def values(self) -> np.ndarray:
+        """H x W x C float32 in [0, 1]: the array itself when stored as floats, else a new float copy
+        (four times the 8-bit bytes: code that may meet a large image reads `pixels` or `blocks`)."""
+        return as_floats(self.pixels)
+
+    def table(self) -> np.ndarray:
+        """(H*W, C) in the storage type, row-major in the order of coords.pixel_grid (a view)."""
+        return self.pixels.reshape(-1, self.n_channels)
 
     def targets(self) -> np.ndarray:
         """Row-major (H*W, C) float32 table in the order of coords.pixel_grid."""
-        return np.ascontiguousarray(self.values.reshape(-1, self.n_channels), dtype=np.float32)
+        return np.ascontiguousarray(as_floats(self.table()))
+
+    def blocks(self, block_pixels: int = BLOCK_PIXELS) -> Iterator[np.ndarray]:
+        """The (H*W, C) float32 table in consecutive blocks of at most block_pixels rows."""
+        table = self.table()
+        for start in range(0, len(table), block_pixels):
+            yield as_floats(table[start:start + block_pixels])
+
+    def mean_colour(self) -> np.ndarray:
+        """The mean of each channel, in float64 (read in blocks)."""
+        total = np.zeros(self.n_channels, dtype=np.float64)
+        for block in self.blocks():
+            total += block.sum(axis=0, dtype=np.float64)
+        return total / (self.width * self.height)
+
+    def colour_variance(self) -> np.ndarray:
+        """The variance of each channel about its mean, in float64 (read in blocks)."""
+        mean = self.mean_colour()
+        total = np.zeros(self.n_channels, dtype=np.float64)
+        for block in self.blocks():
+            deviation = block - mean
+            total += np.einsum("ij,ij->j", deviation, deviation)
+        return total / (self.width * self.height)
+
+
+def as_floats(array: np.ndarray) -> np.ndarray:
+    """Pixels as float32 in [0, 1]: uint8 v as float32(v) / 255 (the bits an image decoded to floats
+    always had); float32 as they are."""
+    if array.dtype == np.uint8:
+        return np.divide(array, np.float32(255.0), dtype=np.float32)
+    return np.asarray(array, dtype=np.float32)
 
 
 def within_limits(width: int, height: int, what: str = "image") -> tuple[int, int]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inr_cli.core.coords import pixel_grid
+from inr_cli.core.coords import axis_centres, pixel_grid
 from inr_cli.core.network import Network, NetworkSpec
 from inr_cli.core.workspace import Workspace
 
@@ -36,11 +36,12 @@ def render_rows(backend, spec: NetworkSpec, params, width: int, height: int, chu
 
 
 def render_float(backend, spec, flat_params, width: int, height: int, clip: bool = True,
-                 on_chunk=None) -> np.ndarray:
+                 on_chunk=None, region: tuple[int, int, int, int] | None = None) -> np.ndarray:
     """(H, W, C) float32, clipped to [0, 1] unless asked not to: for evaluation and deep renders.
-    on_chunk(rows done) is called after each chunk."""
-    image = np.empty((height, width, spec.out_features), dtype=np.float32)
-    for start, stop, values in render_rows(backend, spec, flat_params, width, height):
+    on_chunk(rows done) is called after each chunk; region as render_rows'."""
+    left, top, right, bottom = region if region is not None else (0, 0, width, height)
+    image = np.empty((bottom - top, right - left, spec.out_features), dtype=np.float32)
+    for start, stop, values in render_rows(backend, spec, flat_params, width, height, region=region):
         if clip:
             np.clip(values, 0.0, 1.0, out=image[start:stop])
         else:
@@ -64,11 +65,14 @@ def render_uint8(backend, spec, flat_params, width: int, height: int, on_chunk=N
     return image
 
 
-def render_at_depth(backend, spec, flat_params, width: int, height: int, depth: int, on_chunk=None) -> np.ndarray:
-    """What `inr render --depth` writes: (H, W, C) uint8 (8), uint16 (16) or float32 not clipped (32)."""
+def render_at_depth(backend, spec, flat_params, width: int, height: int, depth: int, on_chunk=None,
+                    region: tuple[int, int, int, int] | None = None) -> np.ndarray:
+    """What `inr render --depth` writes: (H, W, C) uint8 (8), uint16 (16) or float32 not clipped (32);
+    region (left, top, right, bottom): that part of the W x H canvas only."""
     if depth == 8:
-        return render_uint8(backend, spec, flat_params, width, height, on_chunk=on_chunk)
-    values = render_float(backend, spec, flat_params, width, height, clip=depth == 16, on_chunk=on_chunk)
+        return render_uint8(backend, spec, flat_params, width, height, on_chunk=on_chunk, region=region)
+    values = render_float(backend, spec, flat_params, width, height, clip=depth == 16, on_chunk=on_chunk,
+                          region=region)
     return np.round(values * 65535).astype(np.uint16) if depth == 16 else values
 
 
@@ -114,3 +118,15 @@ def render_networks(backend, spec: NetworkSpec, params, width: int, height: int,
     networks at once)."""
     values = evaluate_points(backend, spec, params, pixel_grid(width, height), chunk_pixels=chunk_pixels)
     return values.reshape(len(values), height, width, spec.out_features)
+
+
+def render_strided(backend, spec: NetworkSpec, params, width: int, height: int, stride: int) -> np.ndarray:
+    """(ceil(H / stride), ceil(W / stride), C) float32, clipped: every stride-th pixel of each row and
+    column of the W x H canvas, drawn where those pixels lie (a large canvas at a glance, beside the
+    image's own pixels there: no full render held)."""
+    u, v = axis_centres(width)[::stride], axis_centres(height)[::stride]
+    grid = np.empty((len(v), len(u), 2), dtype=np.float32)
+    grid[..., 0] = u[None, :]
+    grid[..., 1] = v[:, None]
+    values = evaluate_points(backend, spec, params.reshape(1, -1), grid.reshape(-1, 2))[0]
+    return values.reshape(len(v), len(u), spec.out_features)

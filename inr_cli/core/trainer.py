@@ -7,7 +7,9 @@ never synchronises, so on the GPU the whole step can be captured once as a CUDA 
 N = 1 is `inr train`; each network's result is the bits it would get trained alone.
 
 The step, in order:
-    sample_batch (mini-batches only)    each network draws its pixels from its own seed
+    sample_batch (mini-batches only)    each network draws its pixels from its own seed, their
+                                        coordinates computed from the pixel index and their colours
+                                        read from the image as stored (8-bit: a quarter of the floats)
     training pass                       forward, mse_loss, backward (core/batch_pass.py; the CPU
                                         engine runs it on cache-sized blocks)
     advance_schedule                    step += 1; the learning rate (schedule.py) on the device
@@ -58,12 +60,14 @@ class Trainer:
         self.full_batch = batch_size == 0 or batch_size >= n_pixels
         self.batch = n_pixels if self.full_batch else batch_size
         # What drawing each image's mean colour scores: the floor a network that learned anything beats.
-        self.mean_colour_loss = np.array([float(np.mean(np.var(im.values.reshape(-1, im.n_channels), axis=0,
-                                                                dtype=np.float64))) for im in images])
+        self.mean_colour_loss = np.array([float(np.mean(im.colour_variance())) for im in images])
 
-        # One table of coordinates serves every network (same size); the targets are per image.
-        self.coords = backend.to_device(pixel_grid(first.width, first.height)[None])
-        self.targets = backend.to_device(np.stack([im.targets() for im in images]))
+        if self.full_batch:  # one table of coordinates serves every network (same size); the targets are per image
+            self.coords = backend.to_device(pixel_grid(first.width, first.height)[None])
+            self.targets = backend.to_device(np.stack([im.targets() for im in images]))
+        else:  # the pixels as stored, read by sample_batch alone: no float copy, no table of coordinates
+            self.coords = None
+            self.targets = backend.constant(stored_targets(images))
         self.seeds = backend.to_device(np.asarray(seeds, dtype=np.uint64))
         self.params = backend.to_device(state.params)
         # Nothing writes the gradient of the frozen Fourier frequencies, so it must start at zero.
@@ -93,7 +97,7 @@ class Trainer:
         if self.full_batch:
             x, t = self.coords, self.targets
         else:
-            b.sample_batch(self.coords, self.targets, self.batch_x, self.batch_t, self.seeds, self.step_counter)
+            b.sample_batch(self.targets, self.width, self.batch_x, self.batch_t, self.seeds, self.step_counter)
             x, t = self.batch_x, self.batch_t
         self.training_pass(x, t, self.step_loss)
         self.optimizer.advance_schedule(b, self.step_counter, self.hyper, self.total_steps)
@@ -128,3 +132,13 @@ class Trainer:
         to_host = self.backend.to_host
         return TrainingState(np.array(to_host(self.params)), np.array(to_host(self.moment1)),
                              np.array(to_host(self.moment2)), self.step_done, self.seconds, self.loss.copy())
+
+
+def stored_targets(images: list[PixelImage]) -> np.ndarray:
+    """[N, H*W, C] pixels as the images keep them: uint8 where every one is 8-bit, else float32 in
+    [0, 1]; one image's is a view of its pixels, not a copy."""
+    if all(im.pixels.dtype == np.uint8 for im in images):
+        tables = [im.table() for im in images]
+    else:
+        tables = [im.targets() for im in images]
+    return tables[0][None] if len(tables) == 1 else np.stack(tables)

@@ -52,8 +52,27 @@ def read_npy(path: Path) -> PixelImage:
 
 
 def fingerprint(image: PixelImage) -> str:
-    """sha256 of the shape, channel names and values: a resumed run must see the same data."""
+    """sha256 of the shape, channel names and pixels: a resumed run must see the same data. An 8-bit
+    image's bytes are hashed as they are kept (a gigapixel in seconds), any other's float32 values."""
+    if image.pixels.dtype != np.uint8:
+        return float_fingerprint(image)
     digest = hashlib.sha256()
-    digest.update(repr((image.values.shape, image.channels)).encode())
-    digest.update(np.ascontiguousarray(image.values, dtype=np.float32).tobytes())
+    digest.update(repr((image.pixels.shape, image.channels, "uint8")).encode())
+    digest.update(memoryview(np.ascontiguousarray(image.pixels)).cast("B"))
     return digest.hexdigest()[:16]
+
+
+def float_fingerprint(image: PixelImage) -> str:
+    """sha256 of the shape, channel names and float32 values (read in blocks): every image's
+    fingerprint before 8-bit images were kept as bytes, so runs and studies of then still match."""
+    digest = hashlib.sha256()
+    digest.update(repr((image.pixels.shape, image.channels)).encode())
+    for block in image.blocks():
+        digest.update(memoryview(block).cast("B"))
+    return digest.hexdigest()[:16]
+
+
+def same_data(image: PixelImage, recorded: str) -> bool:
+    """Whether `recorded` (a checkpoint's or a study's fingerprint) is this image's, as inr gives it now
+    or gave it before 8-bit images were kept as bytes."""
+    return fingerprint(image) == recorded or (image.pixels.dtype == np.uint8 and float_fingerprint(image) == recorded)

@@ -35,7 +35,7 @@ def pixels_from_array(array, where: str) -> PixelImage:
         raise InrError(f"{where}: {array.shape[1]}x{array.shape[0]} is too large (limit {MAX_IMAGE_PIXELS} pixels)")
     kind, width = array.dtype.kind, array.dtype.itemsize  # whatever the byte order ('>u2' from FITS, say)
     if (kind, width) == ("u", 1):
-        values, bit_depth = array.astype(np.float32) / 255.0, 8
+        values, bit_depth = np.array(array, dtype=np.uint8), 8  # kept as bytes (a copy: the array may be a file's map)
     elif (kind, width) == ("u", 2):
         values, bit_depth = array.astype(np.float32) / 65535.0, 16
     elif kind == "f":  # checked in its own type: a float64 beyond float32's range would overflow in the cast
@@ -88,10 +88,12 @@ def load_image(path: Path, size: int | None = None, gray: bool = False, notices:
         with within_pixel_limit(str(path)), Image.open(path) as im:
             if getattr(im, "n_frames", 1) > 1 and notices is not None:
                 notices.append(f"{path.name} has {im.n_frames} frames; using the first")
-            im.seek(0)
-            im.load()
-            im = ImageOps.exif_transpose(im)
-            pixels = pixels_from_pil(im, gray)
+            pixels = _read_large(path, im, gray)
+            if pixels is None:
+                im.seek(0)
+                im.load()
+                im = ImageOps.exif_transpose(im)
+                pixels = pixels_from_pil(im, gray)
     except UnidentifiedImageError:
         raise InrError(f"{path}: not an image file Pillow can read") from None
     except (OSError, SyntaxError, ValueError) as exc:
@@ -101,6 +103,43 @@ def load_image(path: Path, size: int | None = None, gray: bool = False, notices:
             notices.append(f"{path.name} is {pixels.width}x{pixels.height}: --size {size} enlarges it (Lanczos)")
         pixels = resize(pixels, size)
     return pixels
+
+
+# From this many pixels up, an 8-bit TIFF is decoded by tifffile, and a JPEG or PNG by imagecodecs where
+# it is installed, straight into the array inr keeps: Pillow holds 4 bytes a pixel of its own while it
+# decodes (RGB padded to RGBX), which for a gigapixel is 4 GB beside the 3 GB kept.
+LARGE_DECODE_PIXELS = 1 << 26
+DIRECT_MODES = {"L": ("l",), "RGB": ("r", "g", "b"), "RGBA": ("r", "g", "b", "a")}
+
+
+def _read_large(path: Path, im: Image.Image, gray: bool) -> PixelImage | None:
+    """A large 8-bit grey, RGB or RGBA image decoded without Pillow's copy, or None where Pillow is to
+    decode it (a small image, another mode, a rotation to apply, no decoder for its format)."""
+    if im.width * im.height < LARGE_DECODE_PIXELS or im.mode not in DIRECT_MODES or gray and im.mode != "L":
+        return None
+    if im.getexif().get(ORIENTATION, 1) != 1:
+        return None
+    array = None
+    if im.format == "TIFF":
+        import tifffile
+
+        with tifffile.TiffFile(path) as tif:
+            page = tif.pages[0]
+            if page.dtype == np.uint8 and page.shape[:2] == (im.height, im.width):
+                array = page.asarray()
+    elif im.format in ("JPEG", "PNG"):
+        try:
+            import imagecodecs
+        except ImportError:
+            return None
+        decode = imagecodecs.jpeg8_decode if im.format == "JPEG" else imagecodecs.png_decode
+        array = decode(path.read_bytes())
+    if array is None or array.dtype != np.uint8 or array.shape[:2] != (im.height, im.width):
+        return None
+    array = array.reshape(im.height, im.width, -1)
+    if array.shape[2] != len(DIRECT_MODES[im.mode]):
+        return None
+    return PixelImage(array, DIRECT_MODES[im.mode], bit_depth=8)
 
 
 def read_header(data: bytes, where: str) -> tuple[int, int, str, dict, int]:
@@ -160,12 +199,11 @@ def pixels_from_pil(im: Image.Image, gray: bool) -> PixelImage:
         target = "RGBA"
     else:  # RGB, P, CMYK, YCbCr, LAB, HSV, ...
         target = "RGB"
-    converted = im.convert(target)
-    array = np.asarray(converted, dtype=np.float32) / 255.0
+    converted = im if im.mode == target else im.convert(target)
+    array = np.array(converted, dtype=np.uint8)  # kept as bytes: PixelImage.values gives v / 255
     if array.ndim == 2:
         array = array[..., None]
-    channels = {"L": ("l",), "RGB": ("r", "g", "b"), "RGBA": ("r", "g", "b", "a")}[target]
-    return PixelImage(array, channels, bit_depth=8)
+    return PixelImage(array, DIRECT_MODES[target], bit_depth=8)
 
 
 def resize(image: PixelImage, size: int) -> PixelImage:
@@ -176,8 +214,8 @@ def resize(image: PixelImage, size: int) -> PixelImage:
     if (width, height) == (image.width, image.height):
         return image
     values = resample(image.values, width, height, Image.LANCZOS)
-    if image.bit_depth == 8:
-        values = np.round(values * 255) / 255  # stay an 8-bit image so decode(encode(x)) stays exact
+    if image.bit_depth == 8:  # stay an 8-bit image so decode(encode(x)) stays exact
+        return PixelImage(np.round(values * 255).astype(np.uint8), image.channels, 8)
     return PixelImage(values.astype(np.float32), image.channels, image.bit_depth)
 
 
@@ -192,6 +230,8 @@ def resample(values: np.ndarray, width: int, height: int, method=Image.LANCZOS) 
 
 
 def to_pil(image: PixelImage) -> Image.Image:
+    if image.pixels.dtype == np.uint8:
+        return _pil_from_uint8(image.pixels)
     values = np.clip(image.values, 0, 1)
     if image.channels == ("l",) and image.bit_depth == 16:
         return Image.fromarray(np.round(values[..., 0] * 65535).astype(np.uint16))

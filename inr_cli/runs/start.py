@@ -12,7 +12,7 @@ from inr_cli.core.schedule import learning_rate
 from inr_cli.core.training_loop import reached_target
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import checkpoint as ckpt
-from inr_cli.formats.data import SAMPLE, fingerprint, load_training_data
+from inr_cli.formats.data import SAMPLE, load_training_data, same_data
 from inr_cli.formats.start import is_file_start, resolved_start
 from inr_cli.outputs import folder_output
 from inr_cli.runs.directory import IMAGE_IN_RUN, RunLock, holds_run, latest_run, new_run_dir
@@ -114,7 +114,7 @@ def resume_run(data, flags, allow_data_change, quiet) -> TrainingResult | None:
     if image.n_channels != saved.spec.out_features:
         raise InrError(f"the data now have {image.n_channels} channels, the run was trained on "
                        f"{saved.spec.out_features}; start a new run")
-    if fingerprint(image) != saved.data_fingerprint:
+    if not same_data(image, saved.data_fingerprint):
         where = config.data.source or "the built-in sample"
         if not allow_data_change:
             raise InrError(f"{where} has changed since this run started (fingerprint differs); "

@@ -12,13 +12,14 @@ import numpy as np
 from inr_cli.backends import kernel_options, make_backend
 from inr_cli.config import Config, build_config, to_toml, tuned_preset
 from inr_cli.console import info, notice
-from inr_cli.core.metrics import psnr, psnr_from_mse
+from inr_cli.core.metrics import psnr_from_mse
 from inr_cli.core.network import NetworkSpec, output_means
-from inr_cli.core.pixels import PixelImage
-from inr_cli.core.render import render_float
+from inr_cli.core.pixels import PixelImage, as_floats
+from inr_cli.core.render import render_float, render_strided
 from inr_cli.core.schedule import learning_rate
 from inr_cli.core.sizing import fit_to_image
 from inr_cli.core.state import TrainingState
+from inr_cli.core.subset_psnr import PixelSubset
 from inr_cli.core.trainer import Trainer
 from inr_cli.core.training_loop import Diverged, Interrupted, Signals, run_steps
 from inr_cli.errors import InrError
@@ -30,7 +31,7 @@ from inr_cli.formats.start import initial_state
 from inr_cli.progress import TrainingProgress
 from inr_cli.runs.directory import BLEW_UP, RunLock
 from inr_cli.runs.metrics_csv import MetricsLog, read_metrics
-from inr_cli.runs.pictures import picture_size, side_by_side, write_previews_animation, write_psnr_svg
+from inr_cli.runs.pictures import picture_size, shrink_factor, side_by_side, write_previews_animation, write_psnr_svg
 
 # A full-batch run whose steps would take longer than this gets a hint to shrink the image or batch.
 SLOW_RUN_SECONDS = 600.0
@@ -58,8 +59,10 @@ class TrainingResult:
     run_dir: Path
     step: int
     loss: float
-    psnr: float
+    psnr: float  # of the last training batch
     seconds: float
+    image_psnr: float = float("nan")  # the whole image's, drawn by the final network (core/subset_psnr.py)
+    image_psnr_read: str = ""  # how: "" on every pixel, else on which subset
 
 
 class RunInterrupted(SystemExit):
@@ -143,6 +146,7 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
         spec = NetworkSpec.from_config(config, image.n_channels)
         state = fresh_state(config, spec, image)
     data_id = fingerprint(image)
+    subset = PixelSubset.of(image)  # gathered now: the image is not read again for the final PSNR
     total = config.training.steps
     train = config.training
 
@@ -226,8 +230,9 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
             metrics.close()
         save(trainer)
         trainer.release_training_memory()  # room for the final render of a large image
-        rendered = _write_preview(trainer, run_dir / "render.png")
-        _save_quietly(comparison(rendered, image.values), run_dir / "comparison.png")
+        image_psnr = subset.psnr(backend, spec, trainer.params[:1])
+        rendered, reference = _write_final_render(trainer, image, run_dir / "render.png")
+        _save_quietly(side_by_side(rendered, reference, psnr=image_psnr), run_dir / "comparison.png")
         _write_run_pictures(run_dir, rendered)
     if ended is not None:
         raise InrError(f"{ended.describe()} (the run is saved in {run_dir}); train again with "
@@ -235,14 +240,8 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
     loss = float(trainer.loss[0])
     if trainer.step_done < total and not quiet:
         info(f"reached {train.target_psnr:g} dB (--until-psnr) at step {trainer.step_done} of {total}")
-    return TrainingResult(run_dir, trainer.step_done, loss, psnr_from_mse(loss), trainer.seconds)
-
-
-def comparison(rendered: np.ndarray, reference: np.ndarray) -> PixelImage:
-    """reference | render | error map, with the whole render's PSNR; a large image's panels drawn
-    from every k-th pixel (pictures.shrink_factor: three full-size float panels of a 13-megapixel
-    photo would take 0.5 GB)."""
-    return side_by_side(rendered, reference, psnr=psnr(rendered, reference))
+    return TrainingResult(run_dir, trainer.step_done, loss, psnr_from_mse(loss), trainer.seconds, image_psnr,
+                          subset.describe())
 
 
 def fresh_state(config: Config, spec: NetworkSpec, image: PixelImage) -> TrainingState:
@@ -251,6 +250,18 @@ def fresh_state(config: Config, spec: NetworkSpec, image: PixelImage) -> Trainin
     seed = config.training.seed
     return initial_state(config.training.init, spec, seed, [seed], output_means(config, [image]),
                          weight_scale=config.network.weight_scale)
+
+
+def _write_final_render(trainer: Trainer, image: PixelImage, path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """render.png, and (render, reference) for comparison.png: at the training size, or for a large
+    image at every k-th pixel of it (pictures.shrink_factor), drawn where those pixels lie, beside the
+    image's own pixels there: neither a full render nor the image as floats is held."""
+    k = shrink_factor(trainer.width, trainer.height)
+    if k == 1:
+        return _write_preview(trainer, path), image.values
+    rendered = render_strided(trainer.backend, trainer.spec, trainer.params[:1], trainer.width, trainer.height, k)
+    _save_quietly(PixelImage(rendered, trainer.channels), path)
+    return rendered, as_floats(image.pixels[::k, ::k])
 
 
 def _write_preview(trainer: Trainer, path: Path, size: tuple[int, int] | None = None) -> np.ndarray:

@@ -33,7 +33,7 @@ import numpy as np
 
 from inr_cli.config import ADDED_KEYS, KEY_TYPES, Config, with_values
 from inr_cli.core.metrics import psnr_from_mse
-from inr_cli.core.network import NetworkSpec, image_mean, output_means, set_output_means
+from inr_cli.core.network import NetworkSpec, output_means, set_output_means
 from inr_cli.core.pixels import PixelImage
 from inr_cli.core.sizing import fit_to_image
 from inr_cli.core.state import TrainingState
@@ -85,7 +85,7 @@ def inner_fit(backend, spec: NetworkSpec, config: Config, start: np.ndarray, ima
     each from its own mean colour where network.start_output_at_mean asks, as a fit from the start will."""
     params = np.array(np.broadcast_to(start, (len(images), start.size)), dtype=np.float32, order="C")
     if config.network.start_output_at_mean:
-        set_output_means(spec, params, [image_mean(image) for image in images])
+        set_output_means(spec, params, [image.mean_colour() for image in images])
     state = TrainingState(params, None, None, 0, 0.0, np.full(len(images), np.nan))
     trainer = Trainer(backend, spec, config, images, state, seeds)
     try:

@@ -19,7 +19,7 @@ from inr_cli import config as configuration
 from inr_cli.config import Config, build_config, flags_to_values
 from inr_cli.console import info, notice
 from inr_cli.errors import InrError, UsageError
-from inr_cli.formats.data import SAMPLE, fingerprint
+from inr_cli.formats.data import SAMPLE, fingerprint, same_data
 from inr_cli.outputs import folder_output, make_folder, refuse_dangling, refuse_special
 from inr_cli.sets import inputs
 from inr_cli.tune import require_optuna
@@ -168,7 +168,7 @@ def open_study(optuna, out: Path, config: Config, space: Space, sample: Sample, 
             saved = optuna.load_study(study_name=STUDY_NAME, storage=storage)
         except KeyError:
             raise InrError(f"{out}: its study.journal holds no study of inr tune") from None
-        _refuse_changes(out, saved.user_attrs.get(DEFINITION, {}), wanted)
+        _refuse_changes(out, saved.user_attrs.get(DEFINITION, {}), wanted, sample.images)
         held = len(saved.trials)
     study = optuna.create_study(
         storage=storage, study_name=STUDY_NAME, direction=DIRECTIONS[options.objective], load_if_exists=True,
@@ -186,7 +186,7 @@ def open_study(optuna, out: Path, config: Config, space: Space, sample: Sample, 
     return study, storage, sum(counted(t) for t in study.get_trials(deepcopy=False))
 
 
-def _refuse_changes(out: Path, saved: dict, wanted: dict) -> None:
+def _refuse_changes(out: Path, saved: dict, wanted: dict, images: list) -> None:
     if not isinstance(saved, dict) or not isinstance(saved.get("settings", {}), dict):
         raise InrError(f"{out / JOURNAL}: its record of how the study was started is damaged; pick another -o")
     for key in ("source", "images", "objective", "pruner", "space"):
@@ -194,12 +194,14 @@ def _refuse_changes(out: Path, saved: dict, wanted: dict) -> None:
             what = {"images": "sample of images", "space": "space to search", "source": "image or folder"}.get(key, key)
             raise UsageError(f"{out} was started with another {what}; resume it with the options it was started "
                              f"with, or pick another -o")
-    if "fingerprints" in saved and saved["fingerprints"] != wanted["fingerprints"]:  # a study of an older inr has none
-        known = saved["fingerprints"] if isinstance(saved["fingerprints"], list) else []
-        changed = next((name for name, old, new in zip(wanted["images"], known, wanted["fingerprints"]) if old != new),
-                       wanted["images"][0])
-        raise InrError(f"{changed} has changed since the study in {out} started (its pixels differ); resume it on the "
-                       f"images it was started on, or pick another -o")
+    known = saved.get("fingerprints")  # a study of an older inr has none
+    if known is not None and known != wanted["fingerprints"]:
+        known = known if isinstance(known, list) and len(known) == len(images) else [None] * len(images)
+        changed = next((name for name, old, image in zip(wanted["images"], known, images) if not same_data(image, old)),
+                       None)
+        if changed is not None:
+            raise InrError(f"{changed} has changed since the study in {out} started (its pixels differ); resume it on "
+                           f"the images it was started on, or pick another -o")
     started = {**configuration.ADDED_KEYS, **saved.get("settings", {})}  # a study of an older inr lacks the newer keys
     for key, value in wanted["settings"].items():
         if started.get(key) != value:

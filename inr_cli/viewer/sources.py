@@ -17,15 +17,16 @@ from inr_cli.config import used_settings
 from inr_cli.core.network import NetworkSpec
 from inr_cli.errors import InrError
 from inr_cli.formats import checkpoint as ckpt
-from inr_cli.formats.data import fingerprint, load_training_data
+from inr_cli.formats.data import load_training_data, same_data
 from inr_cli.formats.images import fit_longer_side
 from inr_cli.formats.network_set import PLAN, is_network_set, load_network_set
 from inr_cli.formats.png import png_bytes
 from inr_cli.runs.metrics_csv import read_metrics
+from inr_cli.runs.pictures import shrink_factor
 from inr_cli.sets import inputs
 from inr_cli.sets.inputs import is_url
 from inr_cli.sets.plan import Plan
-from inr_cli.viewer.tiles import PngCache, Pyramid, source_tile
+from inr_cli.viewer.tiles import PngCache, Pyramid, block_mean, source_tile
 
 CURVE_POINTS = 400  # the loss curve is drawn from at most this many rows of metrics.csv
 THUMBNAIL_SIDE = 128
@@ -56,6 +57,8 @@ def image_pixels(read) -> np.ndarray | None:
         image = read()
     except (InrError, OSError, ValueError):
         return None
+    if image.pixels.dtype == np.uint8:
+        return image.pixels
     return np.round(np.clip(image.values, 0.0, 1.0) * 255.0).astype(np.uint8)
 
 
@@ -66,8 +69,17 @@ class TrainingImage:
     def __init__(self, pixels: np.ndarray, pyramid: Pyramid):
         self.pixels = pixels
         self.pyramid = pyramid
-        self.png = png_bytes(pixels, threads=1)
+        self._png = None
         self.tiles = PngCache(TRAINING_TILE_BYTES)
+
+    @property
+    def png(self) -> bytes:
+        """The image whole, within a picture's limits (a large one's blocks averaged: pictures.picture_size)."""
+        if self._png is None:
+            height, width = self.pixels.shape[:2]
+            shrunk = block_mean(self.pixels, shrink_factor(width, height))
+            self._png = png_bytes(np.ascontiguousarray(shrunk), threads=1)
+        return self._png
 
     @property
     def nbytes(self) -> int:
@@ -299,7 +311,7 @@ class SetView:
 
 def _trained_on(image, trained_on: str):
     """The image a run loaded, if it is the one the run was trained on: a checkpoint names any path."""
-    if fingerprint(image) != trained_on:
+    if not same_data(image, trained_on):
         raise InrError("not the image this run was trained on")
     return image
 

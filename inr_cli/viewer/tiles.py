@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
-from PIL import Image
 
 from inr_cli.core.coords import pixel_grid
 from inr_cli.core.network import Network
@@ -84,16 +83,43 @@ class Pyramid:
 def source_tile(pixels: np.ndarray, pyramid: Pyramid, level: int, x: int, y: int) -> np.ndarray:
     """Tile (x, y) of a level of the training image itself, (H, W, C) uint8: from the training size up,
     each training pixel a square block of 2**(level - base) pixels (nearest neighbour: the pixels the
-    network learnt, as pixels); below it, the image averaged down. ValueError outside the pyramid."""
+    network learnt, as pixels); below it, each pixel the mean of the block of 2**(base - level) training
+    pixels under it, from those pixels alone (a gigapixel's coarse tiles never copy it whole).
+    ValueError outside the pyramid."""
     width, height, (left, top, right, bottom) = pyramid.region(level, x, y)
     if level >= pyramid.base:
         shift = level - pyramid.base
         rows = np.arange(top, bottom) >> shift
         columns = np.arange(left, right) >> shift
         return pixels[rows[:, None], columns[None, :]]
-    image = Image.fromarray(pixels[..., 0] if pixels.shape[2] == 1 else pixels)
-    smaller = np.asarray(image.resize((width, height), Image.Resampling.BOX))
-    return smaller.reshape(height, width, -1)[top:bottom, left:right]
+    return block_mean(pixels, 1 << (pyramid.base - level), (left, top, right, bottom))
+
+
+BLOCK_MEAN_VALUES = 1 << 22  # training values read at a time by block_mean
+
+
+def block_mean(pixels: np.ndarray, shrink: int, region: tuple[int, int, int, int] | None = None) -> np.ndarray:
+    """(H, W, C) uint8 pixels shrunk by a whole factor, each pixel the rounded mean of its shrink x
+    shrink block (fewer at the right and bottom edges: ceil(W / shrink) x ceil(H / shrink) in all),
+    or only the part (left, top, right, bottom) of that, read a band of rows at a time."""
+    height, width, channels = pixels.shape
+    left, top, right, bottom = region or (0, 0, -(-width // shrink), -(-height // shrink))
+    if shrink == 1:
+        return pixels[top:bottom, left:right]
+    x0, x1 = left * shrink, min(width, right * shrink)
+    starts = np.arange(x0, x1, shrink) - x0
+    across = np.minimum(shrink, x1 - x0 - starts)
+    out = np.empty((bottom - top, right - left, channels), dtype=np.uint8)
+    band = max(1, BLOCK_MEAN_VALUES // ((x1 - x0) * channels * shrink))  # output rows a band
+    for row in range(top, bottom, band):
+        stop = min(bottom, row + band)
+        y0, y1 = row * shrink, min(height, stop * shrink)
+        columns = np.add.reduceat(pixels[y0:y1, x0:x1], starts, axis=1, dtype=np.uint32)
+        down = np.arange(0, y1 - y0, shrink)
+        sums = np.add.reduceat(columns, down, axis=0)
+        counts = np.minimum(shrink, y1 - y0 - down)[:, None, None] * across[None, :, None]
+        out[row - top:stop - top] = (sums + counts // 2) // counts
+    return out
 
 
 class PngCache:
