@@ -16,8 +16,9 @@ The mosaic is a grid of equal 3:2 tiles, as many as there are photos, each photo
 script says how many and by how much). Written as an uncompressed 8-bit RGB TIFF through a memory
 map, a row of tiles at a time, so that building a gigapixel takes a tile row's memory.
 
-`--from-list FILE` takes the photos named in a file (one path a line) instead: how dev/gpu_checks.sh
-builds the gigapixel on a GPU machine from the photos carried to it.
+For a GPU machine, which has no package mirror, `--copy-photos DIR` copies the distinct photos
+(about 53 MB of JPEGs) into a folder to carry there, and dev/gpu_checks.sh builds the gigapixel from
+them on the machine itself; `--min-pixels 0` lets its dry run build a toy one from inr's own sample.
 """
 
 from __future__ import annotations
@@ -51,8 +52,8 @@ def thumbnail(path: Path) -> np.ndarray:
         return np.asarray(im.convert("RGB").resize((16, 16), Image.BOX), dtype=np.float32)
 
 
-def distinct_photos(paths: list[Path]) -> tuple[list[Path], list[str]]:
-    """The photos of at least MIN_PHOTO_PIXELS, each picture once; and what was left out, and why."""
+def distinct_photos(paths: list[Path], min_pixels: int = MIN_PHOTO_PIXELS) -> tuple[list[Path], list[str]]:
+    """The photos of at least min_pixels, each picture once; and what was left out, and why."""
     kept, thumbs, left_out = [], [], []
     for path in paths:
         try:
@@ -61,7 +62,7 @@ def distinct_photos(paths: list[Path]) -> tuple[list[Path], list[str]]:
         except OSError as exc:
             left_out.append(f"{path.name}: unreadable ({exc})")
             continue
-        if size[0] * size[1] < MIN_PHOTO_PIXELS or mode not in ("RGB", "L", "CMYK"):
+        if size[0] * size[1] < min_pixels or mode not in ("RGB", "L", "CMYK"):
             left_out.append(f"{path.name}: {size[0]}x{size[1]} {mode}")
             continue
         thumb = thumbnail(path)
@@ -123,20 +124,28 @@ def build(photos: list[Path], pixels: float, out: Path) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="*", type=Path, help="folders searched for JPEG photos")
-    parser.add_argument("--from-list", type=Path, help="a file naming the photos, one path a line")
+    parser.add_argument("--photos", nargs="*", type=Path, default=[], help="photos named one by one (any format)")
+    parser.add_argument("--min-pixels", type=int, default=MIN_PHOTO_PIXELS, help="the smallest photo taken")
     parser.add_argument("--pixels", type=float, default=250e6, help="about how many pixels (default 250e6)")
-    parser.add_argument("-o", "--out", type=Path, required=True, help="the TIFF to write")
+    parser.add_argument("--copy-photos", type=Path, help="copy the distinct photos into this folder, and stop")
+    parser.add_argument("-o", "--out", type=Path, help="the TIFF to write")
     args = parser.parse_args(argv)
-    if args.from_list:
-        paths = [Path(line.strip()) for line in args.from_list.read_text().splitlines() if line.strip()]
-    else:
-        paths = candidates(args.folders)
-    photos, left_out = distinct_photos(paths)
+    photos, left_out = distinct_photos(candidates(args.folders) + args.photos, args.min_pixels)
     if not photos:
         print("no photos found (see the top of benchmarks/gigapixel_mosaic.py)", file=sys.stderr)
         return 1
     for line in left_out:
         print(f"left out {line}", file=sys.stderr)
+    if args.copy_photos:
+        import shutil
+
+        args.copy_photos.mkdir(parents=True, exist_ok=True)
+        for photo in photos:
+            shutil.copy2(photo, args.copy_photos / photo.name)
+        print(f"{len(photos)} photos, {sum(p.stat().st_size for p in photos) / 1e6:.1f} MB, in {args.copy_photos}")
+        return 0
+    if args.out is None:
+        parser.error("-o names the TIFF to write")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     summary = build(photos, args.pixels, args.out)
     print(json.dumps(summary, indent=1))

@@ -93,15 +93,22 @@ def view_checks(run: Path, device: str) -> dict:
         result["seconds_to_state"] = round(time.perf_counter() - start, 2)
         pyramid = state["pyramid"]
         base_level, top = pyramid["base"], pyramid["maxLevel"]
+
+        def centre(level: int) -> list[str]:
+            """The (up to) 4 tiles at the centre of a level at or above the training size."""
+            columns = -(-(state["width"] << (level - base_level)) // pyramid["tileSize"])
+            rows = -(-(state["height"] << (level - base_level)) // pyramid["tileSize"])
+            xs = sorted({max(0, columns // 2 - 1), columns // 2 if columns > 1 else 0})
+            ys = sorted({max(0, rows // 2 - 1), rows // 2 if rows > 1 else 0})
+            return [f"{level}/{x}/{y}.png" for x in xs for y in ys]
+
         fetches = {"network tiles at the training size (4 at the centre)":
-                   [f"/tile/0/{base_level}/{x}/{y}.png" for x in (40, 41) for y in (20, 21)],
-                   "network tiles 8x deeper (4)": [f"/tile/0/{base_level + 3}/{x}/{y}.png" for x in (320, 321)
-                                                  for y in (160, 161)],
+                   [f"/tile/0/{path}" for path in centre(base_level)],
+                   "network tiles 8x deeper (4)": [f"/tile/0/{path}" for path in centre(base_level + 3)],
                    "network tiles, the coarsest level": ["/tile/0/0/0/0.png"],
                    "the training image's overview": ["/source/0.png"],
                    "the training image's coarsest tile": ["/source/0/0/0/0.png"],
-                   "the training image's tiles at its size (4)": [f"/source/0/{base_level}/{x}/{y}.png"
-                                                                 for x in (40, 41) for y in (20, 21)]}
+                   "the training image's tiles at its size (4)": [f"/source/0/{path}" for path in centre(base_level)]}
         for what, paths in fetches.items():
             start = time.perf_counter()
             sizes = [len(urllib.request.urlopen(base + path, timeout=600).read()) for path in paths]
@@ -150,7 +157,10 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("image", type=Path)
     parser.add_argument("--steps", type=int, default=60)
-    parser.add_argument("--interrupt-at", type=int, default=30, help="SIGINT once metrics.csv passes this step")
+    parser.add_argument("--interrupt-at", type=int, default=30, help="SIGINT once metrics.csv passes this step, "
+                        "then --resume (0: no interruption)")
+    parser.add_argument("--stop-after", type=float, default=0, help="seconds of training commands after which the "
+                        "run is stopped for good with SIGINT (0: none), e.g. a wall-time budget")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--run-dir", type=Path, default=Path("bench-results/gigapixel-run"))
     parser.add_argument("--train-flags", default="", help="more flags for inr train, one string")
@@ -176,10 +186,17 @@ def main(argv=None) -> int:
         report["image_8bit_gb"] = round(im.width * im.height * len(im.getbands()) / 2**30, 3)
     train = inr("train", args.image, "--steps", args.steps, "--device", args.device, "--run-dir", args.run_dir,
                 *shlex.split(args.train_flags))
-    report["train"] = measured(train, stop_when=lambda: last_step(args.run_dir) >= args.interrupt_at)
+    started = time.perf_counter()
+
+    def out_of_time() -> bool:
+        return bool(args.stop_after) and time.perf_counter() - started > args.stop_after
+
+    report["train"] = measured(train, stop_when=lambda: out_of_time() or (
+        args.interrupt_at and last_step(args.run_dir) >= args.interrupt_at))
     save()
-    report["resume"] = measured(inr("train", "--resume", args.run_dir))
-    save()
+    if report["train"]["exit"] == 130 and not out_of_time():
+        report["resume"] = measured(inr("train", "--resume", args.run_dir), stop_when=out_of_time)
+        save()
     from inr_cli.formats import checkpoint as ckpt
 
     saved = ckpt.load(args.run_dir)

@@ -401,6 +401,22 @@ def goal_rows(rows: list[dict]) -> list[tuple[str, str, str, str]]:
             (goal, f"{value:.3g}", target, "yes" if met(value) else "**no**") for goal, value, target, met in goals]
 
 
+def gigapixel_line(r: dict, name: str) -> str:
+    """benchmarks/gigapixel_run.py's figures against the goal: 35 dB within 5 minutes of wall time, read
+    to render, in host memory at most the image's 8-bit bytes plus the model plus 2 GB."""
+    commands = [r[key] for key in ("train", "resume", "render_region") if key in r]
+    wall = sum(c["seconds"] for c in commands)
+    peak = max((c.get("peak_rss_gb", 0) for c in commands), default=0)
+    budget = r.get("image_8bit_gb", 0) + r.get("model_gb", 0) + 2
+    psnr = r.get("psnr", {})
+    subset, whole = psnr.get("subsets", {}).get(str(1 << 20), {}).get("psnr"), psnr.get("whole", {}).get("psnr")
+    said = [f"{r.get('size')}, {r.get('parameters', 0):,} parameters", f"read to render {wall:.0f} s (goal: 300)",
+            f"PSNR {subset} dB on the run's subset, {whole} dB on every pixel (goal: 35)",
+            f"peak host memory {peak:.2f} GB against {budget:.2f} GB (image + model + 2 GB)"]
+    said += [f"{c['command'].split()[0]} exit {c['exit']}" for c in commands if c["exit"] not in (0, 130)]
+    return f"- a gigapixel mosaic of photos (`{name}`): " + "; ".join(said)
+
+
 def other_results(out: Path) -> list[str]:
     """Lines for the other benchmarks' results that dev/gpu_checks.sh leaves in OUT."""
     lines = []
@@ -419,6 +435,9 @@ def other_results(out: Path) -> list[str]:
             torch_part = f"; PyTorch {said(r['torch']['reached'])}" if "torch" in r else ""
             lines.append(f"- seconds to quality, {r['recipe']} preset, {r['image']} at {r['size']} px "
                          f"(`{path.name}`): ours {said(r.get('reached', {}))}{torch_part}")
+    gigapixel = out / "gigapixel.json"
+    if gigapixel.is_file():
+        lines.append(gigapixel_line(json.loads(gigapixel.read_text()), gigapixel.name))
     drawing = out / "drawing.txt"
     if drawing.is_file():
         lines.append(f"- the seed's drawing for 60 s: {drawing.read_text().strip()}")

@@ -29,6 +29,18 @@
 #              mkdir -p bench-results && cp /tmp/lw/usr/share/backgrounds/sunset_by_Aitzol_Berasategi.jpg bench-results/
 #            and carry bench-results/sunset_by_Aitzol_Berasategi.jpg (4272x2848, drawn at 768x512);
 #            without it the part says so and races on the coffee photo enlarged to 768 px instead
+#   gigapixel (at most 8 min) a gigapixel end to end: a mosaic of 35 distinct real photos,
+#            45920 x 21840, built on the machine from the photos carried there (about 1.5 min; the
+#            photos enlarged with Lanczos where they run short, benchmarks/gigapixel_mosaic.py), then
+#            benchmarks/gigapixel_run.py: inr train (hash tables of 2^24 entries a level, until 35 dB,
+#            stopped after 4 minutes of wall time), a 2048-px region rendered, inr view's tiles, the
+#            PSNR of the run's subset of pixels against every pixel's, each command's peak host memory.
+#            The photos are not in the repository: before the call, on a machine with Debian's packages,
+#              apt-get download lomiri-wallpapers lomiri-wallpapers-16.04 lomiri-wallpapers-20.04 \
+#                ukui-wallpapers mate-backgrounds gnome-backgrounds
+#              for f in *.deb; do dpkg-deb -x "$f" /tmp/debs; done
+#              python benchmarks/gigapixel_mosaic.py /tmp/debs/usr/share/backgrounds --copy-photos bench-results/photos
+#            and carry bench-results/photos (38 JPEGs, 53 MB); without them the part says so and stops
 #
 # Each figure is appended to its result file under $OUT (or bench-results/gpu-checks) the moment it
 # is measured, and each command has its own time limit, so a call cut short still brings back what it
@@ -36,7 +48,7 @@
 # printed and in benchmarks-block.md. The device tool copies the tree without its git history: name
 # the commit in INR_COMMIT, so the files say which code they measured. A call brings back 8 files at
 # most: first alone, second and fitmany together (where the call's time allows), steps alone, kernels
-# alone, hashgrid alone.
+# alone, hashgrid alone, gigapixel alone.
 #
 #   bash dev/gpu_checks.sh --dry-run first second fitmany steps
 #
@@ -44,13 +56,13 @@
 # CPU, the GPU tests skipped): the script, its result files and its report, proven without a GPU.
 # PYTHON names the interpreter (default python3, the GPU machine's, with CuPy, PyTorch and pytest).
 set -uo pipefail
-usage="usage: bash dev/gpu_checks.sh [--dry-run] PART... (PART: first second fitmany steps kernels hashgrid)"
+usage="usage: bash dev/gpu_checks.sh [--dry-run] PART... (PART: first second fitmany steps kernels hashgrid gigapixel)"
 dry=0
 parts=()
 for arg in "$@"; do
   case "$arg" in
     --dry-run) dry=1 ;;
-    first | second | fitmany | steps | kernels | hashgrid) parts+=("$arg") ;;
+    first | second | fitmany | steps | kernels | hashgrid | gigapixel) parts+=("$arg") ;;
     *) echo "unknown part '$arg'; $usage" >&2; exit 2 ;;
   esac
 done
@@ -138,6 +150,26 @@ for part in "${parts[@]}"; do
       if [ "$dry" = 1 ]; then race=(--sizes 32 --budget 20 --targets 20 25); else race=(--sizes 768 --budget 3000 --targets 40 44); fi
       run 420 "$py" benchmarks/time_to_quality.py --device "$device" --images "$photo" "${race[@]}" \
         --recipes hashgrid default --torch hashgrid --scale 0 --workers 1 --out "$out/hashgrid-768.json"
+      ;;
+    gigapixel)
+      big="${TMPDIR:-/tmp}/inr-gigapixel"  # the mosaic (3 GB) and the run: not brought back
+      rm -rf "$big" && mkdir -p "$big"
+      if [ "$dry" = 1 ]; then
+        mosaic=(--photos inr_cli/data/sample.png --min-pixels 0 --pixels 2e5)
+        trained=(--steps 6 --interrupt-at 3 --stop-after 240 --train-flags "--preset hashgrid --log-every 1 --until-psnr 35")
+      else
+        mosaic=(bench-results/photos --pixels 1e9)
+        trained=(--steps 20000 --interrupt-at 0 --stop-after 240 --train-flags \
+          "--preset hashgrid --until-psnr 35 --hash-log2-size 24 --log-every 100 --checkpoint-every 5000 --preview-every 5000")
+      fi
+      if [ "$dry" = 0 ] && [ ! -d bench-results/photos ]; then
+        echo "no bench-results/photos (see the top of this script): no gigapixel to train" | tee -a "$log"
+        failed=1
+      else
+        run 150 "$py" benchmarks/gigapixel_mosaic.py "${mosaic[@]}" -o "$big/mosaic.tif"
+        run 320 "$py" benchmarks/gigapixel_run.py "$big/mosaic.tif" --device "$device" "${trained[@]}" \
+          --run-dir "$big/run" --full-psnr --out "$out/gigapixel.json"
+      fi
       ;;
   esac
   echo "=== $part took $(( SECONDS - part_start )) s" | tee -a "$log"
