@@ -11,8 +11,9 @@
 #            figures (benchmarks/gpu_goals.py): the fused sigmoid 2x64 and the fused pack of 2048
 #            SIREN 3x64 against PyTorch, our matmul against cuBLAS, the TF32 step against PyTorch
 #            TF32 eager and torch.compile
-#   second   (at most 8 min) TF32's fits against FP32's spread; seconds to 30 and 40 dB on the
-#            512-px photo with the siren preset, beside PyTorch; the seed's drawing for 60 s
+#   second   (at most 8.5 min) TF32's fits against FP32's spread; seconds to 30 and 40 dB on the
+#            512-px photo with the siren preset, beside PyTorch; the seed's drawing for 60 s; the
+#            sample with the siren preset's 1000 steps, as the quick start runs it
 #   fitmany  (at most 8 min) fit-many: 10,000 images of 64x64, the time to a mean of 30 dB, then
 #            PyTorch batched on the same, as far as the part's time allows
 #   steps    (at most 8 min) the step-time table of every setting (ours fused, layer by layer, TF32,
@@ -117,6 +118,9 @@ for part in "${parts[@]}"; do
         --torch --targets 30 40 --scale 0 --workers 1 --out "$out/quality-512.json"
       run 150 "$py" benchmarks/sigmoid_drawing.py --device "$device" --out "$out" \
         "[{\"name\": \"gpu-60s\", $length}]"
+      # the sample with the siren preset's whole budget, as a user runs it (BENCHMARKS.md quotes it)
+      run 45 "$py" benchmarks/quick_start.py --device "$device" --steps "$([ "$dry" = 1 ] && echo 3 || echo 1000)" \
+        --out "$out/quick-start-$device-1000.json"
       ;;
     fitmany)
       if [ "$dry" = 1 ]; then many=(--size 8 --pack 4 --images 8 --steps 5); else many=(--size 64 --pack 2048 --images 10000 --steps 500); fi
