@@ -312,7 +312,7 @@ def fitted_settings(config: Config) -> dict:
 
 FOURIER_KEYS = {s.key for s in SETTINGS if s.name.startswith("fourier_")}
 ADAM_KEYS = {"optimizer.beta1", "optimizer.beta2", "optimizer.eps"}
-DRAWN_STARTS = ("random", "shared")  # training.init's values that are no file (formats/start.py)
+DRAWN_STARTS = ("random", "shared")  # training.init's values that name no file: its draws (formats/start.py)
 
 
 def unused_settings(config: Config, one_network: bool = True) -> dict[str, str]:

@@ -96,7 +96,7 @@ class ImageProgress:
         self.started = time.perf_counter()
         self.session_work = 0  # network-steps done by this process
         self.pack_networks = self.pack_step = 0  # the pack in flight (0 networks: none)
-        self.settled = 0  # network-steps of networks that left the pack in flight at their target PSNR
+        self.settled = 0  # network-steps of networks done in the shard in flight (at their target or the budget)
         self.finished = 0  # networks of the shard in flight that are done, its shard not yet written
         self.pack_psnr = float("nan")
         self.stepwise = False  # whether steps are reported (in-process), or only shards (Ray)

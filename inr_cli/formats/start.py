@@ -15,14 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-from inr_cli.config import Config, with_values
+from inr_cli.config import DRAWN_STARTS, Config, with_values
 from inr_cli.core.network import NetworkSpec, init_networks, set_output_means
 from inr_cli.core.state import TrainingState
 from inr_cli.errors import InrError
 from inr_cli.formats import checkpoint as ckpt
 
-RANDOM, SHARED = "random", "shared"
-DRAWS = (RANDOM, SHARED)
+DRAWS = DRAWN_STARTS
+RANDOM, SHARED = DRAWS
 
 
 def is_file_start(init: str) -> bool:
