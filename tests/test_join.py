@@ -137,4 +137,4 @@ def test_fit_many_add_grows_a_set_to_the_one_fitted_at_once(tmp_path):
     shutil.copy(everything / "img0.png", growing / "img9.png")
     result = runner.invoke(app, ["fit-many", str(growing), "-o", str(tmp_path / "set"), *NET, "--add",
                                  "--init", "random"])
-    assert result.exit_code == 1 and "training.init" in result.output
+    assert result.exit_code == 2 and "training.init" in result.output

@@ -133,7 +133,7 @@ def test_a_rerun_or_resume_refuses_a_changed_start(tmp_path):
     assert inr("fit-many", folder, "-o", out, "--init", start, *NET).exit_code == 0  # the same: done
     assert inr("fit-many", folder, "-o", out, *NET).exit_code == 0  # what it does not say is the set's: its start
     result = inr("fit-many", folder, "-o", out, "--init", "shared", *NET)
-    assert result.exit_code == 1 and "training.init" in result.output and "'shared'" in result.output
+    assert result.exit_code == 2 and "training.init" in result.output and "'shared'" in result.output
     write_safetensors(SPEC, init_networks(SPEC, [6])[0], ("r", "g", "b"), start)
     for given in (["--init", start], []):
         result = inr("fit-many", folder, "-o", out, *given, *NET)
