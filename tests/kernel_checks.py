@@ -220,14 +220,17 @@ def hashgrid_levels(levels=4, features=2, log2_size=6, coarsest=2, finest=20):
     return grid
 
 
-def check_hashgrid(backend, rows, networks=2, shared_x=True, features=2, **grid):
-    """hashgrid_encode and hashgrid_backward against the reference: tables as views of [N, P]
-    parameters (a stride between networks that is not their size), points on the image's border and on
-    vertices among random ones, and a gradient scattered by atomics where the reference adds in order.
-    grid: hashgrid_levels' other arguments (by default four small levels whose entries many points share).
-    Tolerance: the atomics add in the order they land, the reference in the order of the points, both
-    in FP32; at 262144 points on 64 entries (over a hundred thousand terms an entry) a random order's
-    error stays within a sixth of it."""
+def check_hashgrid(backend, rows, networks=2, shared_x=True, features=2, variants=None, **grid):
+    """hashgrid_encode and hashgrid_backward against the reference, in each of `variants` of the kernels
+    (launch.HASHGRID_VARIANTS; the backend's own by default): tables as views of [N, P] parameters (a
+    stride between networks that is not their size, nor a multiple of F: the second network's tables
+    are not aligned for a vector access), points on the image's border and on vertices among random
+    ones, and a gradient scattered by atomics where the reference adds in order. grid: hashgrid_levels'
+    other arguments (by default four small levels whose entries many points share).
+    The encoding is the reference's bit for bit (the same products, summed in the same order).
+    Tolerance of the gradient: the atomics add in the order they land, the reference in the order of
+    the points, both in FP32; at 262144 points on 64 entries (over a hundred thousand terms an entry)
+    a random order's error stays within a sixth of it."""
     grid = hashgrid_levels(features=features, **grid)
     levels, count = grid.level_table, grid.parameter_count
     rng = np.random.default_rng(rows)
@@ -240,15 +243,22 @@ def check_hashgrid(backend, rows, networks=2, shared_x=True, features=2, **grid)
     table_grads_ref = np.full((networks, count + 7), np.nan, np.float32)
     cpu.hashgrid_encode(x, params[:, :count], out_ref, levels)
     cpu.hashgrid_backward(x, grad, table_grads_ref[:, :count], levels)
-    params_d = backend.to_device(params)
-    out = backend.to_device(np.full((networks, rows, width), np.nan, np.float32))
-    table_grads = backend.to_device(np.full((networks, count + 7), np.nan, np.float32))
-    backend.hashgrid_encode(backend.to_device(x), params_d[:, :count], out, levels)
-    backend.hashgrid_backward(backend.to_device(x), backend.to_device(grad), table_grads[:, :count], levels)
-    close(backend, out, out_ref, rtol=1e-5, atol=1e-6)
-    host = backend.to_host(table_grads)
-    assert np.isnan(host[:, count:]).all(), "wrote outside the tables"
-    np.testing.assert_allclose(host[:, :count], table_grads_ref[:, :count], rtol=1e-4, atol=1e-5 * np.sqrt(rows))
+    params_d, x_d, grad_d = backend.to_device(params), backend.to_device(x), backend.to_device(grad)
+    chosen = backend.hashgrid_variant
+    try:
+        for variant in variants or (chosen,):
+            backend.hashgrid_variant = variant
+            out = backend.to_device(np.full((networks, rows, width), np.nan, np.float32))
+            table_grads = backend.to_device(np.full((networks, count + 7), np.nan, np.float32))
+            backend.hashgrid_encode(x_d, params_d[:, :count], out, levels)
+            backend.hashgrid_backward(x_d, grad_d, table_grads[:, :count], levels)
+            np.testing.assert_array_equal(backend.to_host(out), out_ref, err_msg=f"variant {variant}")
+            host = backend.to_host(table_grads)
+            assert np.isnan(host[:, count:]).all(), f"variant {variant} wrote outside the tables"
+            np.testing.assert_allclose(host[:, :count], table_grads_ref[:, :count], rtol=1e-4,
+                                       atol=1e-5 * np.sqrt(rows), err_msg=f"variant {variant}")
+    finally:
+        backend.hashgrid_variant = chosen
 
 
 def check_tf32_keeps_the_coordinates(backend, width=8192):

@@ -174,10 +174,13 @@ def test_fourier_features(gpu, rows, m):
 def test_hashgrid(gpu, grid):
     """The hash grid's kernels at a training batch's size against the NumPy reference, 3 networks:
     four small levels whose few entries take tens of thousands of atomicAdds each (the emulation
-    adds one at a time; only the hardware races), and the hashgrid preset's 16 levels of 2^19."""
+    adds one at a time; only the hardware races), and the hashgrid preset's 16 levels of 2^19; every
+    variant of the kernels (the vector atomics run only on sm_90)."""
+    from inr_cli.backends.launch import HASHGRID_VARIANTS
+
     levels = {} if grid == "shared entries" else dict(levels=16, log2_size=19, coarsest=16, finest=2048)
-    check_hashgrid(gpu, 262144, networks=3, **levels)
-    check_hashgrid(gpu, 262144, networks=3, shared_x=False, **levels)
+    check_hashgrid(gpu, 262144, networks=3, variants=HASHGRID_VARIANTS, **levels)
+    check_hashgrid(gpu, 262144, networks=3, shared_x=False, variants=HASHGRID_VARIANTS, **levels)
 
 
 @pytest.fixture(scope="module")

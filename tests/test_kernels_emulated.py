@@ -161,11 +161,14 @@ def test_fourier_features(emulated, rows, m):
     check_fourier_features(emulated, rows, m)
 
 
-@pytest.mark.parametrize("rows,features", [(1, 2), (3, 1), (300, 2), (130, 4)])
+@pytest.mark.parametrize("rows,features", [(1, 2), (3, 1), (300, 2), (130, 4), (70, 3)])
 def test_hashgrid(emulated, rows, features):
-    check_hashgrid(emulated, rows, networks=1, features=features)
-    check_hashgrid(emulated, rows, networks=3, features=features)
-    check_hashgrid(emulated, rows, networks=2, shared_x=False, features=features)
+    """Every variant of the kernels (F = 3 has none but _any, which each falls back to)."""
+    from inr_cli.backends.launch import HASHGRID_VARIANTS
+
+    check_hashgrid(emulated, rows, networks=1, features=features, variants=HASHGRID_VARIANTS)
+    check_hashgrid(emulated, rows, networks=3, features=features, variants=HASHGRID_VARIANTS)
+    check_hashgrid(emulated, rows, networks=2, shared_x=False, features=features, variants=HASHGRID_VARIANTS)
 
 
 def test_hash_grid_trains_alike_on_the_kernels_and_the_reference(emulated):
@@ -182,7 +185,7 @@ def test_hash_grid_trains_alike_on_the_kernels_and_the_reference(emulated):
     assert not (trainer.state().params[:, :size] == start[:, :size]).all(), "the table is trained"
     np.testing.assert_allclose(losses, reference_losses, rtol=1e-4)
     np.testing.assert_allclose(trainer.state().params, reference.state().params, rtol=1e-3, atol=1e-5)
-    assert "hashgrid_backward" in emulated.launched
+    assert "hashgrid_backward_f2_rows" in emulated.launched
 
 
 def test_fourier_frequencies_stay_frozen_through_the_kernels(emulated):

@@ -28,6 +28,7 @@ from inr_cli.backends.launch import (
     elementwise_grid,
     network_groups,
     plan_column_reduce,
+    plan_hashgrid,
     plan_matmul,
 )
 from inr_cli.core.backend import Backend
@@ -88,6 +89,7 @@ def group(array, first: int, stop: int):
 
 class KernelBackend(Backend):
     sm_count = 1
+    hashgrid_variant = "rows"  # the hash grid's kernels (launch.HASHGRID_VARIANTS); the others are timed beside it
 
     def __init__(self, precision: str = "fp32", fused: bool = True):
         """precision: the layer products' (training.precision): "fp32", or "tf32" on tensor cores.
@@ -232,24 +234,27 @@ class KernelBackend(Backend):
         grid, block = elementwise_grid(projection.size)
         self.launch("fourier_features", grid, block, (projection, out, i64(n_net * rows), i32(m)))
 
-    def _hashgrid_launch(self, name: str, x, tables, values, levels) -> None:
-        """hashgrid_encode (values: out) or hashgrid_backward (values: grad) for every network."""
+    def _hashgrid_launch(self, kind: str, x, tables, values, levels) -> None:
+        """The hash grid's encode (values: out) or backward (values: grad; tables: their gradient) for
+        every network, in the kernels of self.hashgrid_variant (launch.plan_hashgrid)."""
         n_net, rows, width = values.shape
         n_levels = len(levels)
         features = width // n_levels
-        stride_values = stack_stride(f"{name} {'out' if name == 'hashgrid_encode' else 'grad'}", values,
+        what = f"hashgrid_{kind}"
+        stride_values = stack_stride(f"{what} {'out' if kind == 'encode' else 'grad'}", values,
                                      (None, rows, n_levels * features))
-        stride_x = stack_stride(f"{name} x", x, (None, rows, 2))
+        stride_x = stack_stride(f"{what} x", x, (None, rows, 2))
         entries = int(levels[-1][LEVEL_OFFSET] + levels[-1][LEVEL_SIZE])
-        stride_tables = stack_stride(f"{name} tables", tables, (n_net, entries * features))
-        networks_of(name, x, values)
-        grid, block = elementwise_grid(rows)
+        stride_tables = stack_stride(f"{what} tables", tables, (n_net, entries * features))
+        networks_of(what, x, values)
+        plan = plan_hashgrid(rows, n_levels, features, entries * features, self.hashgrid_variant)
+        name = plan.encode if kind == "encode" else plan.backward
+        counts = (i64(rows), i32(n_levels), i32(features)) if plan.takes_features else (i32(rows), i32(n_levels))
         device_levels = self._level_table(levels)
         for first, stop in network_groups(n_net):
-            self.launch(name, (grid[0], n_levels, stop - first), block,
-                        (group(x, first, stop), tables[first:stop], values[first:stop], device_levels, i64(rows),
-                         i32(n_levels), i32(features), i64(stride_x), i64(stride_tables), i64(stride_values),
-                         u64(HASH_PRIME)))
+            self.launch(name, (*plan.grid[:2], stop - first), plan.block,
+                        (group(x, first, stop), tables[first:stop], values[first:stop], device_levels, *counts,
+                         i64(stride_x), i64(stride_tables), i64(stride_values), u64(HASH_PRIME)))
 
     def _level_table(self, levels):
         """HashGrid.level_table on the device, uploaded once per grid (before a step is captured: the
@@ -263,7 +268,7 @@ class KernelBackend(Backend):
     # hashgrid_corner_buffers is none here: the backward kernel finds the corners again, fewer bytes
     # moved than keeping them, so `corners` is always None.
     def hashgrid_encode(self, x, tables, out, levels, corners=None) -> None:
-        self._hashgrid_launch("hashgrid_encode", x, tables, out, levels)
+        self._hashgrid_launch("encode", x, tables, out, levels)
 
     def hashgrid_backward(self, x, grad, table_grads, levels, corners=None) -> None:
         n_net, count = table_grads.shape
@@ -272,7 +277,7 @@ class KernelBackend(Backend):
         for first, stop in network_groups(n_net):
             self.launch("hashgrid_zero", (grid[0], stop - first, 1), block,
                         (table_grads[first:stop], i64(count), i64(stride_tables)))
-        self._hashgrid_launch("hashgrid_backward", x, table_grads, grad, levels)
+        self._hashgrid_launch("backward", x, table_grads, grad, levels)
 
     def mse_loss(self, pred, target, grad, loss, count: int | None = None) -> None:
         n_net = pred.shape[0]

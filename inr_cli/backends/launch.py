@@ -190,6 +190,45 @@ def plan_fused_network(layer_shapes: list[tuple[int, int]], encoding_size: int, 
                      (2 * width, 1, 1))
 
 
+# The hash grid's kernels (kernels/hashgrid.cu), by variant: "rows" (the engine's: a block's threads
+# across the levels of its points, whole rows of the encoding read and written), "levels" (a level a
+# block, as tiny-cuda-nn), "rows-scalar" (rows, one atomic a feature: what the vector atomics win) and
+# "any" (the first kernels: 64-bit indices, a remainder, one atomic a feature). The first three exist
+# for F in HASHGRID_FEATURES and 32-bit indices; beyond those, any variant runs "any".
+HASHGRID_VARIANTS = ("rows", "levels", "rows-scalar", "any")
+HASHGRID_FEATURES = (1, 2, 4)
+HASHGRID_INDEX_LIMIT = 1 << 31  # floats a 32-bit kernel may index: of the encoding and of the tables
+
+
+@dataclass(frozen=True)
+class HashGridPlan:
+    encode: str
+    backward: str
+    grid: tuple[int, int, int]  # per group of networks: grid.z is set by the launcher
+    block: tuple[int, int, int]
+    takes_features: bool  # the _any kernels take F as an argument; the others are compiled for it
+
+
+def plan_hashgrid(rows: int, levels: int, features: int, table_floats: int, variant: str = "rows") -> HashGridPlan:
+    """The kernels and launch of the hash grid's encode and backward over `rows` points of `levels`
+    levels of `features` features, the tables `table_floats` floats a network."""
+    if variant not in HASHGRID_VARIANTS:
+        raise ValueError(f"hash grid variant '{variant}' is not one of: {', '.join(HASHGRID_VARIANTS)}")
+    fits = (features in HASHGRID_FEATURES and rows * levels * features < HASHGRID_INDEX_LIMIT
+            and table_floats < HASHGRID_INDEX_LIMIT)
+    if variant == "any" or not fits:
+        grid, block = elementwise_grid(rows)
+        return HashGridPlan("hashgrid_encode_any", "hashgrid_backward_any", (grid[0], levels, 1), block, True)
+    kernels = (f"hashgrid_encode_f{features}", f"hashgrid_backward_f{features}")
+    if variant == "levels":
+        grid, block = elementwise_grid(rows)
+        return HashGridPlan(*(f"{k}_levels" for k in kernels), (grid[0], levels, 1), block, False)
+    points = max(1, THREADS // levels)  # a block: `points` points, a thread for each of their levels
+    scalar = "_scalar" if variant == "rows-scalar" and features > 1 else ""
+    return HashGridPlan(f"{kernels[0]}_rows", f"{kernels[1]}_rows{scalar}",
+                        (max(1, min(ceil_div(rows, points), MAX_GRID)), 1, 1), (levels, points, 1), False)
+
+
 @dataclass(frozen=True)
 class KernelDesign:
     """What a kernel's design counts on: the block its launcher gives it, and the fewest blocks an sm_90

@@ -55,6 +55,9 @@ inline float __cosf(float x) { return std::cos(x); }
 inline unsigned int __float_as_uint(float x) { unsigned int u; std::memcpy(&u, &x, 4); return u; }
 inline float __uint_as_float(unsigned int u) { float x; std::memcpy(&x, &u, 4); return x; }
 template <typename T> inline T __ldg(const T* p) { return *p; }
+// IEEE single rounding, never fused (x86-64's SSE arithmetic, which has no fused multiply-add).
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
 
 #define __global__
 #define __align__(n) __attribute__((aligned(n)))
@@ -131,6 +134,15 @@ inline void fail(const std::string& message)
 {
     if (scheduler.error.empty()) scheduler.error = message;
     yield();  // the scheduler stops the launch and never resumes this fiber
+}
+
+// A vector access (float2, float4, red.v2/v4) the hardware faults on where p is not aligned to its
+// size: the launch stops, naming it.
+inline void check_aligned(const void* p, size_t bytes, const char* what)
+{
+    if (reinterpret_cast<uintptr_t>(p) % bytes != 0)
+        fail(std::string(what) + ": an access of " + std::to_string(bytes) + " bytes at an address not aligned to it, " +
+             where(scheduler.current));
 }
 
 inline void release_block_barrier_if_complete()
