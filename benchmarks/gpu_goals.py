@@ -26,7 +26,8 @@ schedule as ours for PyTorch; benchmarks/torch_reference.py):
                  pack at 64 px, the hash grid) timed launch by launch (CUDA events, eager steps), beside
                  the cost model's floor for the same launches: which kernels are furthest from it.
   hashgrid-step  the hash grid's step (2^18 random pixels of a 768x512 image, 16 levels, ReLU 2x64):
-                 ours fused, fused TF32 and layer by layer, the PyTorch hash grid. Goal: at most 1.0 ms.
+                 ours fused in each variant of the hash grid's kernels, fused TF32 and layer by layer,
+                 the PyTorch hash grid. Goal: at most 1.0 ms.
   tf32-fit       the siren preset at 256 px on both sample photos, 1000 steps, at the preset's
                  settings and at stable ones (omega0 30, lr 1e-4): the fit's PSNR with our kernels
                  in FP32, with cuBLAS (FP32 rounded another way) and in TF32. Goal: TF32 within the
@@ -278,6 +279,7 @@ def kernels(run: Run) -> None:
         setting = dry_setting(setting) if run.dry else setting
         config = configure(setting.preset, setting.size, steps=100000, cuda_graph=False, **setting.flags)
         backend = run.ours(setting.precision, setting.fused)
+        backend.hashgrid_variant = setting.hashgrid
         trainer = make_trainer(backend, config, [blank_image(setting.size, setting.channels)] * setting.networks,
                                seeds=range(setting.networks))
         for _ in range(3):
@@ -299,21 +301,27 @@ def kernels(run: Run) -> None:
 
 
 def hashgrid_step(run: Run) -> None:
-    """The hash grid preset's step on a 768x512 image (2^18 random pixels a step): ours in each variant
-    and the PyTorch hash grid (benchmarks/torch_hashgrid.py)."""
+    """The hash grid preset's step on a 768x512 image (2^18 random pixels a step): ours fused in each
+    variant of the hash grid's kernels (launch.HASHGRID_VARIANTS: "ours-fused" is the engine's, "rows";
+    "any" the baseline's), fused TF32 and layer by layer, and the PyTorch hash grid
+    (benchmarks/torch_hashgrid.py)."""
     from benchmarks.torch_hashgrid import TorchHashGridTrainer
+    from inr_cli.backends.launch import HASHGRID_VARIANTS
 
     width, height = (16, 12) if run.dry else (768, 512)
     image = photo("coffee", width, height)
     config = configure("hashgrid", max(width, height), steps=100000)
     setting = {"size": f"{width}x{height}", "batch": config.training.batch_size}
-    for who, backend in (("ours-fused", run.ours()), ("ours-fused-tf32", run.ours("tf32")),
-                         ("ours-layers", run.ours(fused=False))):
+    contestants = [("ours-fused", run.ours(), "rows"),
+                   *((f"ours-fused-{v}", run.ours(), v) for v in HASHGRID_VARIANTS if v != "rows"),
+                   ("ours-fused-tf32", run.ours("tf32"), "rows"), ("ours-layers", run.ours(fused=False), "rows")]
+    for who, backend, variant in contestants:
+        backend.hashgrid_variant = variant
         trainer = make_trainer(backend, config, [image])
         for _ in range(3):
             trainer.step()
         seconds = timed(trainer.step, run.steps, backend.synchronize)
-        run.record("hashgrid-step", who=who, ms=round(seconds * 1e3, 4), **setting,
+        run.record("hashgrid-step", who=who, ms=round(seconds * 1e3, 4), **setting, hashgrid=variant,
                    training_pass=type(trainer.training_pass).__name__)
         del trainer
     from inr_cli.core.coords import pixel_grid

@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -164,11 +166,12 @@ def mse_loss(grid, block, args) -> Cost:
 
 
 def sample_batch(grid, block, args) -> Cost:
-    """Random pixels: each sample's coordinates and targets are a scattered read, a sector each."""
-    batch, in_f, out_f = scalar(args[5]), scalar(args[6]), scalar(args[7])
+    """Random pixels (sample_batch_u8 and _f32): each sample's targets a scattered read, a sector; its
+    coordinates computed from the pixel's index; both written."""
+    batch, out_f = scalar(args[5]), scalar(args[6])
     samples = batch * grid[1]
-    written = F * samples * (in_f + out_f)
-    return Cost(hbm=2 * SECTOR * samples + written, l2=2 * SECTOR * samples + written, blocks=blocks(grid))
+    written = F * samples * (2 + out_f)
+    return Cost(hbm=SECTOR * samples + written, l2=SECTOR * samples + written, blocks=blocks(grid))
 
 
 def advance_schedule(grid, block, args) -> Cost:
@@ -191,34 +194,61 @@ def hashgrid_zero(grid, block, args) -> Cost:
     return Cost(hbm=F * n, l2=F * n, blocks=blocks(grid))
 
 
-def hashgrid_level_table(args) -> tuple[int, int, int, int]:
-    """(points, levels, features, table entries) of a hash-grid launch."""
+class HashGridLaunch(NamedTuple):
+    """What a hash-grid launch works on, and how its kernel moves it (kernels/hashgrid.cu)."""
+
+    points: int  # over all networks
+    levels: int
+    features: int
+    entries: int  # a network's, all levels
+    networks: int
+    rows_map: bool  # _rows: a warp reads and writes whole rows of the encoding; else a sector a point
+    vector: bool  # _f<F>: a corner's F features in one access (atomics too, but for _scalar)
+
+
+def hashgrid_launch(name: str, args) -> HashGridLaunch:
+    any_f = name.endswith("_any")
     values, levels = args[2], args[3]
-    rows, n_levels, features = scalar(args[4]), scalar(args[5]), scalar(args[6])
+    rows, n_levels = scalar(args[4]), scalar(args[5])
+    features = scalar(args[6]) if any_f else int(re.search(r"_f(\d+)_", name).group(1))
+    stride_tables = scalar(args[8 if any_f else 7])
     table = levels.get() if hasattr(levels, "get") else np.asarray(levels)  # a device array on the GPU
-    return rows * values.shape[0], n_levels, features, int(table[-1][1] + table[-1][2])
+    # The vector accesses run where a network's tables are aligned to F floats (the first always is).
+    aligned = stride_tables % features == 0 or values.shape[0] == 1
+    return HashGridLaunch(rows * values.shape[0], n_levels, features, int(table[-1][1] + table[-1][2]),
+                          values.shape[0], "_rows" in name, not any_f and aligned and features in (2, 4))
 
 
-def hashgrid_encode(grid, block, args) -> Cost:
+def hashgrid_rows_bytes(h: HashGridLaunch) -> float:
+    """L2 bytes of reading (u, v) and reading or writing the level's F features, per point and level:
+    the _rows kernels' warps take whole rows (a point's (u, v) read once for its levels); the others
+    read (u, v) for each level and touch a sector of the encoding for each point and level."""
+    if h.rows_map:
+        return 2 * F / h.levels + F * h.features
+    return 2 * F + SECTOR
+
+
+def hashgrid_encode(name, grid, block, args) -> Cost:
     """Per point and level: its (u, v), four corners' features (a scattered read of F floats, one sector
-    each: 8-byte entries never straddle one), the level's F features written into a row of L F floats
-    (its neighbours' rows L F floats away: one sector per point and level)."""
-    points, levels, features, entries = hashgrid_level_table(args)
-    pl = points * levels
-    hbm = F * (2 * points + features * entries * grid[2] + features * pl)
-    l2 = 2 * F * pl + 4 * SECTOR * pl + SECTOR * pl
-    return Cost(hbm=hbm, l2=l2, fp32=(4 * 2 * features + 20) * pl, blocks=blocks(grid))
+    each: an entry's F floats never straddle one for F <= 8), the level's F features written."""
+    h = hashgrid_launch(name, args)
+    pl = h.points * h.levels
+    hbm = F * (2 * h.points + h.features * h.entries * h.networks + h.features * pl)
+    l2 = (4 * SECTOR + hashgrid_rows_bytes(h)) * pl
+    return Cost(hbm=hbm, l2=l2, fp32=(4 * 2 * h.features + 20) * pl, blocks=blocks(grid))
 
 
-def hashgrid_backward(grid, block, args) -> Cost:
-    """Per point and level: (u, v), the level's F gradients (a sector), and an atomic add for each
-    corner and feature."""
-    points, levels, features, entries = hashgrid_level_table(args)
-    pl = points * levels
-    adds = 4 * features * pl
-    hbm = F * (2 * points + features * pl + 2 * features * entries * grid[2])
-    return Cost(hbm=hbm, l2=2 * F * pl + SECTOR * pl + SECTOR * adds, fp32=(4 * features + 20) * pl, atomics=adds,
-                blocks=blocks(grid))
+def hashgrid_backward(name, grid, block, args) -> Cost:
+    """Per point and level: (u, v), the level's F gradients, and an atomic add into each corner: one for
+    its F features where the kernel adds them as a vector (red.global.add.v2/v4.f32), else one a
+    feature; each a sector operation in the L2."""
+    h = hashgrid_launch(name, args)
+    pl = h.points * h.levels
+    vector = h.vector and not name.endswith("_scalar")
+    adds = 4 * pl * (1 if vector else h.features)
+    hbm = F * (2 * h.points + h.features * pl + 2 * h.features * h.entries * h.networks)
+    return Cost(hbm=hbm, l2=hashgrid_rows_bytes(h) * pl + SECTOR * adds, fp32=(4 * h.features + 20) * pl,
+                atomics=adds, blocks=blocks(grid))
 
 
 TILE_SHAPES = {"128x128": (128, 128), "128x64": (128, 64), "64x128": (64, 128), "256x8": (256, 8), "8x256": (8, 256)}
@@ -327,14 +357,17 @@ def rows_per_chunk(block) -> int:
 
 COSTS = {"fill": fill, "column_reduce": column_reduce, "bias_activation": bias_activation,
          "activation_backward": activation_backward, "fourier_features": fourier_features, "mse_loss": mse_loss,
-         "sample_batch": sample_batch, "advance_schedule": advance_schedule, "adam_update": adam_update,
-         "sgd_update": sgd_update, "hashgrid_zero": hashgrid_zero, "hashgrid_encode": hashgrid_encode,
-         "hashgrid_backward": hashgrid_backward}
+         "sample_batch_u8": sample_batch, "sample_batch_f32": sample_batch, "advance_schedule": advance_schedule,
+         "adam_update": adam_update, "sgd_update": sgd_update, "hashgrid_zero": hashgrid_zero}
 
 
 def cost_of(name: str, grid, block, args) -> Cost:
     if name in COSTS:
         return COSTS[name](grid, block, args)
+    if name.startswith("hashgrid_encode_"):
+        return hashgrid_encode(name, grid, block, args)
+    if name.startswith("hashgrid_backward_"):
+        return hashgrid_backward(name, grid, block, args)
     if name.startswith(("matmul_", "linear_forward_", "linear_backward_input_")):
         return matmul_family(name, grid, block, args)
     if name.startswith("network_forward_"):
@@ -383,6 +416,7 @@ class Setting:
     fused: bool = True
     measured_ms: float | None = None
     peer: str = ""
+    hashgrid: str = "rows"  # the hash grid's kernels (launch.HASHGRID_VARIANTS)
 
 
 SIREN_PAPER = dict(omega0=30.0, lr=1e-4)
@@ -404,8 +438,11 @@ SETTINGS = [
     # fit-many's pack of 2048 at 64 px (--pack 2048): 97.5 images/s over 500 steps is 21.0 ms a step
     Setting("fit-many pack, 2048 SIREN 3x64, 64x64", "sets", 64, 3, dict(hidden=64, layers=3, lr=1e-3),
             networks=2048, measured_ms=2048 / 97.5 / 500 * 1e3, peer="PyTorch batched 88.2 images/s"),
+    # The baseline ran the kernels now called hashgrid_*_any; each variant after it waits for a GPU.
     Setting("hash grid, 2^18 samples, 16 levels, ReLU 2x64 (768 px)", "hashgrid", 768, 3, {},
-            measured_ms=2.84, peer="goal 1.0 ms"),
+            measured_ms=2.84, peer="goal 1.0 ms", hashgrid="any"),
+    *(Setting(f"hash grid, 2^18 samples, 16 levels, ReLU 2x64 (768 px), {variant} kernels", "hashgrid", 768, 3, {},
+              peer="goal 1.0 ms", hashgrid=variant) for variant in ("rows", "levels", "rows-scalar")),
 ]
 
 
@@ -415,6 +452,7 @@ def record_step(setting: Setting) -> LaunchRecorder:
 
     config = configure(setting.preset, setting.size, steps=1000, **setting.flags)
     backend = LaunchRecorder(setting.precision, setting.fused)
+    backend.hashgrid_variant = setting.hashgrid
     image = blank_image(setting.size, setting.channels)
     trainer = make_trainer(backend, config, [image] * setting.networks, seeds=range(setting.networks))
     trainer.step()
@@ -460,6 +498,7 @@ def model(device: Device, settings=SETTINGS) -> dict:
         results.append({"setting": setting.name, "launches": len(launches), "floor_ms": floor,
                         "measured_ms": setting.measured_ms, "peer": setting.peer,
                         "times_floor": setting.measured_ms / floor if setting.measured_ms else None,
+                        "hashgrid": setting.hashgrid if setting.preset == "hashgrid" else None,
                         "kernels": kernels})
     products = []
     for op, cublas, ours in (("nt", 0.753, 0.931), ("nn", 0.749, 0.935)):
@@ -476,8 +515,10 @@ def markdown(result: dict) -> str:
              "| --- | ---: | ---: | --- | ---: | ---: |"]
     for r in sorted(result["steps"] + result["products"], key=lambda r: -(r["times_floor"] or 0)):
         top = r["kernels"][0]
+        measured = (f"{r['measured_ms']:.3f} | {r['times_floor']:.1f}x" if r["measured_ms"] else
+                    "waits for a GPU | -")
         lines.append(f"| {r['setting']} | {r.get('launches', 1)} | {r['floor_ms']:.3f} | {top['kernel']} "
-                     f"({top['bound']}) | {r['measured_ms']:.3f} | {r['times_floor']:.1f}x |")
+                     f"({top['bound']}) | {measured} |")
     lines += ["", "| setting | kernel | launches | floor (ms) | bound | HBM MB | L2 MB | GFLOP FP32 | GFLOP TF32 "
                   "| SFU M | atomics M |", "| --- | --- " + "| ---: " * 2 + "| --- " + "| ---: " * 6 + "|"]
     for r in result["steps"] + result["products"]:

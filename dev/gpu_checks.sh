@@ -19,9 +19,10 @@
 #   steps    (at most 8 min) the step-time table of every setting (ours fused, layer by layer, TF32,
 #            cuBLAS; PyTorch eager and compiled), the 8192-px render, the matmul variants
 #   kernels  (at most 8 min) every kernel of each baseline setting timed launch by launch beside the
-#            cost model's floor (benchmarks/kernel_costs.py), furthest first; the hash grid's step in
-#            each variant (fused, fused TF32, layer by layer) beside the PyTorch hash grid; and the
-#            model's own table for the record. INR_DRY_SETTINGS=TEXT keeps, in a dry run, the settings
+#            cost model's floor (benchmarks/kernel_costs.py), furthest first, the hash grid's in each
+#            variant of its kernels (rows, levels, rows-scalar, any); the hash grid's step in each
+#            variant (those four fused, fused TF32, layer by layer) beside the PyTorch hash grid; and
+#            the model's own table for the record. INR_DRY_SETTINGS=TEXT keeps, in a dry run, the settings
 #            whose name holds TEXT (the test runs one)
 #   hashgrid (at most 8 min) the hash grid at Kodak's size: a 768x512 photo to 40 and 44 dB with the
 #            hashgrid preset, beside the PyTorch hash grid and the siren preset. The photo is not in

@@ -168,9 +168,30 @@ def test_kernel_cost_model_counts_every_launch_of_a_step():
         rows = kernel_table(record_step(setting).launches, DEVICES["H200"])
         kernels |= {row["kernel"] for row in rows}
         assert all(row["floor_ms"] > 0 and row["launches"] > 0 for row in rows), rows
-    assert {"network_forward_16_fp32", "network_backward_32_tf32", "hashgrid_backward", "hashgrid_encode",
-            "fourier_features", "sgd_update", "adam_update", "sample_batch"} <= kernels
+    assert {"network_forward_16_fp32", "network_backward_32_tf32", "hashgrid_backward_f2_rows",
+            "hashgrid_encode_f2_rows", "fourier_features", "sgd_update", "adam_update", "sample_batch_f32"} <= kernels
     assert any(k.startswith("linear_forward_tf32_") for k in kernels), kernels
+
+
+def test_kernel_cost_model_counts_the_hash_grid_kernels_by_variant():
+    """Per point and level (256 points, 4 levels of F = 2): an atomic a corner where the backward adds
+    its F features as a vector, F of them otherwise; the rows kernels move F floats of the encoding and
+    (u, v) once a point, the others a sector and (u, v) for each level."""
+    from benchmarks.kernel_costs import DEVICES, SECTOR, Setting, kernel_table, record_step
+    from inr_cli.backends.launch import HASHGRID_VARIANTS
+
+    pl, expected = 256 * 4, {"rows": ("f2_rows", 4, 4 * 2 / 4 + 4 * 2), "levels": ("f2_levels", 4, 4 * 2 + SECTOR),
+                             "rows-scalar": ("f2_rows", 8, 4 * 2 / 4 + 4 * 2), "any": ("any", 8, 4 * 2 + SECTOR)}
+    for variant in HASHGRID_VARIANTS:
+        setting = Setting("hashgrid", "hashgrid", 32, 3, dict(hash_levels=4, hash_log2_size=8, batch_size=256),
+                          hashgrid=variant)
+        kernels = {row["kernel"]: row for row in kernel_table(record_step(setting).launches, DEVICES["H200"])}
+        suffix, adds, rows_bytes = expected[variant]
+        encode = kernels[f"hashgrid_encode_{suffix}"]
+        backward = kernels[f"hashgrid_backward_{suffix}{'_scalar' if variant == 'rows-scalar' else ''}"]
+        assert backward["atomics_m"] * 1e6 == adds * pl
+        assert encode["l2_mb"] * 1e6 == pytest.approx((4 * SECTOR + rows_bytes) * pl)
+        assert backward["l2_mb"] * 1e6 == pytest.approx((rows_bytes + SECTOR * adds) * pl)
 
 
 @pytest.mark.slow
@@ -192,7 +213,8 @@ def test_gpu_checks_kernels_part_runs_dry_on_the_cpu(tmp_path):
     assert {r["kernel"] for r in timed} >= {"network_forward_32_fp32", "network_backward_32_fp32", "adam_update"}
     assert all(r["kernel_ms"] > 0 and r["floor_ms"] > 0 for r in timed), timed
     assert {r.get("who") for r in rows if r["measurement"] == "hashgrid-step"} == {
-        "ours-fused", "ours-fused-tf32", "ours-layers", "torch-hashgrid"}
+        "ours-fused", "ours-fused-levels", "ours-fused-rows-scalar", "ours-fused-any", "ours-fused-tf32", "ours-layers",
+        "torch-hashgrid"}
     report = (tmp_path / "benchmarks-block.md").read_text()
     assert "| sigmoid 2x64, 200x200 grey, fused | network_backward_32_fp32 |" in report
     assert "Hash grid step, 2^18 samples, 16 levels, ReLU 2x64: ours fused (ms)" in report
