@@ -165,7 +165,8 @@ for part in "${parts[@]}"; do
       else
         mosaic=(bench-results/photos --pixels 1e9)
         trained=(--steps 20000 --interrupt-at 0 --stop-after 240 --train-flags \
-          "--preset hashgrid --until-psnr 35 --hash-log2-size 24 --log-every 100 --checkpoint-every 5000 --preview-every 5000")
+          "--preset hashgrid --until-psnr 35 --hash-log2-size 24 --log-every 100 --checkpoint-every 10000 \
+           --set training.checkpoint_seconds=120 --preview-every 5000")
       fi
       if [ "$dry" = 0 ] && [ ! -d bench-results/photos ]; then
         echo "no bench-results/photos (see the top of this script): no gigapixel to train" | tee -a "$log"
