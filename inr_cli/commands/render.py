@@ -94,7 +94,9 @@ def command(
     else:
         save_uint8(values, target)
     if not quiet:
-        info(f"rendered {w}x{h} in {seconds:.2f} s on {backend.name}")
+        what = f"{w}x{h}" if part is None else (f"{part[2] - part[0]}x{part[3] - part[1]} at {part[0]},{part[1]} of "
+                                               f"the {w}x{h} canvas")
+        info(f"rendered {what} in {seconds:.2f} s on {backend.name}")
     if not to_stdout:
         typer.echo(str(target))
 

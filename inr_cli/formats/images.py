@@ -92,7 +92,8 @@ def load_image(path: Path, size: int | None = None, gray: bool = False, notices:
             if pixels is None:
                 im.seek(0)
                 im.load()
-                im = ImageOps.exif_transpose(im)
+                if im.getexif().get(ORIENTATION, 1) != 1:  # else exif_transpose copies the image all the same
+                    im = ImageOps.exif_transpose(im)
                 pixels = pixels_from_pil(im, gray)
     except UnidentifiedImageError:
         raise InrError(f"{path}: not an image file Pillow can read") from None
