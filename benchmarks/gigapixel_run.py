@@ -7,11 +7,13 @@ resident set), and the whole image's PSNR read from the run's subset of pixels a
         --device cpu --out benchmarks/results/gigapixel-250-cpu.json
 
 Steps: `inr train IMAGE --steps N` stopped by SIGINT once metrics.csv passes --interrupt-at (the
-checkpoint written on the signal), then `inr train --resume RUN` to N; `inr render RUN --region`
-(2048 x 2048 at the image's centre); `inr view RUN`: the page's state, the tiles of a view at the
-training size and deeper, the coarsest tiles and the training image's overview; then (--full-psnr)
-the final network drawn on every pixel, scored against the image beside the subset's reading and
-subsets of other sizes. Every figure goes into the --out JSON as it is measured.
+checkpoint written on the signal), then `inr train --resume RUN` to N (--stop-after: both stopped
+for good once that many seconds have passed); `inr render RUN --region` (2048 x 2048 at the image's
+centre); `inr view RUN`: the page's state, the tiles of a view at the training size and deeper, the
+coarsest tiles and the training image's overview; then (--full-psnr) the final network drawn on
+every pixel, scored against the image beside the subset's reading and subsets of other sizes; last
+(--extend N), the finished run resumed for N more steps. Every figure goes into the --out JSON as
+it is measured.
 """
 
 from __future__ import annotations
@@ -165,6 +167,8 @@ def main(argv=None) -> int:
     parser.add_argument("--run-dir", type=Path, default=Path("bench-results/gigapixel-run"))
     parser.add_argument("--train-flags", default="", help="more flags for inr train, one string")
     parser.add_argument("--full-psnr", action="store_true", help="also draw every pixel to score the subset")
+    parser.add_argument("--extend", type=int, default=0, help="last, resume the finished run for this many more "
+                        "steps: a checkpoint of its tables read back and trained on")
     parser.add_argument("--skip-view", action="store_true")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
@@ -214,6 +218,11 @@ def main(argv=None) -> int:
         save()
     if args.full_psnr:
         report["psnr"] = psnr_checks(args.run_dir, args.image, args.device)
+        save()
+    if args.extend:
+        step = ckpt.load(args.run_dir).step
+        report["extend"] = measured(inr("train", "--resume", args.run_dir, "--steps", step + args.extend,
+                                        "--until-psnr", 0))
         save()
     print(json.dumps(report, indent=1))
     return 0

@@ -35,8 +35,9 @@
 #            45920 x 21840, built on the machine from the photos carried there (about 1.5 min; the
 #            photos enlarged with Lanczos where they run short, benchmarks/gigapixel_mosaic.py), then
 #            benchmarks/gigapixel_run.py: inr train (hash tables of 2^24 entries a level, until 35 dB,
-#            stopped after 4 minutes of wall time), a 2048-px region rendered, inr view's tiles, the
-#            PSNR of the run's subset of pixels against every pixel's, each command's peak host memory.
+#            stopped after 220 s of wall time), a 2048-px region rendered, inr view's tiles, the PSNR
+#            of the run's subset of pixels against every pixel's, the run resumed for 200 steps more
+#            (its 2^24 tables read back), each command's peak host memory.
 #            The photos are not in the repository: before the call, on a machine with Debian's packages,
 #              apt-get download lomiri-wallpapers lomiri-wallpapers-16.04 lomiri-wallpapers-20.04 \
 #                ukui-wallpapers mate-backgrounds gnome-backgrounds
@@ -161,10 +162,10 @@ for part in "${parts[@]}"; do
       rm -rf "$big" && mkdir -p "$big"
       if [ "$dry" = 1 ]; then
         mosaic=(--photos inr_cli/data/sample.png --min-pixels 0 --pixels 2e5)
-        trained=(--steps 6 --interrupt-at 3 --stop-after 240 --train-flags "--preset hashgrid --log-every 1 --until-psnr 35")
+        trained=(--steps 6 --interrupt-at 3 --stop-after 220 --extend 2 --train-flags "--preset hashgrid --log-every 1 --until-psnr 35")
       else
         mosaic=(bench-results/photos --pixels 1e9)
-        trained=(--steps 20000 --interrupt-at 0 --stop-after 240 --train-flags \
+        trained=(--steps 20000 --interrupt-at 0 --stop-after 220 --extend 200 --train-flags \
           "--preset hashgrid --until-psnr 35 --hash-log2-size 24 --log-every 100 --checkpoint-every 10000 \
            --set training.checkpoint_seconds=120 --preview-every 5000")
       fi
@@ -172,8 +173,8 @@ for part in "${parts[@]}"; do
         echo "no bench-results/photos (see the top of this script): no gigapixel to train" | tee -a "$log"
         failed=1
       else
-        run 150 "$py" benchmarks/gigapixel_mosaic.py "${mosaic[@]}" -o "$big/mosaic.tif"
-        run 320 "$py" benchmarks/gigapixel_run.py "$big/mosaic.tif" --device "$device" "${trained[@]}" \
+        run 120 "$py" benchmarks/gigapixel_mosaic.py "${mosaic[@]}" -o "$big/mosaic.tif"
+        run 350 "$py" benchmarks/gigapixel_run.py "$big/mosaic.tif" --device "$device" "${trained[@]}" \
           --run-dir "$big/run" --full-psnr --out "$out/gigapixel.json"
       fi
       ;;
