@@ -446,6 +446,17 @@ def other_results(out: Path) -> list[str]:
     gigapixel = out / "gigapixel.json"
     if gigapixel.is_file():
         lines.append(gigapixel_line(json.loads(gigapixel.read_text()), gigapixel.name))
+    for path in sorted(out.glob("wall-time-*.json")):
+        r = json.loads(path.read_text())
+        for run in r.get("runs", []):
+            if run.get("exit"):
+                lines.append(f"- wall time, {run['name']} (`{path.name}`): failed, {run.get('error')}")
+                continue
+            split, met = run["split"], run["wall"] <= 2 * run["split"]["training"] + 5
+            parts = ", ".join(f"{part} {seconds} s" for part, seconds in split.items())
+            lines.append(f"- wall time of `inr train {Path(r['photo']).name} {' '.join(r['flags'])}`, {run['name']} "
+                         f"(`{path.name}`): {run['wall']} s to step {run['steps']} ({run['psnr']} dB): {parts} (goal: "
+                         f"at most 2x the training plus 5 s: {'met' if met else '**not met**'})")
     drawing = out / "drawing.txt"
     if drawing.is_file():
         lines.append(f"- the seed's drawing for 60 s: {drawing.read_text().strip()}")

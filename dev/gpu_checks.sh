@@ -44,6 +44,11 @@
 #              for f in *.deb; do dpkg-deb -x "$f" /tmp/debs; done
 #              python benchmarks/gigapixel_mosaic.py /tmp/debs/usr/share/backgrounds --copy-photos bench-results/photos
 #            and carry bench-results/photos (38 JPEGs, 53 MB); without them the part says so and stops
+#   walltime (at most 8 min) where the wall time of `inr train PHOTO --until-psnr 44` goes on a 9-megapixel
+#            photo (training, reading, pictures, checkpoints; goal: wall time at most 2x the training
+#            plus 5 s), twice (the first compiles the kernels). The photo, as for hashgrid, from
+#            lomiri-wallpapers-16.04: a 4000x2250 crop of seeding_by_Clements_Engelhardt.jpg (the
+#            command is in benchmarks/wall_time.py), carried as bench-results/photo-9mpx.jpg
 #
 # Each figure is appended to its result file under $OUT (or bench-results/gpu-checks) the moment it
 # is measured, and each command has its own time limit, so a call cut short still brings back what it
@@ -51,21 +56,21 @@
 # printed and in benchmarks-block.md. The device tool copies the tree without its git history: name
 # the commit in INR_COMMIT, so the files say which code they measured. A call brings back 8 files at
 # most: first alone, second and fitmany together (where the call's time allows), steps alone, kernels
-# alone, hashgrid alone, gigapixel alone.
+# alone, hashgrid alone, gigapixel alone, walltime alone.
 #
-#   bash dev/gpu_checks.sh --dry-run first second fitmany steps
+#   bash dev/gpu_checks.sh --dry-run first second fitmany steps walltime
 #
 # runs the same steps on the CPU at toy sizes (our kernels under the CPU emulation, PyTorch on the
 # CPU, the GPU tests skipped): the script, its result files and its report, proven without a GPU.
 # PYTHON names the interpreter (default python3, the GPU machine's, with CuPy, PyTorch and pytest).
 set -uo pipefail
-usage="usage: bash dev/gpu_checks.sh [--dry-run] PART... (PART: first second fitmany steps kernels hashgrid gigapixel)"
+usage="usage: bash dev/gpu_checks.sh [--dry-run] PART... (PART: first second fitmany steps kernels hashgrid gigapixel walltime)"
 dry=0
 parts=()
 for arg in "$@"; do
   case "$arg" in
     --dry-run) dry=1 ;;
-    first | second | fitmany | steps | kernels | hashgrid | gigapixel) parts+=("$arg") ;;
+    first | second | fitmany | steps | kernels | hashgrid | gigapixel | walltime) parts+=("$arg") ;;
     *) echo "unknown part '$arg'; $usage" >&2; exit 2 ;;
   esac
 done
@@ -177,6 +182,17 @@ for part in "${parts[@]}"; do
         run 350 "$py" benchmarks/gigapixel_run.py "$big/mosaic.tif" --device "$device" "${trained[@]}" \
           --run-dir "$big/run" --full-psnr --out "$out/gigapixel.json"
       fi
+      ;;
+    walltime)
+      photo=bench-results/photo-9mpx.jpg
+      if [ "$dry" = 1 ]; then
+        photo=tests/fixtures/coffee.png
+        wall=(--steps 4 --device cpu --repeats 1 --size 48)
+      else
+        wall=(--until-psnr 44 --steps 2000 --device gpu --repeats 2)
+        [ -f "$photo" ] || { echo "no $photo (see the top of this script): the part cannot run" | tee -a "$log"; failed=1; continue; }
+      fi
+      run 420 "$py" benchmarks/wall_time.py "$photo" "${wall[@]}" --out "$out/wall-time-9mpx.json"
       ;;
   esac
   echo "=== $part took $(( SECONDS - part_start )) s" | tee -a "$log"

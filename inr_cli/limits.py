@@ -18,6 +18,10 @@ MAX_SIDE = 65535  # pixels a side of a canvas or a resize: PNG and Pillow both h
 # and of a study's best.png): drawn within these, whatever the image's size or shape.
 MAX_PICTURE_PIXELS = 1 << 22
 MAX_PICTURE_SIDE = 4096
+# A run's previews, drawn while it trains, and the frames of its previews.png: smaller still, so
+# that drawing and writing them costs the training little.
+MAX_PREVIEW_PIXELS = 1 << 20
+MAX_FRAME_PIXELS = 1 << 18
 
 # Bytes of what a file declares before its contents are read.
 # Deflate shrinks the zeros of a zip bomb about a thousandfold and float parameters hardly at all: an

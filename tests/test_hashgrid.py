@@ -98,7 +98,7 @@ def test_the_torch_peer_encodes_as_the_reference():
 def test_a_large_image_ends_with_pictures_within_their_limits(tmp_path, monkeypatch):
     """Beyond a picture's limits the final render, the comparison's panels and the previews, pictures to
     look at, are drawn at every k-th pixel (a gigapixel's full render would take gigabytes: inr render
-    draws it in tiles)."""
+    draws it in tiles), and the run says how to draw the whole image."""
     from PIL import Image
 
     from inr_cli.runs import pictures
@@ -106,8 +106,9 @@ def test_a_large_image_ends_with_pictures_within_their_limits(tmp_path, monkeypa
     monkeypatch.setattr(pictures, "MAX_PICTURE_SIDE", 10)  # every 4th pixel of 40 x 20
     image = make_image(tmp_path / "wide.png", "RGB", (40, 20))
     result = run("train", image, "--preset", "hashgrid", "--steps", "4", "--preview-every", "2", "--device", "cpu",
-                 "-q", "--run-dir", tmp_path / "r")
+                 "--run-dir", tmp_path / "r")
     assert result.exit_code == 0, result.output
     assert Image.open(tmp_path / "r" / "render.png").size == (10, 5)
     assert Image.open(tmp_path / "r" / "previews" / "step-000002.png").size == (10, 5)
     assert Image.open(tmp_path / "r" / "comparison.png").size[1] == 5  # panels of 10 x 5, no caption at that width
+    assert f"the whole 40x20: inr render {tmp_path / 'r'}" in " ".join(result.output.split())

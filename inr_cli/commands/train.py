@@ -10,6 +10,7 @@ from inr_cli.commands.paths import shown_path
 from inr_cli.commands.setting_options import given_settings, set_option, with_setting_options
 from inr_cli.console import info
 from inr_cli.errors import UsageError
+from inr_cli.runs.pictures import picture_size
 from inr_cli.runs.start import resume_run, start_run
 from inr_cli.runs.training import RunInterrupted
 
@@ -63,10 +64,19 @@ def _train(data, flags, resume, allow_data_change, config_file, preset, run_dir,
 
 def _finish(result, quiet: bool, as_json: bool = False) -> None:
     if not quiet and not as_json:
+        run = shown_path(result.run_dir)
+        if result.picture_factor > 1:
+            (width, height), k = result.image_size, result.picture_factor
+            drawn = "x".join(map(str, picture_size(width, height, k)))
+            info(f"render.png and comparison.png are drawn at {drawn} (1/{k} of each side); the whole "
+                 f"{width}x{height}: inr render {run}; to zoom in: inr view {run}")
+        else:
+            info(f"render larger: inr render {run} --size 1024")
         read = f" ({result.image_psnr_read})" if result.image_psnr_read else ""
+        where = result.wall.summary() if result.wall is not None else None
         info(f"done: step {result.step}, loss {result.loss:.4e}, PSNR {result.psnr:.2f} dB, "
-             f"{result.seconds:.1f} s of training; the whole image {result.image_psnr:.2f} dB{read}")
-        info(f"render larger: inr render {shown_path(result.run_dir)} --size 1024")
+             f"{result.seconds:.1f} s of training; the whole image {result.image_psnr:.2f} dB{read}"
+             + (f"; {where}" if where else ""))
     _print_run(result, as_json)
 
 
@@ -77,4 +87,6 @@ def _print_run(result, as_json: bool, interrupted: str | None = None) -> None:
         return
     summary = {"run_dir": str(result.run_dir), "step": result.step, "loss": result.loss,
                "psnr": round(result.psnr, 4), "seconds": round(result.seconds, 3)}
+    if result.wall is not None:  # where the wall time went: training, reading, pictures, checkpoints, the rest
+        summary["wall"] = {name: round(seconds, 3) for name, seconds in result.wall.split().items()}
     typer.echo(json.dumps(summary | ({"interrupted": interrupted} if interrupted else {})))

@@ -111,10 +111,19 @@ class Trainer:
         """Each network's loss in the latest step's forward pass: the one host read, at logging time.
         It waits for the device, so the training time is counted here."""
         self.loss = np.array(self.backend.to_host(self.step_loss), dtype=np.float64)
+        self._count()
+        return self.loss
+
+    def count_time(self) -> None:
+        """Wait for the steps launched since the last reading and count their time as training: before
+        work that is not (a preview), whose pause_clock would otherwise drop it."""
+        self.backend.synchronize()
+        self._count()
+
+    def _count(self) -> None:
         now = time.perf_counter()
         self.seconds += now - self._clock
         self._clock = now
-        return self.loss
 
     def pause_clock(self) -> None:
         """Restart the clock: what happened since the last reading (a checkpoint, a preview) is not

@@ -1,5 +1,10 @@
 """Pictures for judging a run at a glance: reference | render | error (comparison.png), the PSNR
-curve (psnr.svg) and the previews as one animation (previews.png, an animated PNG)."""
+curve (psnr.svg) and the previews as one animation (previews.png, an animated PNG).
+
+Each is drawn within a size of its own (limits.py), whatever the image's: a preview within a
+megapixel, a frame of the animation within a quarter of one, the final render and the comparison's
+panels within MAX_PICTURE_PIXELS. A large image's pictures are its every k-th pixel each way; the
+whole image is `inr render`'s and `inr view`'s to draw."""
 
 from __future__ import annotations
 
@@ -11,7 +16,8 @@ from PIL import Image, ImageDraw
 
 from inr_cli.core.pixels import PixelImage
 from inr_cli.formats.atomic import atomic_path, atomic_write_text
-from inr_cli.limits import MAX_PICTURE_PIXELS, MAX_PICTURE_SIDE
+from inr_cli.formats.png import png_bytes
+from inr_cli.limits import MAX_FRAME_PIXELS, MAX_PICTURE_PIXELS, MAX_PICTURE_SIDE, MAX_PREVIEW_PIXELS
 
 LABEL_MIN_WIDTH = 64  # narrower panels get no caption: it would not fit
 MAX_FRAMES = 64  # frames of previews.png: a glance at how the picture formed, not every preview
@@ -37,17 +43,39 @@ def error_map(render: np.ndarray, reference: np.ndarray) -> np.ndarray:
     return heat
 
 
-def shrink_factor(width: int, height: int) -> int:
-    """The whole factor a picture for looking at is shrunk by, so that it keeps within inr's limits
-    (limits.py) whatever the image's size or shape: 1 for every ordinary image."""
-    return max(1, math.ceil(max(width, height) / MAX_PICTURE_SIDE),
-               math.ceil(math.sqrt(width * height / MAX_PICTURE_PIXELS)))
+def shrink_factor(width: int, height: int, max_pixels: int | None = None) -> int:
+    """The whole factor a picture for looking at is shrunk by, so that it keeps within max_pixels
+    (default MAX_PICTURE_PIXELS) and MAX_PICTURE_SIDE whatever the image's size or shape: 1 for every
+    ordinary image."""
+    max_pixels = MAX_PICTURE_PIXELS if max_pixels is None else max_pixels
+    k = max(1, math.ceil(max(width, height) / MAX_PICTURE_SIDE), math.ceil(math.sqrt(width * height / max_pixels)))
+    while -(-width // k) * -(-height // k) > max_pixels:  # the rounding up of each side may carry it over
+        k += 1
+    return k
 
 
-def picture_size(width: int, height: int) -> tuple[int, int]:
-    """The size a picture of a width x height image is drawn at: its every shrink_factor-th pixel."""
-    k = shrink_factor(width, height)
+def preview_factor(width: int, height: int) -> int:
+    """Previews, drawn while the run trains, show every k-th pixel: within MAX_PREVIEW_PIXELS."""
+    return shrink_factor(width, height, MAX_PREVIEW_PIXELS)
+
+
+def picture_size(width: int, height: int, k: int | None = None) -> tuple[int, int]:
+    """The size of a width x height image's every k-th pixel each way (default: shrink_factor's k, the
+    size a picture of it is drawn at)."""
+    k = shrink_factor(width, height) if k is None else k
     return -(-width // k), -(-height // k)
+
+
+def to_uint8(values: np.ndarray) -> np.ndarray:
+    return np.round(np.clip(values, 0.0, 1.0) * 255.0).astype(np.uint8)
+
+
+def write_picture(pixels: np.ndarray, path: Path, threads: int | None = None) -> None:
+    """(H, W, C) uint8 as a PNG, atomically, by inr's own encoder (zlib level 1: several times
+    Pillow's speed for a file a quarter larger); `threads` compressing it (default: every core)."""
+    data = png_bytes(pixels, threads)
+    with atomic_path(Path(path), suffix=".png") as tmp:
+        tmp.write_bytes(data)
 
 
 def side_by_side(render: np.ndarray, reference: np.ndarray, gap: int = 4, psnr: float | None = None) -> PixelImage:
@@ -143,12 +171,15 @@ def _font(size: int):
         return ImageFont.load_default()
 
 
+FINAL_LABEL = "final render"
+
+
 def preview_label(path: Path) -> str:
     """'step 1200' for previews/step-001200.png; the final render for anything else (render.png)."""
     stem = Path(path).stem
     if stem.startswith("step-") and stem[5:].isdigit():
         return f"step {int(stem[5:])}"
-    return "final render"
+    return FINAL_LABEL
 
 
 def labelled_frame(image: Image.Image, text: str, width: int, height: int) -> Image.Image:
@@ -162,23 +193,30 @@ def labelled_frame(image: Image.Image, text: str, width: int, height: int) -> Im
     return canvas
 
 
-def write_previews_animation(previews: list[Path], path: Path, frame_ms: int = 400) -> None:
-    """The numbered previews as one animated PNG (any browser plays it), each frame labelled with its
-    step, the last (the final render) held longer: at most MAX_FRAMES of them, evenly chosen, each
-    shrunk to a picture's limits."""
-    if len(previews) < 2:
+def frame(image: Image.Image) -> Image.Image:
+    """An RGB frame of the animation: the picture, shrunk within MAX_FRAME_PIXELS."""
+    k = shrink_factor(image.width, image.height, MAX_FRAME_PIXELS)
+    return (image.reduce(k) if k > 1 else image).convert("RGB")
+
+
+def write_previews_animation(previews: list[Path], final: np.ndarray, path: Path, frame_ms: int = 400) -> None:
+    """The numbered previews and the final render (uint8 pixels) as one animated PNG (any browser
+    plays it), each frame labelled with its step, the last held longer: at most MAX_FRAMES of them,
+    evenly chosen, each shrunk within MAX_FRAME_PIXELS."""
+    if not previews:
         return
-    chosen = sorted({round(i * (len(previews) - 1) / (MAX_FRAMES - 1)) for i in range(MAX_FRAMES)})
-    previews = [previews[i] for i in chosen]
+    frames_in_all = len(previews) + 1
+    chosen = sorted({round(i * (frames_in_all - 1) / (MAX_FRAMES - 1)) for i in range(MAX_FRAMES)})
+    previews = [previews[i] for i in chosen if i < len(previews)]
     images = []
     for preview in previews:
         with Image.open(preview) as im:
-            k = shrink_factor(im.width, im.height)
-            images.append((im.reduce(k) if k > 1 else im).convert("RGB"))
-    # The previews of a large image are drawn smaller than its final render: frames at their size.
+            images.append(frame(im))
+    images.append(frame(Image.fromarray(final[..., 0] if final.shape[2] == 1 else final)))
+    # The frames of a large image's earlier previews (or of an older inr) may differ in size: the smallest.
     smallest = min((im.size for im in images), key=lambda size: size[0] * size[1])
     images = [im if im.size == smallest else im.resize(smallest, Image.LANCZOS) for im in images]
-    labels = [preview_label(p) for p in previews]
+    labels = [preview_label(p) for p in previews] + [FINAL_LABEL]
     font = _font(11)
     text_width = max(int(ImageDraw.Draw(images[0]).textlength(label, font=font)) for label in labels) + 6
     width = max(max(im.width for im in images), text_width)
@@ -186,4 +224,5 @@ def write_previews_animation(previews: list[Path], path: Path, frame_ms: int = 4
     frames = [labelled_frame(im, label, width, height) for im, label in zip(images, labels)]
     durations = [frame_ms] * (len(frames) - 1) + [frame_ms * 4]
     with atomic_path(path, suffix=".png") as tmp:
-        frames[0].save(tmp, format="PNG", save_all=True, append_images=frames[1:], duration=durations, loop=0)
+        frames[0].save(tmp, format="PNG", save_all=True, append_images=frames[1:], duration=durations, loop=0,
+                       compress_level=1)

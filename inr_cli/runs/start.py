@@ -17,6 +17,7 @@ from inr_cli.formats.start import is_file_start, resolved_start
 from inr_cli.outputs import folder_output
 from inr_cli.runs.directory import IMAGE_IN_RUN, RunLock, holds_run, latest_run, new_run_dir
 from inr_cli.runs.training import TrainingResult, run_training
+from inr_cli.runs.wall_time import WallTime
 
 # Settings that may change when a run is resumed; the rest define the run and stay as they were.
 RESUMABLE = settings.RESUMABLE
@@ -40,6 +41,7 @@ def preset_for_size(width: int, height: int) -> str | None:
 
 def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> TrainingResult:
     """A new run, as `inr train DATA` starts it (flags: {flag name: value}); the API's fit calls it too."""
+    wall = WallTime()
     values = flags_to_values(flags)
     if data is not None:  # else the --config file's [data] source, or the preset's (the sample)
         values["data.source"] = "" if data == SAMPLE else str(Path(data).resolve())
@@ -47,7 +49,8 @@ def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> Training
     config = resolved_start(config)
     source = config.data.source
     notices: list[str] = []
-    image = load_training_data(source, config.data.size, config.data.gray, notices)
+    with wall.phase("reading"):
+        image = load_training_data(source, config.data.size, config.data.gray, notices)
     for message in notices:
         notice(message)
     chooses = (preset is None and config_file is None and not NETWORK_FLAGS & set(flags)
@@ -78,12 +81,13 @@ def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> Training
         encoding = "" if config.encoding.name == "none" else f" on {config.encoding.name} features"
         info(f"training {net.model} ({net.layers}x{net.hidden}){encoding} on {source or 'the built-in sample'} "
              f"({image.width}x{image.height}, {','.join(image.channels)}) -> {run_dir}{taken}")
-    return run_training(config, image, run_dir, None, quiet)
+    return run_training(config, image, run_dir, None, quiet, wall)
 
 
 def resume_run(data, flags, allow_data_change, quiet) -> TrainingResult | None:
     """Go on with a run, as `inr train --resume [DATA]` does (data: its directory or checkpoint, None:
     the latest run; flags: the resumable settings to change); None when it had already finished."""
+    wall = WallTime()
     fixed = sorted(set(flags) - RESUMABLE)
     if fixed:
         raise UsageError(f"--{fixed[0].replace('_', '-')} cannot change when resuming; start a new run instead")
@@ -110,7 +114,8 @@ def resume_run(data, flags, allow_data_change, quiet) -> TrainingResult | None:
              f"the cosine curve of N steps: the learning rate rises again (with --steps {2 * saved.step}: {was:.3g} "
              f"-> {again:.3g}) and anneals by step N")
         return None
-    image = load_training_data(config.data.source, config.data.size, config.data.gray)
+    with wall.phase("reading"):
+        image = load_training_data(config.data.source, config.data.size, config.data.gray)
     if image.n_channels != saved.spec.out_features:
         raise InrError(f"the data now have {image.n_channels} channels, the run was trained on "
                        f"{saved.spec.out_features}; start a new run")
@@ -127,7 +132,7 @@ def resume_run(data, flags, allow_data_change, quiet) -> TrainingResult | None:
             notice(f"--steps {steps}: the learning rate follows the cosine curve of {steps} steps, {now:.3g} at step "
                    f"{saved.step + 1} ({was:.3g} on the curve of {saved.total_steps}), down to "
                    f"{config.optimizer.lr_min:.3g} by step {steps}")
-    return run_training(config, image, run_dir, saved, quiet)
+    return run_training(config, image, run_dir, saved, quiet, wall)
 
 
 def _image_of(run_dir: Path, source: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -26,12 +27,21 @@ from inr_cli.errors import InrError
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.atomic import atomic_write_text
 from inr_cli.formats.data import fingerprint
-from inr_cli.formats.images import save_image
 from inr_cli.formats.start import initial_state
 from inr_cli.progress import TrainingProgress
 from inr_cli.runs.directory import BLEW_UP, RunLock
 from inr_cli.runs.metrics_csv import MetricsLog, read_metrics
-from inr_cli.runs.pictures import picture_size, shrink_factor, side_by_side, write_previews_animation, write_psnr_svg
+from inr_cli.runs.pictures import (
+    preview_factor,
+    shrink_factor,
+    side_by_side,
+    to_uint8,
+    write_picture,
+    write_previews_animation,
+    write_psnr_svg,
+)
+from inr_cli.runs.wall_time import WallTime
+from inr_cli.runs.writer import BackgroundWriter
 
 # A full-batch run whose steps would take longer than this gets a hint to shrink the image or batch.
 SLOW_RUN_SECONDS = 600.0
@@ -63,6 +73,9 @@ class TrainingResult:
     seconds: float
     image_psnr: float = float("nan")  # the whole image's, drawn by the final network (core/subset_psnr.py)
     image_psnr_read: str = ""  # how: "" on every pixel, else on which subset
+    wall: WallTime | None = None  # where the run's wall time went (None: a run stopped by a signal)
+    picture_factor: int = 1  # render.png and comparison.png show every k-th pixel of the image
+    image_size: tuple[int, int] = (0, 0)
 
 
 class RunInterrupted(SystemExit):
@@ -83,11 +96,12 @@ class BlewUp(Exception):
 
 
 def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: ckpt.Checkpoint | None = None,
-                 quiet: bool = False) -> TrainingResult:
-    """`inr train`: a run directory, its checkpoints, metrics, previews and pictures, around the loop."""
+                 quiet: bool = False, wall: WallTime | None = None) -> TrainingResult:
+    """`inr train`: a run directory, its checkpoints, metrics, previews and pictures, around the loop.
+    wall: the run's wall time, started where the command started (reading the image counted)."""
     created = not run_dir.exists()
     try:
-        return _run_training(config, image, run_dir, resume_from, quiet)
+        return _run_training(config, image, run_dir, resume_from, quiet, wall or WallTime())
     except BlewUp as exc:
         raise InrError(_after_blowing_up(exc, run_dir, created, new_run=resume_from is None)) from None
 
@@ -134,7 +148,7 @@ def _remove_run(run_dir: Path, created: bool) -> None:
 
 
 def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: ckpt.Checkpoint | None,
-                  quiet: bool) -> TrainingResult:
+                  quiet: bool, wall: WallTime) -> TrainingResult:
     backend = make_backend(config.training.device, quiet=quiet, **kernel_options(config.training))
     seed = config.training.seed
     if resume_from is not None:
@@ -145,26 +159,26 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
             info(reason)
         spec = NetworkSpec.from_config(config, image.n_channels)
         state = fresh_state(config, spec, image)
-    data_id = fingerprint(image)
-    subset = PixelSubset.of(image)  # gathered now: the image is not read again for the final PSNR
+    with wall.phase("reading"):
+        data_id = fingerprint(image)
+        subset = PixelSubset.of(image)  # gathered now: the image is not read again for the final PSNR
     total = config.training.steps
     train = config.training
 
     def save(trainer: Trainer) -> None:
-        checkpoint = ckpt.Checkpoint(spec=spec, config=config, state=trainer.state(), total_steps=total,
-                                     data_fingerprint=data_id, data_shape=(image.height, image.width, image.n_channels),
-                                     channels=image.channels)
-        try:
-            ckpt.save(checkpoint, run_dir / ckpt.FILENAME)
-        except OSError as exc:
-            raise InrError(f"cannot write the checkpoint in {run_dir} ({exc.strerror or exc}); "
-                           f"the previous checkpoint is intact") from None
+        """The trainer's state now, written by the writer while the next steps run."""
+        with wall.phase("checkpoints"):
+            checkpoint = ckpt.Checkpoint(spec=spec, config=config, state=trainer.state(), total_steps=total,
+                                         data_fingerprint=data_id,
+                                         data_shape=(image.height, image.width, image.n_channels),
+                                         channels=image.channels)
+            writer.submit(partial(write_checkpoint, checkpoint, run_dir), "checkpoints")
 
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InrError(f"cannot create the run directory {run_dir} ({exc.strerror})") from None
-    with RunLock(run_dir):
+    with RunLock(run_dir), BackgroundWriter(on_wait=wall.writer_waited) as writer:
         # A process killed mid-write leaves its temporary file behind; the rename never happened,
         # so checkpoint.npz is the last complete one and the leftovers can go.
         for leftover in run_dir.glob(f".{ckpt.FILENAME}.*.tmp"):
@@ -179,6 +193,7 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
             save(trainer)
         last_saved = {"step": trainer.step_done}
         previews = preview_interval(train.preview_every, total)
+        preview_k = preview_factor(image.width, image.height)
         hinted = {"done": False}
         opt = config.optimizer
 
@@ -195,10 +210,15 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
                     notice(hint)
 
         def on_step(step):
+            writer.check()  # a checkpoint the writer could not write stops the run here
             if previews and step % previews == 0 and step < total:
-                (run_dir / "previews").mkdir(exist_ok=True)
-                preview = run_dir / "previews" / f"step-{step:06d}.png"
-                _write_preview(trainer, preview, picture_size(trainer.width, trainer.height))
+                trainer.count_time()
+                with wall.phase("pictures"):
+                    pixels = to_uint8(_draw(trainer, preview_k))
+                    (run_dir / "previews").mkdir(exist_ok=True)
+                    # One thread: on the CPU the steps have the other cores.
+                    writer.submit(partial(write_picture, pixels, run_dir / "previews" / f"step-{step:06d}.png", 1),
+                                  "pictures", warn_only=True)
                 trainer.pause_clock()
 
         def checkpoint(step):
@@ -206,42 +226,62 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
             last_saved["step"] = step
 
         metrics = MetricsLog(run_dir / "metrics.csv", trainer.step_done)
-        try:
-            with Signals() as signals, TrainingProgress(trainer.step_done, total, quiet) as progress:
+        trainer.pause_clock()  # the first checkpoint and the metrics are not training
+        k = shrink_factor(image.width, image.height)
+        finished = False  # the last checkpoint handed to the writer, the trainer's memory let go
+        with Signals() as signals, TrainingProgress(trainer.step_done, total, quiet) as progress:
+            try:
                 try:
                     run_steps(trainer, signals, train.log_every, on_reading, on_step, checkpoint,
                               train.checkpoint_every, train.checkpoint_seconds, train.target_psnr)
-                except Interrupted as exc:
-                    signals.ignore()
-                    progress.stop()
+                except Diverged as exc:
+                    if not exc.ended:
+                        writer.drain()  # the last good checkpoint is on disk before the run says so
+                        raise BlewUp(exc, last_saved["step"], config) from None
+                    ended = exc
+                else:
+                    ended = None
+                finally:
+                    metrics.close()
+                save(trainer)
+                finished = True
+                trainer.release_training_memory()  # room for the final render of a large image
+                with wall.phase("pictures"):
+                    image_psnr = subset.psnr(backend, spec, trainer.params[:1])
+                    _write_final_pictures(trainer, image, run_dir, k, image_psnr, writer)
+                writer.drain()
+            except Interrupted as exc:
+                signals.ignore()  # a second Ctrl-C must not cut the last checkpoint short
+                progress.stop()
+                if not finished:
                     save(trainer)
+                writer.drain()
+                if finished:
+                    info(f"{exc} while drawing the final pictures: the checkpoint of step {trainer.step_done} is saved "
+                         f"in {run_dir}; inr render {run_dir} draws it")
+                else:
                     info(f"{exc} at step {trainer.step_done}/{total}: checkpoint saved in {run_dir}. "
                          f"Continue with: inr train --resume {run_dir}")
-                    loss = float(trainer.loss[0])
-                    raise RunInterrupted(str(exc), exc.signum, TrainingResult(
-                        run_dir, trainer.step_done, loss, psnr_from_mse(loss), trainer.seconds)) from None
-        except Diverged as exc:
-            if not exc.ended:
-                raise BlewUp(exc, last_saved["step"], config) from None
-            ended = exc
-        else:
-            ended = None
-        finally:
-            metrics.close()
-        save(trainer)
-        trainer.release_training_memory()  # room for the final render of a large image
-        image_psnr = subset.psnr(backend, spec, trainer.params[:1])
-        rendered, reference = _write_final_render(trainer, image, run_dir / "render.png")
-        _save_quietly(side_by_side(rendered, reference, psnr=image_psnr), run_dir / "comparison.png")
-        _write_run_pictures(run_dir, rendered)
+                loss = float(trainer.loss[0])
+                raise RunInterrupted(str(exc), exc.signum, TrainingResult(
+                    run_dir, trainer.step_done, loss, psnr_from_mse(loss), trainer.seconds)) from None
     if ended is not None:
         raise InrError(f"{ended.describe()} (the run is saved in {run_dir}); train again with "
                        f"{suggested_rate(config)}")
     loss = float(trainer.loss[0])
     if trainer.step_done < total and not quiet:
         info(f"reached {train.target_psnr:g} dB (--until-psnr) at step {trainer.step_done} of {total}")
+    wall.stop(trainer.seconds - state.seconds)
     return TrainingResult(run_dir, trainer.step_done, loss, psnr_from_mse(loss), trainer.seconds, image_psnr,
-                          subset.describe())
+                          subset.describe(), wall, k, (image.width, image.height))
+
+
+def write_checkpoint(checkpoint: ckpt.Checkpoint, run_dir: Path) -> None:
+    try:
+        ckpt.save(checkpoint, run_dir / ckpt.FILENAME)
+    except OSError as exc:
+        raise InrError(f"cannot write the checkpoint in {run_dir} ({exc.strerror or exc}); "
+                       f"the previous checkpoint is intact") from None
 
 
 def fresh_state(config: Config, spec: NetworkSpec, image: PixelImage) -> TrainingState:
@@ -252,39 +292,37 @@ def fresh_state(config: Config, spec: NetworkSpec, image: PixelImage) -> Trainin
                          weight_scale=config.network.weight_scale)
 
 
-def _write_final_render(trainer: Trainer, image: PixelImage, path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """render.png, and (render, reference) for comparison.png: at the training size, or for a large
-    image at every k-th pixel of it (pictures.shrink_factor), drawn where those pixels lie, beside the
-    image's own pixels there: neither a full render nor the image as floats is held."""
-    k = shrink_factor(trainer.width, trainer.height)
+def _draw(trainer: Trainer, k: int) -> np.ndarray:
+    """The network now at every k-th pixel of the training image each way, where those pixels lie:
+    (H', W', C) floats in [0, 1]."""
     if k == 1:
-        return _write_preview(trainer, path), image.values
-    rendered = render_strided(trainer.backend, trainer.spec, trainer.params[:1], trainer.width, trainer.height, k)
-    _save_quietly(PixelImage(rendered, trainer.channels), path)
-    return rendered, as_floats(image.pixels[::k, ::k])
+        return render_float(trainer.backend, trainer.spec, trainer.params[:1], trainer.width, trainer.height)
+    return render_strided(trainer.backend, trainer.spec, trainer.params[:1], trainer.width, trainer.height, k)
 
 
-def _write_preview(trainer: Trainer, path: Path, size: tuple[int, int] | None = None) -> np.ndarray:
-    """The current network drawn at the training size, or at `size` (width, height); a failure to
-    write it only warns."""
-    width, height = size or (trainer.width, trainer.height)
-    values = render_float(trainer.backend, trainer.spec, trainer.params[:1], width, height)
-    _save_quietly(PixelImage(values, trainer.channels), path)
-    return values
+def _write_final_pictures(trainer: Trainer, image: PixelImage, run_dir: Path, k: int, image_psnr: float,
+                          writer: BackgroundWriter) -> None:
+    """render.png and comparison.png (captioned with the whole image's PSNR) at every k-th pixel,
+    beside the image's own pixels there, psnr.svg and previews.png: drawn here, written by the
+    writer (after the previews it holds); a failure to write them only warns."""
+    values = _draw(trainer, k)
+    pixels = to_uint8(values)
+    reference = image.values if k == 1 else as_floats(image.pixels[::k, ::k])
+    writer.submit(partial(write_picture, pixels, run_dir / "render.png"), "pictures", warn_only=True)
+    writer.submit(partial(_write_comparison, values, reference, image_psnr, run_dir / "comparison.png"),
+                  "pictures", warn_only=True)
+    writer.submit(partial(_write_run_pictures, run_dir, pixels), "pictures", warn_only=True)
 
 
-def _write_run_pictures(run_dir: Path, rendered: np.ndarray) -> None:
+def _write_comparison(rendered: np.ndarray, reference: np.ndarray, image_psnr: float, path: Path) -> None:
+    """reference | render | error map."""
+    write_picture(to_uint8(side_by_side(rendered, reference, psnr=image_psnr).values), path)
+
+
+def _write_run_pictures(run_dir: Path, final: np.ndarray) -> None:
     """psnr.svg from metrics.csv and previews.png (the previews and the final render, animated)."""
     try:
         write_psnr_svg(read_metrics(run_dir), run_dir / "psnr.svg")
-        frames = sorted((run_dir / "previews").glob("step-*.png")) + [run_dir / "render.png"]
-        write_previews_animation(frames, run_dir / "previews.png")
+        write_previews_animation(sorted((run_dir / "previews").glob("step-*.png")), final, run_dir / "previews.png")
     except (OSError, ValueError) as exc:  # pictures are a convenience: a failure only warns
-        notice(f"could not write the run's pictures in {run_dir}: {exc}")
-
-
-def _save_quietly(image: PixelImage, path: Path) -> None:
-    try:
-        save_image(image, path)
-    except (InrError, OSError) as exc:
-        notice(f"could not write {path}: {exc}")
+        raise InrError(f"could not write the run's pictures in {run_dir}: {exc}") from None
