@@ -204,3 +204,17 @@ def test_a_checkpoint_of_an_8bit_run_names_its_bytes(small_run):
     saved = ckpt.load(small_run)
     image = image_files.load_image(saved.config.data.source)
     assert same_data(image, saved.data_fingerprint) and saved.data_shape == (9, 13, 3)
+
+
+def test_a_large_canvas_without_o_is_written_as_tiles(small_run, monkeypatch):
+    """Beyond TILED_DEFAULT_PIXELS, the default output is the tiled pyramid (one PNG of a gigapixel canvas
+    is gigabytes that few viewers open); -o NAME.png still writes one PNG."""
+    import tifffile
+
+    from inr_cli.commands import render as render_command
+
+    monkeypatch.setattr(render_command, "TILED_DEFAULT_PIXELS", 1000)
+    written = render(small_run, "--width", "60", "--height", "40").stdout.strip()
+    assert written.endswith("render-60x40.tif")
+    with tifffile.TiffFile(written) as tiff:
+        assert tiff.pages[0].is_tiled and tiff.series[0].levels[0].shape == (40, 60, 3)
