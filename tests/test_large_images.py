@@ -218,3 +218,22 @@ def test_a_large_canvas_without_o_is_written_as_tiles(small_run, monkeypatch):
     assert written.endswith("render-60x40.tif")
     with tifffile.TiffFile(written) as tiff:
         assert tiff.pages[0].is_tiled and tiff.series[0].levels[0].shape == (40, 60, 3)
+
+
+def test_a_large_run_ends_with_the_psnr_of_its_subset(tmp_path, monkeypatch):
+    """An image beyond a picture's limits is never drawn whole at the end: the run's last line gives the
+    whole image's PSNR read on the subset, said as such, the subset's PSNR of the saved network."""
+    from inr_cli.core import subset_psnr
+    from inr_cli.runs import pictures
+
+    monkeypatch.setattr(pictures, "MAX_PICTURE_SIDE", 10)
+    monkeypatch.setattr(subset_psnr, "SUBSET_PIXELS", 60)
+    image, _ = bytes_and_floats()
+    Image.fromarray(image.pixels).save(tmp_path / "photo.png")
+    result = runner.invoke(app, ["train", str(tmp_path / "photo.png"), "--steps", "3", "--preset", "hashgrid",
+                                 "--hidden", "8", "--hash-levels", "3", "--hash-log2-size", "6", "--hash-min-res", "2",
+                                 "--batch-size", "50", "--device", "cpu", "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    saved = ckpt.load(tmp_path / "run")
+    expected = PixelSubset.of(image, count=60).psnr(CpuBackend(), saved.spec, saved.params)
+    assert f"the whole image {expected:.2f} dB (on 60 of its 117 pixels, drawn at random)" in result.output

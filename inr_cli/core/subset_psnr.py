@@ -31,9 +31,10 @@ class PixelSubset:
     pixels: int  # the image's pixel count
 
     @classmethod
-    def of(cls, image: PixelImage, count: int = SUBSET_PIXELS, seed: int = SUBSET_SEED) -> PixelSubset:
-        """`count` pixels of the image drawn at random without replacement (all of them for an image
-        of no more), gathered once: the image itself is not read again."""
+    def of(cls, image: PixelImage, count: int | None = None, seed: int = SUBSET_SEED) -> PixelSubset:
+        """`count` pixels (SUBSET_PIXELS by default) of the image drawn at random without replacement
+        (all of them for an image of no more), gathered once: the image itself is not read again."""
+        count = SUBSET_PIXELS if count is None else count
         pixels = image.width * image.height
         if count >= pixels:
             index = np.arange(pixels, dtype=np.int64)

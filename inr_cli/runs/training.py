@@ -13,7 +13,7 @@ import numpy as np
 from inr_cli.backends import kernel_options, make_backend
 from inr_cli.config import Config, build_config, to_toml, tuned_preset
 from inr_cli.console import info, notice
-from inr_cli.core.metrics import psnr_from_mse
+from inr_cli.core.metrics import psnr, psnr_from_mse
 from inr_cli.core.network import NetworkSpec, output_means
 from inr_cli.core.pixels import PixelImage, as_floats
 from inr_cli.core.render import render_float, render_strided
@@ -161,7 +161,8 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
         state = fresh_state(config, spec, image)
     with wall.phase("reading"):
         data_id = fingerprint(image)
-        subset = PixelSubset.of(image)  # gathered now: the image is not read again for the final PSNR
+        # A large image is never drawn whole at the end: its PSNR from a subset of its pixels, gathered now.
+        subset = PixelSubset.of(image) if shrink_factor(image.width, image.height) > 1 else None
     total = config.training.steps
     train = config.training
 
@@ -247,8 +248,12 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
                 finished = True
                 trainer.release_training_memory()  # room for the final render of a large image
                 with wall.phase("pictures"):
-                    image_psnr = subset.psnr(backend, spec, trainer.params[:1])
-                    _write_final_pictures(trainer, image, run_dir, k, image_psnr, writer)
+                    values = _draw(trainer, k)
+                    if subset is None:  # drawn whole: its PSNR exactly, from the final render
+                        image_psnr, psnr_read = psnr(values, image.values), ""
+                    else:
+                        image_psnr, psnr_read = subset.psnr(backend, spec, trainer.params[:1]), subset.describe()
+                    _write_final_pictures(values, image, run_dir, k, image_psnr, writer)
                 writer.drain()
             except Interrupted as exc:
                 signals.ignore()  # a second Ctrl-C must not cut the last checkpoint short
@@ -273,7 +278,7 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
         info(f"reached {train.target_psnr:g} dB (--until-psnr) at step {trainer.step_done} of {total}")
     wall.stop(trainer.seconds - state.seconds)
     return TrainingResult(run_dir, trainer.step_done, loss, psnr_from_mse(loss), trainer.seconds, image_psnr,
-                          subset.describe(), wall, k, (image.width, image.height))
+                          psnr_read, wall, k, (image.width, image.height))
 
 
 def write_checkpoint(checkpoint: ckpt.Checkpoint, run_dir: Path) -> None:
@@ -300,12 +305,11 @@ def _draw(trainer: Trainer, k: int) -> np.ndarray:
     return render_strided(trainer.backend, trainer.spec, trainer.params[:1], trainer.width, trainer.height, k)
 
 
-def _write_final_pictures(trainer: Trainer, image: PixelImage, run_dir: Path, k: int, image_psnr: float,
+def _write_final_pictures(values: np.ndarray, image: PixelImage, run_dir: Path, k: int, image_psnr: float,
                           writer: BackgroundWriter) -> None:
-    """render.png and comparison.png (captioned with the whole image's PSNR) at every k-th pixel,
-    beside the image's own pixels there, psnr.svg and previews.png: drawn here, written by the
-    writer (after the previews it holds); a failure to write them only warns."""
-    values = _draw(trainer, k)
+    """render.png and comparison.png (captioned with the whole image's PSNR) from the final network's
+    values at every k-th pixel (_draw), beside the image's own pixels there, psnr.svg and previews.png:
+    written by the writer (after the previews it holds); a failure to write them only warns."""
     pixels = to_uint8(values)
     reference = image.values if k == 1 else as_floats(image.pixels[::k, ::k])
     writer.submit(partial(write_picture, pixels, run_dir / "render.png"), "pictures", warn_only=True)
