@@ -2,7 +2,7 @@
 SASS as nvcc compiles it (one file at a time, the launchers' every instantiation), and for each its
 registers, spills, shared memory, the occupancy those allow, and its instruction mix.
 
-    PYTHONPATH=. python benchmarks/kernel_figures.py [--out benchmarks/results/kernel-figures-sm90.json]
+    PYTHONPATH=. python benchmarks/kernel_figures.py [--families] [--out FILE.json] [KERNEL_FILE.cu...]
 
 ptxas (`nvcc -cubin -Xptxas -v`) gives the registers, spills and shared memory. The occupancy is
 computed from them and the block size the launchers use (inr_cli/backends/launch.py, KERNEL_DESIGNS)
@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from inr_cli.backends.launch import KERNEL_DESIGNS, design_of  # noqa: E402
+from inr_cli.backends.launch import KERNEL_DESIGNS, design_key, design_of  # noqa: E402
 from inr_cli.resources import kernels_dir  # noqa: E402
 
 ARCH = "sm_90"
@@ -179,19 +179,44 @@ def markdown(rows: list[KernelFigures]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def family_markdown(rows: list[KernelFigures]) -> str:
+    """One row per entry of launch.KERNEL_DESIGNS (a kernel, or a family of instantiations): how many
+    kernels, their registers (fewest-most), spills, shared memory, and the fewest blocks an SM holds
+    against the design's, with what limits them."""
+    families: dict[str, list[KernelFigures]] = {}
+    for r in rows:
+        families.setdefault(design_key(r.kernel), []).append(r)
+    lines = ["| kernels | count | regs | spills (B) | smem (B) | threads | blocks/SM (design) | occupancy | "
+             "limited by |", "| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |"]
+    for key, members in families.items():
+        regs = sorted({r.registers for r in members})
+        worst = min(members, key=lambda r: r.blocks_per_sm)
+        name = f"{key}*" if key.endswith("_") else key
+        lines.append(f"| {name} | {len(members)} | {regs[0]}{f'-{regs[-1]}' if len(regs) > 1 else ''} | "
+                     f"{sum(r.spill_stores + r.spill_loads for r in members)} | {max(r.shared for r in members)} | "
+                     f"{worst.threads} | {worst.blocks_per_sm} ({worst.design_blocks}) | {worst.occupancy:.0%} | "
+                     f"{worst.limited_by} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
     parser.add_argument("--no-mix", action="store_true", help="leave the instruction mix out")
+    parser.add_argument("--families", action="store_true", help="one row per design family, then every kernel")
+    parser.add_argument("files", nargs="*", help="kernel files of kernels/ (default: all)")
     args = parser.parse_args()
     if shutil.which("nvcc") is None:
         print("nvcc not found: the static figures need the CUDA compiler", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory(prefix="inr-kernel-figures-") as build:
-        rows = kernel_figures(Path(build), with_mix=not args.no_mix)
+        sources = [kernels_dir() / name for name in args.files] or None
+        rows = kernel_figures(Path(build), sources, with_mix=not args.no_mix)
     if not args.no_mix and not any(r.mix for r in rows):
         print("no nvdisasm (pip install nvidia-cuda-nvdisasm, or NVDISASM=path): the mix is left out",
               file=sys.stderr)
+    if args.families:
+        print(family_markdown(rows))
     print(markdown(rows))
     if args.out:
         args.out.write_text(json.dumps({"arch": ARCH, "kernels": [asdict(r) for r in rows],

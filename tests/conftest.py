@@ -41,6 +41,39 @@ def emulated_tf32(emulated):
     return EmulatedBackend(precision="tf32")
 
 
+@pytest.fixture(scope="session")
+def nvcc_builds(tmp_path_factory):
+    """A kernel file compiled by nvcc at most once a session for each architecture, shared by the tests
+    that need it (tests/test_kernels_compile.py, doctor's in tests/test_messages.py): nvcc takes
+    minutes on the largest files. nvcc_builds(path, arch) is (the CompletedProcess, its output):
+    for sm_90 a cubin with ptxas's report (benchmarks/kernel_figures.compile_cubin: the PTX on the way,
+    then the registers, spills and SASS the figures read); for another arch its PTX unoptimised
+    (-Xcicc -O0): the front end's check of the file for that arch (its intrinsics, its #if paths) in a
+    tenth of the time, the optimiser having run on the same code for sm_90."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not found on this machine")
+    import subprocess
+
+    from benchmarks.kernel_figures import ARCH, compile_cubin
+
+    builds = {}
+
+    def build(path: Path, arch: str):
+        key = (Path(path), arch)
+        if key not in builds:
+            folder = tmp_path_factory.mktemp(f"nvcc-{arch}-{key[0].stem}")
+            if arch == ARCH:
+                builds[key] = compile_cubin(key[0], folder), folder / f"{key[0].stem}.cubin"
+            else:
+                output = folder / f"{key[0].stem}.ptx"
+                builds[key] = subprocess.run(["nvcc", "-ptx", f"-arch={arch}", "-Xcicc", "-O0", "-std=c++17", "-Werror",
+                                              "all-warnings", "-o", str(output), str(key[0])], capture_output=True,
+                                             text=True, timeout=900), output
+        return builds[key]
+
+    return build
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)

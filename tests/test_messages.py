@@ -50,9 +50,12 @@ def test_a_command_that_reads_a_network_given_the_image_says_to_train_it_first(t
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found on this machine")
-def test_doctor_compiles_the_kernels_with_nvcc():
+def test_doctor_compiles_the_kernels_with_nvcc(monkeypatch, nvcc_builds):
     """No GPU here (CuPy absent or no device): doctor --compile compiles every kernel file with nvcc -ptx,
-    saying so first; plain doctor says that it skipped them and how to check them."""
+    saying so first; plain doctor says that it skipped them and how to check them. Its nvcc runs are
+    the session's (conftest.nvcc_builds: what tests/test_kernels_compile.py compiles for sm_80, with
+    warnings as errors besides); the command doctor gives nvcc runs for real in the next test."""
+    import inr_cli.commands.doctor as doctor
     from inr_cli.backends.gpu_probe import gpu_unavailable_reason
     from inr_cli.resources import kernels_dir
 
@@ -62,6 +65,7 @@ def test_doctor_compiles_the_kernels_with_nvcc():
     assert result.exit_code == 0, result.output
     assert "skipped: no usable GPU to run the kernels; inr doctor --compile checks" in result.stdout
     assert ": ok" not in result.stdout
+    monkeypatch.setattr(doctor, "_compile_ptx", lambda nvcc, path, folder: nvcc_builds(path, doctor.NVCC_ARCH)[0])
     result = run("doctor", "--compile")
     assert result.exit_code == 0, result.output
     assert "compiling" in result.stderr and "kernel files with nvcc" in result.stderr

@@ -240,16 +240,27 @@ class KernelDesign:
     why: str
 
 
-STREAMING = "streams memory: needs every warp an SM can hold (full occupancy) to keep enough loads in flight"
+# A streaming kernel's few independent loads a thread, over 3/4 of an SM's warps, keep about the bytes
+# in flight that HBM's bandwidth times its latency asks of an SM (some 24 KB on an H200): more warps
+# add little, fewer leave the memory idle.
+def streaming(threads: int) -> KernelDesign:
+    return KernelDesign(threads, 3 * 2048 // 4 // threads, "streams memory: 3/4 of an SM's warps keep HBM busy")
+
+
 # By kernel name, or the prefix of a family's names (matmul_<tile>_<op>, network_forward_<width>_<precision>...).
 KERNEL_DESIGNS = {
-    **{name: KernelDesign(THREADS, 2048 // THREADS, STREAMING)
-       for name in ("fill", "bias_activation", "activation_backward", "fourier_features", "adam_update", "sgd_update",
-                    "sample_batch", "hashgrid_zero")},
-    "hashgrid_": KernelDesign(THREADS, 6, "scattered reads and atomics into the tables: latency-bound, so at "
-                                          "least 3/4 of an SM's warps"),
-    "column_reduce": KernelDesign(REDUCE_TX * REDUCE_TY, 2048 // (REDUCE_TX * REDUCE_TY), STREAMING),
-    "mse_loss": KernelDesign(LOSS_THREADS, 2048 // LOSS_THREADS, STREAMING),
+    **{name: streaming(THREADS) for name in ("fill", "bias_activation", "activation_backward", "fourier_features",
+                                             "adam_update", "sgd_update", "sample_batch_u8", "sample_batch_f32",
+                                             "hashgrid_zero")},
+    **{f"hashgrid_{kind}_f{features}_": KernelDesign(THREADS, 6, "four scattered reads or atomics a point and level, "
+                                                                  "independent: latency-bound, so at least 3/4 of an "
+                                                                  "SM's warps in flight")
+       for kind in ("encode", "backward") for features in HASHGRID_FEATURES},
+    **{name: KernelDesign(THREADS, 4, "the fallback beyond the others' F and 32-bit sizes (and the baseline they "
+                                      "are timed against): half an SM's warps")
+       for name in ("hashgrid_encode_any", "hashgrid_backward_any")},
+    "column_reduce": streaming(REDUCE_TX * REDUCE_TY),
+    "mse_loss": streaming(LOSS_THREADS),
     "advance_schedule": KernelDesign(1, 1, "one thread a step"),
     **{prefix: KernelDesign(256, read_defines((kernels_dir() / "matmul.cu").read_text())["MATMUL_MIN_BLOCKS"],
                             "two tiles an SM hide each other's loads (__launch_bounds__(256, MATMUL_MIN_BLOCKS))")
@@ -261,11 +272,16 @@ KERNEL_DESIGNS = {
 }
 
 
-def design_of(kernel: str) -> KernelDesign:
-    """The design of a kernel by its name: its own entry, else the longest prefix that names its family."""
+def design_key(kernel: str) -> str:
+    """The entry of KERNEL_DESIGNS that a kernel follows: its own name, else the longest prefix that
+    names its family."""
     if kernel in KERNEL_DESIGNS:
-        return KERNEL_DESIGNS[kernel]
+        return kernel
     prefixes = [p for p in KERNEL_DESIGNS if p.endswith("_") and kernel.startswith(p)]
     if not prefixes:
         raise KeyError(f"kernel {kernel!r} has no design in launch.KERNEL_DESIGNS")
-    return KERNEL_DESIGNS[max(prefixes, key=len)]
+    return max(prefixes, key=len)
+
+
+def design_of(kernel: str) -> KernelDesign:
+    return KERNEL_DESIGNS[design_key(kernel)]

@@ -84,9 +84,7 @@ def _nvcc_check(reason: str) -> dict:
 
     def compile_one(path: Path, folder: str) -> str:
         try:
-            result = subprocess.run([nvcc, "-ptx", f"-arch={NVCC_ARCH}", "-std=c++17", "-I", str(path.parent),
-                                     "-o", str(Path(folder) / f"{path.stem}.ptx"), str(path)],
-                                    capture_output=True, text=True, timeout=600)
+            result = _compile_ptx(nvcc, path, Path(folder))
         except (OSError, subprocess.SubprocessError) as exc:
             return f"FAILED: {exc}"
         if result.returncode == 0:
@@ -100,6 +98,13 @@ def _nvcc_check(reason: str) -> dict:
             statuses = list(pool.map(lambda p: compile_one(p, folder), sources))
     return {"kernel_check": f"compiled to PTX with nvcc -arch={NVCC_ARCH} (no usable GPU)",
             "kernel_files": {p.name: s for p, s in zip(sources, statuses)}}
+
+
+def _compile_ptx(nvcc: str, path: Path, folder: Path) -> subprocess.CompletedProcess:
+    """nvcc -ptx of one kernel file for NVCC_ARCH, into folder."""
+    return subprocess.run([nvcc, "-ptx", f"-arch={NVCC_ARCH}", "-std=c++17", "-I", str(path.parent),
+                           "-o", str(folder / f"{path.stem}.ptx"), str(path)], capture_output=True, text=True,
+                          timeout=600)
 
 
 def _nvcc() -> str | None:
