@@ -39,7 +39,7 @@ def photo(name: str, width: int, height: int, gray: bool = False) -> PixelImage:
 def configure(preset: str | None = None, image_size: int = 256, **flags) -> Config:
     """A configuration built as `inr train` builds one: the preset (or the model's), then flags, then
     the settings that follow the size decided for an image whose longer side is image_size."""
-    return fit_to_image(build_config(None, flags_to_values(flags), preset), image_size, image_size)[0]
+    return fit_to_image(build_config(None, flags_to_values(flags), preset), image_size, image_size, 3)[0]
 
 
 def make_trainer(backend, config: Config, images: list[PixelImage], seeds=None) -> Trainer:

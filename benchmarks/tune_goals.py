@@ -137,7 +137,7 @@ def siren_parameters(image: str, size: int) -> int:
 
     _, grey = IMAGES[image]
     config = configure("siren", size, steps=STEPS)
-    config, _ = fit_to_image(config, size, size)
+    config, _ = fit_to_image(config, size, size, 1 if grey else 3)
     return NetworkSpec.from_config(config, 1 if grey else 3).parameter_count()
 
 

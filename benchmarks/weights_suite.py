@@ -314,8 +314,8 @@ def recipe_config(images: Path, names: list[str], net: dict, recipe: dict, steps
     flags = {k: v for k, v in recipe.items() if k not in ("preset", "settings", "until_psnr")}
     config = build_config(None, {**flags_to_values({**net, **flags, "steps": steps}), **recipe.get("settings", {})},
                           recipe.get("preset"), SET_PRESETS)
-    config = fit_to_image(config, net["size"], net["size"])[0]
     pictures = [load_training_data(str(images / n), config.data.size, config.data.gray) for n in names]
+    config = fit_to_image(config, net["size"], net["size"], pictures[0].n_channels)[0]
     return config, NetworkSpec.from_config(config, pictures[0].n_channels), pictures
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields, make_dataclass, replace
@@ -251,6 +252,28 @@ def _parse(where: str, expected: type, raw: str):
         raise UsageError(f"{where} must be {'an integer' if expected is int else 'a number'}, got {raw!r}") from None
 
 
+BYTE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "ki": 2**10, "mi": 2**20, "gi": 2**30}
+
+
+def budget_bytes(text: str) -> int | str | None:
+    """network.max_bytes read: a number of bytes (500k, 1.5M, 2MiB, 300000; a trailing B is allowed),
+    "image" (the training image's 8-bit bytes, decided with the image), or None for an empty text."""
+    words = text.strip().lower()
+    if not words:
+        return None
+    if words == "image":
+        return "image"
+    number = words.removesuffix("b").rstrip()
+    unit = next((u for u in sorted(BYTE_UNITS, key=len, reverse=True) if u and number.endswith(u)), "")
+    try:
+        value = float(number[: len(number) - len(unit)])
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 1):
+        raise UsageError(f"max_bytes '{text}' is not a byte budget: write it as 500k, 1.5M, 2MiB, 300000 or image")
+    return int(value * BYTE_UNITS[unit])
+
+
 def validate(config: Config) -> Config:
     for s in SETTINGS:
         value = config.get(s.key)
@@ -267,6 +290,7 @@ def validate(config: Config) -> Config:
         raise UsageError(f"lr_min ({opt.lr_min}) must not exceed lr ({opt.lr})")
     if not (opt.beta1 < 1 and opt.beta2 < 1):
         raise UsageError("beta1 and beta2 must be below 1")
+    budget_bytes(config.network.max_bytes)
     grid = config.encoding
     if 0 < grid.max_resolution < grid.min_resolution:
         raise UsageError(f"hash_max_res ({grid.max_resolution}) must not be below hash_min_res ({grid.min_resolution})")

@@ -24,6 +24,7 @@ class OneNetwork:
     width: int  # the size it was trained at
     height: int
     label: str  # "render", or the image's stem: a default file name
+    dtype: str = "float32"  # what its parameters are stored in (a run's network.dtype)
 
 
 def one_network(run: Path, image: str | None) -> OneNetwork:
@@ -39,4 +40,4 @@ def one_network(run: Path, image: str | None) -> OneNetwork:
         raise UsageError(f"--image names an image of an inr fit-many folder; {run} is a single run")
     saved = ckpt.load(run)
     height, width, _ = saved.data_shape
-    return OneNetwork(saved.spec, saved.params, saved.channels, width, height, "render")
+    return OneNetwork(saved.spec, saved.params, saved.channels, width, height, "render", saved.config.network.dtype)

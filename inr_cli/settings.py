@@ -25,8 +25,9 @@ Optimizer = Literal["adam", "sgd"]
 Device = Literal["auto", "cpu", "gpu"]
 Matmul = Literal["kernel", "cublas"]
 Precision = Literal["fp32", "tf32"]
+Dtype = Literal["float32", "float16"]
 MODELS, ENCODINGS, OPTIMIZERS = get_args(Model), get_args(Encoding), get_args(Optimizer)
-DEVICES, MATMULS, PRECISIONS = get_args(Device), get_args(Matmul), get_args(Precision)
+DEVICES, MATMULS, PRECISIONS, DTYPES = get_args(Device), get_args(Matmul), get_args(Precision), get_args(Dtype)
 
 TRAIN, FIT_MANY, META_INIT = "train", "fit-many", "meta-init"
 # meta-init fits as fit-many does, but for a fit's length and schedule (its inner fits last
@@ -89,6 +90,13 @@ SETTINGS = (
     Setting("network.weight_scale", float, 1.0, "Multiply every initial weight but the output layer's by this "
             "(weight scaling, Yeom et al. 2024): fewer steps to a sharp fit, at a cost between the pixels above 1.5",
             bound=POSITIVE, legacy=1.0),
+    Setting("network.max_bytes", str, "", "The most bytes the network's parameters may take, stored as --dtype "
+            "says: 500k, 1.5M, 2MiB, or image (the training image's 8-bit bytes); the budget sizes the hash grid's "
+            "tables, or the hidden width (and the Fourier features) of any other network; empty = none (a hash grid "
+            "is then sized to the image's bytes)", values="BYTES|image", legacy=""),
+    Setting("network.dtype", str, "float32", "What the network's parameters are stored in: a finished run's "
+            "checkpoint and the exports (float16: half the bytes, so a byte budget holds twice the parameters); "
+            "training and drawing run in float32 either way", choices=DTYPES, legacy="float32", commands=(TRAIN,)),
     Setting("network.init_output_at_mean", bool, True, "Start the output biases at the image's mean colour "
             "(the logit of it for a sigmoid output; fit-many's shared start: at mid-grey, one start for every "
             "network); a file start (--init PATH) keeps its own", legacy=False),
@@ -106,9 +114,10 @@ SETTINGS = (
             bound=POSITIVE, most=MAX_LEVELS, legacy=16),
     Setting("encoding.level_features", int, 2, "Hash grid: trained features per level (the network sees levels x "
             "features inputs)", name="hash_features", bound=POSITIVE, most=MAX_LEVEL_FEATURES, legacy=2),
-    Setting("encoding.log2_table_size", int, 19, "Hash grid: log2 of the entries of each level's table (a level "
-            "with fewer vertices is stored dense, a finer one hashed into the table)", name="hash_log2_size",
-            bound=POSITIVE, most=MAX_LOG2_TABLE_SIZE, legacy=19),
+    Setting("encoding.log2_table_size", float, 0.0, "Hash grid: log2 of the entries of each level's table (a level "
+            "with fewer vertices is stored dense, a finer one hashed into the table); 0 = sized to the byte budget "
+            "(--max-bytes; by default the image's 8-bit bytes)",
+            name="hash_log2_size", bound=NON_NEGATIVE, most=MAX_LOG2_TABLE_SIZE, legacy=19.0),
     Setting("encoding.min_resolution", int, 16, "Hash grid: cells across the coarsest level", name="hash_min_res",
             bound=POSITIVE, most=MAX_RESOLUTION, legacy=16),
     Setting("encoding.max_resolution", int, 0, "Hash grid: cells across the finest level; 0 = from the image's "

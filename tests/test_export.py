@@ -3,6 +3,8 @@ pixels inr render draws."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -133,3 +135,44 @@ def test_the_arena_layout_names_what_it_cannot_hold(model, encoding, refusal):
                         fourier_features=0, fourier_sigma=0.0)
     config, params = arena_layout(siren, init_networks(siren, [0, 1]))
     assert params.shape == (2, siren.parameter_count()) and config[0][0] == "kernel_net_0.linear.bias"
+
+
+def test_a_float16_network_round_trips_through_its_checkpoint_and_exports(tmp_path):
+    """--dtype float16: the finished run's checkpoint and its exports hold the parameters in float16
+    (no Adam moments), inr_cli.load, safetensors and onnxruntime read them back to one network drawn
+    in float32, inr info counts its bytes, and the run trains further from it."""
+    onnx, onnxruntime = pytest.importorskip("onnx"), pytest.importorskip("onnxruntime")
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    import inr_cli
+    from tests.conftest import make_image
+
+    image = make_image(tmp_path / "img.png", "RGB", size=(24, 16))
+    run = tmp_path / "run"
+    result = runner.invoke(app, ["train", str(image), "--steps", "8", "--preset", "hashgrid", "--hash-levels", "3",
+                                 "--hash-min-res", "2", "--hidden", "16", "--max-bytes", "4k", "--dtype", "float16",
+                                 "--preview-every", "0", "-q", "--device", "cpu", "--run-dir", str(run)])
+    assert result.exit_code == 0, result.output
+    with np.load(run / ckpt.FILENAME) as stored:
+        assert stored["params"].dtype == np.float16 and "moment1" not in stored and "moment2" not in stored
+        params16 = stored["params"]
+    saved = ckpt.load(run)
+    assert saved.params.dtype == np.float32 and np.array_equal(saved.params, params16[0].astype(np.float32))
+    counted = json.loads(runner.invoke(app, ["info", str(run), "--json"]).stdout)
+    assert counted["dtype"] == "float16" and counted["model_bytes"] == 2 * saved.spec.parameter_count() <= 4000
+    assert counted["bits_per_pixel"] == pytest.approx(counted["model_bytes"] * 8 / (24 * 16), abs=1e-3)
+
+    net = inr_cli.load(run)
+    for name in ("model.safetensors", "model.onnx"):
+        assert runner.invoke(app, ["export", str(run), "-o", str(tmp_path / name)]).exit_code == 0
+    tensors = safetensors_numpy.load_file(str(tmp_path / "model.safetensors"))
+    assert {tensor.dtype for tensor in tensors.values()} == {np.dtype(np.float16)}
+    assert np.array_equal(inr_cli.load(tmp_path / "model.safetensors").render(size=48), net.render(size=48))
+    model = onnx.load(str(tmp_path / "model.onnx"))
+    assert {i.data_type for i in model.graph.initializer if i.name.endswith(".stored")} == {onnx.TensorProto.FLOAT16}
+    session = onnxruntime.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    coords = pixel_grid(24, 16)
+    np.testing.assert_allclose(session.run(None, {"coords": coords})[0], net(coords), atol=1e-6)
+
+    result = runner.invoke(app, ["train", str(run), "--resume", "--steps", "12", "-q"])
+    assert result.exit_code == 0, result.output
+    assert ckpt.load(run).step == 12

@@ -36,6 +36,9 @@ CHANGED = {
     "network.init_output_at_mean": (False, {}),  # on by default
     "network.start_output_at_mean": (True, {"training.init": START_FILE}),  # a file start's own biases by default
     "network.weight_scale": (2.0, {}),
+    "network.max_bytes": ("1000", {"network.hidden": 16}),  # 1,484 bytes at 16 wide: narrowed to fit
+    # A hash grid sized to a budget gets twice the entries in float16
+    "network.dtype": ("float16", {"encoding.name": "hashgrid", "encoding.levels": 3, "network.max_bytes": "2k"}),
     "encoding.name": ("fourier", {}),
     "encoding.features": (4, {"encoding.name": "fourier"}),
     "encoding.sigma": (3.0, {"encoding.name": "fourier"}),
@@ -82,7 +85,7 @@ def base(tmp_path) -> tuple[Config, str]:
 
 def sized(config: Config):
     image = load_training_data(config.data.source, config.data.size, config.data.gray)
-    config, _ = fit_to_image(config, image.width, image.height)
+    config, _ = fit_to_image(config, image.width, image.height, image.n_channels)
     return image, config, NetworkSpec.from_config(config, image.n_channels)
 
 

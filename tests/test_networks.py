@@ -90,7 +90,7 @@ def images(count: int, height: int = 7, width: int = 9, channels: int = 3) -> li
 
 def config_for(preset: str, width: int = 9, height: int = 7, **flags):
     """A configuration built as the command line builds one, for a width x height image."""
-    return fit_to_image(build_config(None, flags_to_values({"device": "cpu", **flags}), preset), width, height)[0]
+    return fit_to_image(build_config(None, flags_to_values({"device": "cpu", **flags}), preset), width, height, 3)[0]
 
 
 def train_together(backend, config, pictures, seeds, steps):

@@ -35,7 +35,10 @@ def test_same_command_twice_gives_identical_checkpoints(tmp_path, rgb_png):
 @pytest.mark.numerics
 @pytest.mark.parametrize("extra", [[], ["--batch-size", "40"], ["--optimizer", "sgd", "--lr", "0.01"],
                                    ["--preset", "hashgrid", "--batch-size", "40", "--hash-levels", "3",
-                                    "--hash-log2-size", "6", "--hash-min-res", "2"]])
+                                    "--hash-log2-size", "6", "--hash-min-res", "2"],
+                                   # tables sized to a budget, the finished run stored in float16
+                                   ["--preset", "hashgrid", "--batch-size", "40", "--hash-levels", "3",
+                                    "--hash-min-res", "2", "--max-bytes", "3k", "--dtype", "float16"]])
 def test_resume_equals_uninterrupted(tmp_path, rgb_png, monkeypatch, extra):
     args = [str(rgb_png), "--steps", "20", "--checkpoint-every", "100", *SMALL, *extra]
     assert train([*args, "--run-dir", str(tmp_path / "whole")]).exit_code == 0

@@ -10,6 +10,7 @@ from inr_cli.errors import UsageError
 from inr_cli.formats import export as exporter
 from inr_cli.formats.network_set import is_network_set, load_network_set
 from inr_cli.loading import one_network
+from inr_cli.settings import Dtype
 
 NAME = "export"
 HELP = ("Write a trained network for other tools: -o model.safetensors (weights, named per layer) or "
@@ -26,6 +27,9 @@ def command(
                                 help="model.safetensors, model.onnx or (a set) set.hdf5."),
     image: Optional[str] = typer.Option(None, "--image", metavar="NAME", help="With an inr fit-many folder: export "
                                         "only this image's network."),
+    dtype: Optional[Dtype] = typer.Option(None, "--dtype", help="Store the parameters as float32 or float16 (half "
+                                          "the bytes; read back as float32). Default: the run's --dtype (float32 "
+                                          "for a set)."),
     force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
 ) -> None:
     suffix = Path(output).suffix.lower()
@@ -45,13 +49,18 @@ def command(
 
         nets = inr_cli.load(run)
         view = nets.view()
+        if dtype not in (None, "float32"):
+            raise UsageError(f"{output}: a set's .hdf5 holds fit-a-nef's float32 weights; --dtype {dtype} is for "
+                             f".safetensors")
         exporter.write_set_hdf5(nets.spec, nets.weights, nets.channels, nets.names,
                                 view.labels if nets.labelled else None, view.label_names, output)
     elif whole_set:
         networks = load_network_set(run)
         exporter.write_set_safetensors(networks.spec, networks.weights, networks.channels,
-                                       [row["name"] for row in networks.index], output, networks.index)
+                                       [row["name"] for row in networks.index], output, networks.index,
+                                       dtype or "float32")
     else:
         network = one_network(run, image)
-        exporter.export(network.spec, network.params, network.channels, output, (network.width, network.height))
+        exporter.export(network.spec, network.params, network.channels, output, (network.width, network.height),
+                        dtype or network.dtype)
     typer.echo(str(output))

@@ -6,7 +6,9 @@ from pathlib import Path
 import numpy as np
 import typer
 
+from inr_cli.core.encodings import table_entries
 from inr_cli.core.metrics import psnr_from_mse
+from inr_cli.core.sizing import image_bytes, model_bytes
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.network_set import is_network_set, load_network_set
 
@@ -25,7 +27,7 @@ def command(
         _set_info(run, as_json)
         return
     saved = ckpt.load(run)
-    spec = saved.spec
+    spec, dtype = saved.spec, saved.config.network.dtype
     height, width, channels = saved.data_shape
     loss = saved.last_loss
     result = {
@@ -37,8 +39,8 @@ def command(
         "fourier_features": spec.fourier_features or None,
         "fourier_sigma": spec.fourier_sigma or None,
         **({"hash_levels": spec.hash_levels, "hash_features": spec.hash_features,
-            "hash_log2_size": spec.hash_log2_size, "hash_resolutions": [spec.hash_min_resolution,
-                                                                       spec.hash_max_resolution]}
+            "hash_log2_size": spec.hash_log2_size, "hash_table_entries": table_entries(spec.hash_log2_size),
+            "hash_resolutions": [spec.hash_min_resolution, spec.hash_max_resolution]}
            if spec.encoding == "hashgrid" else {}),
         "params": spec.parameter_count(),
         "step": saved.step,
@@ -49,8 +51,10 @@ def command(
         "width": width,
         "height": height,
         "channels": ",".join(saved.channels),
-        "model_bytes": spec.parameter_count() * 4,
-        "image_bytes": width * height * channels,
+        "dtype": dtype,
+        "model_bytes": model_bytes(spec.parameter_count(), dtype),
+        "image_bytes": image_bytes(width, height, channels),
+        "bits_per_pixel": round(model_bytes(spec.parameter_count(), dtype) * 8 / (width * height), 4),
     }
     if as_json:
         typer.echo(json.dumps(result))
@@ -61,14 +65,14 @@ def command(
         + (f", Fourier features m={spec.fourier_features} sigma={spec.fourier_sigma:g}"
            if spec.encoding == "fourier" else "")
         + (f", hash grid of {spec.hash_levels} levels x {spec.hash_features} features, {spec.hash_min_resolution} to "
-           f"{spec.hash_max_resolution} cells across, tables of 2^{spec.hash_log2_size}"
-           if spec.encoding == "hashgrid" else ""),
+           f"{spec.hash_max_resolution} cells across, tables of {table_entries(spec.hash_log2_size):,} entries "
+           f"(2^{spec.hash_log2_size:.4g})" if spec.encoding == "hashgrid" else ""),
         f"params    {result['params']:,}",
         f"step      {saved.step} of {saved.total_steps}",
         f"loss      {loss:.4e}   PSNR {result['psnr']} dB" if result["loss"] is not None else "loss      -",
         f"image     {width}x{height} ({result['channels']})",
-        f"size      model {result['model_bytes']:,} bytes (float32) vs image {result['image_bytes']:,} bytes (8-bit)"
-        f" = {result['model_bytes'] / result['image_bytes']:.2f}x",
+        f"size      model {result['model_bytes']:,} bytes ({dtype}) vs image {result['image_bytes']:,} bytes (8-bit)"
+        f" = {result['model_bytes'] / result['image_bytes']:.2f}x, {result['bits_per_pixel']:.3g} bits per pixel",
     ]
     typer.echo("\n".join(lines))
 

@@ -138,6 +138,12 @@ HASH_PRIME = 2654435761
 LEVEL_RESOLUTION, LEVEL_OFFSET, LEVEL_SIZE, LEVEL_HASHED = range(4)
 
 
+def table_entries(log2_size: float) -> int:
+    """Entries of a level's table for log2_table_size: 2^N, N a whole number when set by hand, any
+    number when the byte budget chose it (sizing.table_for_image)."""
+    return int(round(2.0 ** log2_size))
+
+
 def level_resolutions(levels: int, coarsest: int, finest: int) -> list[int]:
     """Cells across each level: coarsest * b^l rounded down, b growing the coarsest to the finest
     in equal ratios (Müller et al. 2022, eq. 2-3)."""
@@ -152,7 +158,7 @@ class HashGrid(Encoding):
     """A multiresolution hash encoding (Müller, Evans, Schied, Keller 2022, "Instant Neural Graphics
     Primitives"): L grids from `min_resolution` to `max_resolution` cells across the image; each
     level's vertices hold F trained features in a table of its own, stored densely where the
-    (N + 1)^2 vertices fit in T = 2^log2_table_size entries, hashed into T entries (HASH_PRIME)
+    (N + 1)^2 vertices fit in T = 2^log2_table_size entries (table_entries), hashed into T entries (HASH_PRIME)
     beyond. A point (u, v) in [-1, 1]^2 lies at ((u + 1) N / 2, (v + 1) N / 2) on level N's grid
     (clamped to it); its F features there are the bilinear interpolation of its cell's four corners.
     The encoding is the L levels' features side by side, [level 0's F, level 1's F, ...].
@@ -172,7 +178,7 @@ class HashGrid(Encoding):
             raise ValueError("the hash grid encodes points of the image plane (two coordinates)")
         self.level_features = spec.hash_features
         self.resolutions = level_resolutions(spec.hash_levels, spec.hash_min_resolution, spec.hash_max_resolution)
-        table_size = 1 << spec.hash_log2_size
+        table_size = table_entries(spec.hash_log2_size)
         table = np.zeros((spec.hash_levels, 4), dtype=np.int64)
         offset = 0
         for level, resolution in enumerate(self.resolutions):

@@ -63,7 +63,7 @@ class NetworkSpec:
     # The hash grid's (encodings.HashGrid); 0 without one (and in specs saved before it).
     hash_levels: int = 0
     hash_features: int = 0  # per level
-    hash_log2_size: int = 0  # log2 of the entries of a level's table
+    hash_log2_size: float = 0  # log2 of the entries of a level's table (encodings.table_entries)
     hash_min_resolution: int = 0  # cells across the coarsest level
     hash_max_resolution: int = 0  # and the finest
 

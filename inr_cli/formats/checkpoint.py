@@ -29,7 +29,11 @@ from inr_cli.formats.versions import refuse_newer
 from inr_cli.limits import MAX_TEXT_BYTES
 
 MAGIC = "inr-checkpoint"
-FORMAT_VERSION = 2  # 2: [N, P] parameters, nested configuration, training seconds; 1 still loads
+# 2: [N, P] parameters, nested configuration, training seconds; 1 still loads. 3: a finished run's
+# parameters in float16 and no moments (network.dtype float16); a float32 checkpoint is still written as 2,
+# which every inr since 2 reads.
+FORMAT_VERSION = 3
+STORED_DTYPES = {"float32": np.float32, "float16": np.float16}
 FILENAME = "checkpoint.npz"
 
 
@@ -57,17 +61,25 @@ class Checkpoint:
         return float(self.state.loss[0])
 
 
-def save(checkpoint: Checkpoint, path: Path) -> None:
+def save(checkpoint: Checkpoint, path: Path, dtype: str = "float32") -> None:
+    """The checkpoint, its parameters stored as dtype: float32 with Adam's moments (what a run resumes
+    from, bit for bit), or float16 without them (a finished run's network at half the bytes: its
+    parameters are the model; the second moment of a rarely reached table entry would underflow
+    float16, and a run extended from it starts its moments afresh)."""
     state = checkpoint.state
-    zeros = np.zeros_like(state.params)
+    stored = STORED_DTYPES[dtype]
+    moments = {}
+    if stored is np.float32:
+        zeros = np.zeros_like(state.params)
+        moments = {"moment1": np.asarray(zeros if state.moment1 is None else state.moment1, dtype=np.float32),
+                   "moment2": np.asarray(zeros if state.moment2 is None else state.moment2, dtype=np.float32)}
     arrays = {
         "magic": np.array(MAGIC),
-        "format_version": np.array(FORMAT_VERSION, dtype=np.int64),
+        "format_version": np.array(2 if stored is np.float32 else FORMAT_VERSION, dtype=np.int64),
         "spec": np.array(checkpoint.spec.to_json()),
         "config": np.array(configuration.to_json(checkpoint.config)),
-        "params": np.asarray(state.params, dtype=np.float32),
-        "moment1": np.asarray(zeros if state.moment1 is None else state.moment1, dtype=np.float32),
-        "moment2": np.asarray(zeros if state.moment2 is None else state.moment2, dtype=np.float32),
+        "params": np.asarray(state.params, dtype=stored),
+        **moments,
         "step": np.array(state.step, dtype=np.int64),
         "seconds": np.array(state.seconds, dtype=np.float64),
         "loss": np.asarray(state.loss, dtype=np.float64),
@@ -195,20 +207,23 @@ def _from_arrays(path: Path, arrays: _CheckedArrays) -> Checkpoint:
         raise InrError(f"{path}: damaged checkpoint, bad network or config description ({exc})") from None
     n_params = spec.parameter_count()
     shapes = {}
-    for name in ("params", "moment1", "moment2"):  # sized from their headers, before they are read
+    # Format 3 may hold the parameters in float16, and then no moments (save).
+    half = version >= 3 and "params" in arrays and arrays.header("params")[1] == np.float16
+    for name in ("params",) if half else ("params", "moment1", "moment2"):  # sized from their headers first
         shape, dtype = arrays.header(name) if name in arrays else need(name)
         if version == 1 and len(shape) == 1:
             shape = (1, *shape)  # format 1 held one network's [P]
-        if dtype != np.float32 or len(shape) != 2 or shape[1] != n_params:
+        if dtype != (np.float16 if half else np.float32) or len(shape) != 2 or shape[1] != n_params:
             raise InrError(
                 f"{path}: damaged checkpoint, '{name}' has shape {shape} {dtype}, "
-                f"expected (N, {n_params}) float32 for this network"
+                f"expected (N, {n_params}) {'float16' if half else 'float32'} for this network"
             )
         shapes[name] = shape
-    if shapes["moment1"] != shapes["params"] or shapes["moment2"] != shapes["params"]:
+    if not half and (shapes["moment1"] != shapes["params"] or shapes["moment2"] != shapes["params"]):
         raise InrError(f"{path}: damaged checkpoint, the moments do not match the {shapes['params'][0]} networks' "
                        f"parameters")
-    flats = {name: need(name).reshape(shape) for name, shape in shapes.items()}
+    # Loaded as float32 whatever they were stored in: training and drawing run in float32.
+    flats = {name: need(name).reshape(shape).astype(np.float32, copy=False) for name, shape in shapes.items()}
     if not np.isfinite(flats["params"]).all():  # nothing could be drawn from it, nor resumed
         raise InrError(f"{path}: the network's parameters hold NaN or infinite values (a damaged file, or a run "
                        f"that blew up); there is nothing to draw or resume")
@@ -233,7 +248,7 @@ def _from_arrays(path: Path, arrays: _CheckedArrays) -> Checkpoint:
     step, total_steps = int(need("step")), int(need("total_steps"))
     if step < 0 or total_steps < 0:
         raise InrError(f"{path}: damaged checkpoint, step {step} of {total_steps}")
-    state = TrainingState(flats["params"], flats["moment1"], flats["moment2"], step, seconds, loss)
+    state = TrainingState(flats["params"], flats.get("moment1"), flats.get("moment2"), step, seconds, loss)
     return Checkpoint(
         spec=spec,
         config=config,

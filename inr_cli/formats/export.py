@@ -56,11 +56,11 @@ def stacked_tensors(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarr
             for name, view in tensor_views(spec, np.asarray(params, dtype=np.float32)).items()}
 
 
-def named_tensors(spec: NetworkSpec, params: np.ndarray) -> dict[str, np.ndarray]:
+def named_tensors(spec: NetworkSpec, params: np.ndarray, dtype: str = "float32") -> dict[str, np.ndarray]:
     """layers.I.weight [out, in], layers.I.bias [out], and encoding.frequencies [m, 2] with Fourier features
-    or encoding.table [entries, F] with a hash grid."""
+    or encoding.table [entries, F] with a hash grid; in dtype (float32 or float16, network.dtype)."""
     stack = stacked_tensors(spec, np.asarray(params, dtype=np.float32).reshape(1, -1))
-    return {name: tensor[0] for name, tensor in stack.items()}
+    return {name: tensor[0].astype(dtype, copy=False) for name, tensor in stack.items()}
 
 
 def _metadata(spec: NetworkSpec, channels) -> dict[str, str]:
@@ -91,21 +91,23 @@ def _save_safetensors(tensors: dict[str, np.ndarray], metadata: dict[str, str], 
 
 
 def write_safetensors(spec: NetworkSpec, params: np.ndarray, channels, path: Path,
-                      extra: dict[str, str] | None = None) -> None:
-    """One network; `extra` metadata beside the description (the size it was trained at: width,
-    height; what a learned start records)."""
-    _save_safetensors(named_tensors(spec, params), {**_metadata(spec, channels), **(extra or {})}, path)
+                      extra: dict[str, str] | None = None, dtype: str = "float32") -> None:
+    """One network, its tensors in dtype (float32, or float16: F16 tensors, half the bytes); `extra`
+    metadata beside the description (the size it was trained at: width, height; what a learned start
+    records)."""
+    _save_safetensors(named_tensors(spec, params, dtype), {**_metadata(spec, channels), **(extra or {})}, path)
 
 
 def write_set_safetensors(spec: NetworkSpec, weights: np.ndarray, channels, names, path: Path,
-                          index: list[dict] | None = None) -> None:
+                          index: list[dict] | None = None, dtype: str = "float32") -> None:
     """A set of networks in one file: the tensors stacked over the networks (stacked_tensors), the
     image names in row order (metadata "names", a JSON list) and every index.csv column of every
     row (metadata "index", a JSON list of {column: text}, labels included) beside the description."""
     metadata = {**_metadata(spec, channels), "names": json.dumps(list(names))}
     if index is not None:
         metadata["index"] = json.dumps(index)
-    _save_safetensors(stacked_tensors(spec, weights), metadata, path)
+    tensors = stacked_tensors(spec, weights)
+    _save_safetensors({name: tensor.astype(dtype, copy=False) for name, tensor in tensors.items()}, metadata, path)
 
 
 def arena_layout(spec: NetworkSpec, weights: np.ndarray) -> tuple[list, np.ndarray]:
@@ -149,8 +151,10 @@ def write_set_hdf5(spec: NetworkSpec, weights: np.ndarray, channels, names, labe
                 f.attrs[key] = value
 
 
-def onnx_model(spec: NetworkSpec, params: np.ndarray, channels):
-    """The forward pass as an ONNX graph: coords [rows, 2] -> colours [rows, C], clipped to [0, 1]."""
+def onnx_model(spec: NetworkSpec, params: np.ndarray, channels, dtype: str = "float32"):
+    """The forward pass as an ONNX graph: coords [rows, 2] -> colours [rows, C], clipped to [0, 1]; the
+    network's parameters stored in dtype (float16: each cast to float32 in the graph, which computes
+    in float32 either way)."""
     onnx = need_writer("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
@@ -160,6 +164,13 @@ def onnx_model(spec: NetworkSpec, params: np.ndarray, channels):
     def constant(name: str, value: np.ndarray) -> str:
         initializers.append(numpy_helper.from_array(np.asarray(value, dtype=np.float32), name))
         return name
+
+    def parameter(name: str, value: np.ndarray) -> str:
+        """A tensor of the network's parameters, as stored: float32, or float16 cast in the graph."""
+        if dtype == "float32":
+            return constant(name, value)
+        initializers.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name + ".stored"))
+        return node("Cast", [name + ".stored"], name, to=TensorProto.FLOAT)
 
     def node(op: str, inputs: list[str], name: str, **attrs) -> str:
         nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
@@ -171,18 +182,19 @@ def onnx_model(spec: NetworkSpec, params: np.ndarray, channels):
 
     h = "coords"
     if spec.encoding == "hashgrid":
-        h = _hashgrid_nodes(create_encoding(spec), tensors["encoding.table"], constant, integer, node)
+        h = _hashgrid_nodes(create_encoding(spec), parameter("encoding.table", tensors["encoding.table"]),
+                            constant, integer, node)
     if spec.encoding == "fourier":
-        b_t = constant("encoding.frequencies_t", tensors["encoding.frequencies"].T)
+        b_t = parameter("encoding.frequencies_t", tensors["encoding.frequencies"].T)
         angle = node("Mul", [node("MatMul", [h, b_t], "projection"), constant("two_pi", np.array(2 * math.pi))],
                      "angle")
         h = node("Concat", [node("Cos", [angle], "cos"), node("Sin", [angle], "sin")], "encoded", axis=1)
     # Only a sine layer reads omega0: an unused initializer makes onnxruntime warn at every load.
     omega = constant("omega0", np.array(spec.omega0)) if "sine" in spec.activations() else None
     for i, activation in enumerate(spec.activations()):
-        weight_t = constant(f"layers.{i}.weight_t", tensors[f"layers.{i}.weight"].T)
+        weight_t = parameter(f"layers.{i}.weight_t", tensors[f"layers.{i}.weight"].T)
         z = node("Add", [node("MatMul", [h, weight_t], f"layers.{i}.product"),
-                         constant(f"layers.{i}.bias", tensors[f"layers.{i}.bias"])], f"layers.{i}.z")
+                         parameter(f"layers.{i}.bias", tensors[f"layers.{i}.bias"])], f"layers.{i}.z")
         if activation == "sine":
             h = node("Sin", [node("Mul", [z, omega], f"layers.{i}.phase")], f"layers.{i}.a")
         elif activation == "sigmoid":
@@ -204,14 +216,14 @@ def onnx_model(spec: NetworkSpec, params: np.ndarray, channels):
     return model
 
 
-def _hashgrid_nodes(grid, table: np.ndarray, constant, integer, node) -> str:
+def _hashgrid_nodes(grid, table_name: str, constant, integer, node) -> str:
     """The hash grid's lookup as ONNX nodes (encodings.HashGrid, numpy_ops.hashgrid_corners): per level,
     the point on the grid, its cell and place in it, the four corners' entries (dense, or hashed with
-    BitwiseXor in int64 with the uint32 wrap made explicit), Gather from the table and the bilinear
-    sum; the levels concatenated. Returns the encoding's name."""
-    table_name = constant("encoding.table", table)
+    BitwiseXor in int64 with the uint32 wrap made explicit), Gather from the table (table_name, [entries,
+    F] float32) and the bilinear sum; the levels concatenated. Returns the encoding's name."""
     one, zero_i, one_i = constant("hash.one", np.array(1.0)), integer("hash.col0", 0), integer("hash.col1", 1)
-    prime, low32 = integer("hash.prime", HASH_PRIME), integer("hash.low32", 0xFFFFFFFF)
+    if any(hashed for *_, hashed in grid.levels_rows()):  # an unused initializer makes onnxruntime warn
+        prime, low32 = integer("hash.prime", HASH_PRIME), integer("hash.low32", 0xFFFFFFFF)
     unsqueeze_axes = integer("hash.axes", [1])
     levels = []
     for index, (resolution, offset, size, hashed) in enumerate(grid.levels_rows()):
@@ -252,21 +264,22 @@ def _hashgrid_nodes(grid, table: np.ndarray, constant, integer, node) -> str:
     return node("Concat", levels, "encoded", axis=1)
 
 
-def write_onnx(spec: NetworkSpec, params: np.ndarray, channels, path: Path) -> None:
+def write_onnx(spec: NetworkSpec, params: np.ndarray, channels, path: Path, dtype: str = "float32") -> None:
     onnx = need_writer("onnx")
-    model = onnx_model(spec, params, channels)
+    model = onnx_model(spec, params, channels, dtype)
     with atomic_path(path, suffix=".onnx") as tmp:
         onnx.save(model, str(tmp))
 
 
-def export(spec: NetworkSpec, params: np.ndarray, channels, path: Path, size: tuple[int, int] | None = None) -> None:
-    """One network to .safetensors or .onnx; `size` (width, height it was trained at) in the
-    safetensors metadata, so that it loads back as the network it was."""
+def export(spec: NetworkSpec, params: np.ndarray, channels, path: Path, size: tuple[int, int] | None = None,
+           dtype: str = "float32") -> None:
+    """One network to .safetensors or .onnx, its parameters in dtype (float32 or float16); `size` (width,
+    height it was trained at) in the safetensors metadata, so that it loads back as the network it was."""
     kind = FORMATS.get(Path(path).suffix.lower())
     if kind is None:
         raise InrError(f"{path}: unknown export format '{Path(path).suffix}' (use .safetensors or .onnx)")
     if kind == "safetensors":
         extra = {"width": str(size[0]), "height": str(size[1])} if size else None
-        write_safetensors(spec, params, channels, Path(path), extra)
+        write_safetensors(spec, params, channels, Path(path), extra, dtype)
     else:
-        write_onnx(spec, params, channels, Path(path))
+        write_onnx(spec, params, channels, Path(path), dtype)

@@ -104,9 +104,9 @@ def _read(path: Path, handle, spec: NetworkSpec, metadata: dict) -> Exported:
     for name, shape in wanted.items():
         expected = (networks, *shape) if stacked else shape
         dtype = handle.get_slice(name).get_dtype()
-        if shapes[name] != expected or dtype != "F32":
+        if shapes[name] != expected or dtype not in ("F32", "F16"):  # F16: stored in float16, read as float32
             raise InrError(f"{path}: its tensors do not match its network description ('{name}' is {dtype} "
-                           f"{list(shapes[name])}, expected F32 {list(expected)})")
+                           f"{list(shapes[name])}, expected F32 or F16 {list(expected)})")
     if networks < 1:
         raise InrError(f"{path}: a set of no networks")
     # Every tensor is in the file at its size (safetensors checks the offsets): the parameters

@@ -15,7 +15,7 @@ HASH_FIELDS = ("hash_levels", "hash_features", "hash_log2_size", "hash_min_resol
 
 FIELD_TYPES = {"model": str, "out_features": int, "hidden": int, "layers": int, "omega0": float, "encoding": str,
                "fourier_features": int, "fourier_sigma": float, "in_features": int,
-               **{name: int for name in HASH_FIELDS}}
+               **{name: int for name in HASH_FIELDS}, "hash_log2_size": float}
 # in_features came later (always 2), the hash grid's fields with it (a description without a hash grid leaves them out).
 REQUIRED = tuple(name for name in FIELD_TYPES if name != "in_features" and name not in HASH_FIELDS)
 
@@ -97,6 +97,7 @@ def _check_bounds(values: dict) -> None:
     if values.get("in_features", IN_FEATURES) != IN_FEATURES:
         raise BadDescription(f"'in_features' is {values['in_features']}; inr's networks take {IN_FEATURES} "
                              f"coordinates (u, v)")
-    for name in ("omega0", "fourier_sigma"):
-        if not (math.isfinite(values[name]) and values[name] >= 0):
-            raise BadDescription(f"'{name}' is {values[name]}, expected a finite number, not negative")
+    for name in ("omega0", "fourier_sigma", "hash_log2_size"):
+        value = values.get(name, 0.0)
+        if not (math.isfinite(value) and value >= 0):
+            raise BadDescription(f"'{name}' is {value}, expected a finite number, not negative")

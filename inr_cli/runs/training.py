@@ -154,7 +154,7 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
     if resume_from is not None:
         spec, state = resume_from.spec, resume_from.state
     else:
-        config, reasons = fit_to_image(config, image.width, image.height)
+        config, reasons = fit_to_image(config, image.width, image.height, image.n_channels)
         for reason in reasons if not quiet else ():
             info(reason)
         spec = NetworkSpec.from_config(config, image.n_channels)
@@ -166,14 +166,21 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
     total = config.training.steps
     train = config.training
 
-    def save(trainer: Trainer) -> None:
-        """The trainer's state now, written by the writer while the next steps run."""
+    def save(trainer: Trainer, final: bool = False) -> None:
+        """The trainer's state now, written by the writer while the next steps run; the run's last
+        (final) in network.dtype, its parameters rounded to it in the trainer too, so that the run's
+        pictures draw the network the file holds."""
         with wall.phase("checkpoints"):
-            checkpoint = ckpt.Checkpoint(spec=spec, config=config, state=trainer.state(), total_steps=total,
+            dtype = config.network.dtype if final else "float32"
+            state = trainer.state()
+            if dtype != "float32":
+                state.params = state.params.astype(ckpt.STORED_DTYPES[dtype]).astype(np.float32)
+                trainer.backend.copy_from_host(trainer.params, state.params)
+            checkpoint = ckpt.Checkpoint(spec=spec, config=config, state=state, total_steps=total,
                                          data_fingerprint=data_id,
                                          data_shape=(image.height, image.width, image.n_channels),
                                          channels=image.channels)
-            writer.submit(partial(write_checkpoint, checkpoint, run_dir), "checkpoints")
+            writer.submit(partial(write_checkpoint, checkpoint, run_dir, dtype), "checkpoints")
 
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -244,7 +251,7 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
                     ended = None
                 finally:
                     metrics.close()
-                save(trainer)
+                save(trainer, final=True)
                 finished = True
                 trainer.release_training_memory()  # room for the final render of a large image
                 with wall.phase("pictures"):
@@ -281,9 +288,9 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
                           psnr_read, wall, k, (image.width, image.height))
 
 
-def write_checkpoint(checkpoint: ckpt.Checkpoint, run_dir: Path) -> None:
+def write_checkpoint(checkpoint: ckpt.Checkpoint, run_dir: Path, dtype: str = "float32") -> None:
     try:
-        ckpt.save(checkpoint, run_dir / ckpt.FILENAME)
+        ckpt.save(checkpoint, run_dir / ckpt.FILENAME, dtype)
     except OSError as exc:
         raise InrError(f"cannot write the checkpoint in {run_dir} ({exc.strerror or exc}); "
                        f"the previous checkpoint is intact") from None

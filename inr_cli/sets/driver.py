@@ -289,7 +289,8 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
     else:
         entries, skipped = entries_from_probe(listed, runner.probe(listed, config), config, skip_unreadable)
         notices += kept_at_their_size(entries, config.data.size)
-        config, reasons = fit_to_image(config, max(e.width for e in entries), max(e.height for e in entries))
+        config, reasons = fit_to_image(config, max(e.width for e in entries), max(e.height for e in entries),
+                                       len(entries[0].channels))
         notices += map(SizeNote, reasons)
         if pack is None:
             first = entries[0]

@@ -75,7 +75,7 @@ def load_images(source: str, config: Config) -> tuple[list[PixelImage], list[str
                            f"{listed[0].name} is {first.width}x{first.height} {','.join(first.channels)}; pass "
                            f"--size N (and --gray) so that every image has one shape: --size shrinks the "
                            f"larger images and never enlarges, so N at most the smallest image's longer side")
-    config, _ = fit_to_image(config, first.width, first.height)
+    config, _ = fit_to_image(config, first.width, first.height, first.n_channels)
     return images, [item.name for item in listed], config
 
 

@@ -221,7 +221,7 @@ def _check_range(config: Config, d: Dimension, where: str) -> None:
 
 def parameter_count(config: Config, values: dict, channels: int, width: int, height: int) -> int:
     """The parameters of the network config gives with `values` on images of this size."""
-    fitted, _ = fit_to_image(with_values(config, values), width, height)
+    fitted, _ = fit_to_image(with_values(config, values), width, height, channels)
     return NetworkSpec.from_config(fitted, channels).parameter_count()
 
 
@@ -257,7 +257,7 @@ def start_parameters(space: Space, config: Config, channels: int, width: int, he
     """{parameter name: value} of config's own settings (the size's choices made) that lie in the
     space: the study's first trial. A network over the budget is made to fit, narrower first, then
     shallower: the settings a person starts from, as large as the budget allows."""
-    start = space.start(fit_to_image(config, width, height)[0])
+    start = space.start(fit_to_image(config, width, height, channels)[0])
     sizes = [d for d in space.dimensions if d.key in SIZE_KEYS]
     if space.max_params is None or not sizes:
         return start

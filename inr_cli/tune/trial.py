@@ -91,7 +91,7 @@ def worst_value(objective: str, target: float) -> float:
 
 def trial_plan(config: Config, sample: Sample) -> Plan:
     """The trial's pack as fit-many plans one: the size's choices made, the sample's seeds."""
-    fitted, _ = fit_to_image(config, sample.width, sample.height)
+    fitted, _ = fit_to_image(config, sample.width, sample.height, sample.channels)
     spec = NetworkSpec.from_config(fitted, sample.channels)
     first = sample.images[0]
     entries = [ImageEntry(name, first.width, first.height, first.channels, "", seed)
