@@ -49,6 +49,15 @@
 #            plus 5 s), twice (the first compiles the kernels). The photo, as for hashgrid, from
 #            lomiri-wallpapers-16.04: a 4000x2250 crop of seeding_by_Clements_Engelhardt.jpg (the
 #            command is in benchmarks/wall_time.py), carried as bench-results/photo-9mpx.jpg
+#   kodak    (at most 8 min) Kodak-24 with the network no larger than each photo's 8-bit bytes: the
+#            hashgrid preset sized to the image, its parameters in float16 and in float32, 2000
+#            steps each (the goal: a mean of 43.9 dB in at most 5 s a photo). The photos are not in
+#            the repository: before the call, `mkdir -p bench-results && cp -r ../shared/kodak
+#            bench-results/`, and carry bench-results/kodak (15 MB)
+#   kodakpeers (at most 8 min) Kodak at GaussianImage's budgets (300k and 560k float32 parameters'
+#            bytes) on the first 8 photos: the hashgrid preset in float16, the siren preset at the
+#            same bytes and the PyTorch hash grid, with the 2x renders against Lanczos; carry
+#            bench-results/kodak as for kodak
 #
 # Each figure is appended to its result file under $OUT (or bench-results/gpu-checks) the moment it
 # is measured, and each command has its own time limit, so a call cut short still brings back what it
@@ -56,7 +65,7 @@
 # printed and in benchmarks-block.md. The device tool copies the tree without its git history: name
 # the commit in INR_COMMIT, so the files say which code they measured. A call brings back 8 files at
 # most: first alone, second and fitmany together (where the call's time allows), steps alone, kernels
-# alone, hashgrid alone, gigapixel alone, walltime alone.
+# alone, hashgrid alone, gigapixel alone, walltime alone, kodak alone, kodakpeers alone.
 #
 #   bash dev/gpu_checks.sh --dry-run first second fitmany steps walltime
 #
@@ -64,13 +73,13 @@
 # CPU, the GPU tests skipped): the script, its result files and its report, proven without a GPU.
 # PYTHON names the interpreter (default python3, the GPU machine's, with CuPy, PyTorch and pytest).
 set -uo pipefail
-usage="usage: bash dev/gpu_checks.sh [--dry-run] PART... (PART: first second fitmany steps kernels hashgrid gigapixel walltime)"
+usage="usage: bash dev/gpu_checks.sh [--dry-run] PART... (PART: first second fitmany steps kernels hashgrid gigapixel walltime kodak kodakpeers)"
 dry=0
 parts=()
 for arg in "$@"; do
   case "$arg" in
     --dry-run) dry=1 ;;
-    first | second | fitmany | steps | kernels | hashgrid | gigapixel | walltime) parts+=("$arg") ;;
+    first | second | fitmany | steps | kernels | hashgrid | gigapixel | walltime | kodak | kodakpeers) parts+=("$arg") ;;
     *) echo "unknown part '$arg'; $usage" >&2; exit 2 ;;
   esac
 done
@@ -193,6 +202,19 @@ for part in "${parts[@]}"; do
         [ -f "$photo" ] || { echo "no $photo (see the top of this script): the part cannot run" | tee -a "$log"; failed=1; continue; }
       fi
       run 420 "$py" benchmarks/wall_time.py "$photo" "${wall[@]}" --out "$out/wall-time-9mpx.json"
+      ;;
+    kodak | kodakpeers)
+      kodak=bench-results/kodak
+      [ -d "$kodak" ] || kodak=../shared/kodak
+      if [ "$part" = kodak ]; then
+        if [ "$dry" = 1 ]; then goal=(--images 2 --size 192 --steps 4 --check 2); else goal=(--images 24 --steps 2000); fi
+        run 450 "$py" benchmarks/kodak.py --kodak "$kodak" --device "$device" "${goal[@]}" --budgets image \
+          --contestants hashgrid-f16 hashgrid --no-upscale --out "$out/kodak-goal.json"
+      else
+        if [ "$dry" = 1 ]; then peers=(--images 1 --size 384 --steps 4 --siren-steps 3 --check 2); else peers=(--images 8 --steps 2000); fi
+        run 450 "$py" benchmarks/kodak.py --kodak "$kodak" --device "$device" "${peers[@]}" --budgets 300k 560k \
+          --contestants hashgrid-f16 siren torch-hashgrid --out "$out/kodak-budgets.json"
+      fi
       ;;
   esac
   echo "=== $part took $(( SECONDS - part_start )) s" | tee -a "$log"
