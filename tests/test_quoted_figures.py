@@ -36,7 +36,7 @@ def fit_psnr(results: list[dict], preset: str, image: str, size: int) -> float:
 
 def network_bytes(preset: str, width: int, height: int, channels: int = 3) -> int:
     """The float32 bytes of the network `inr train --preset PRESET` fits to a width x height image."""
-    config, _ = fit_to_image(build_config(None, {}, preset), width, height)
+    config, _ = fit_to_image(build_config(None, {}, preset), width, height, channels)
     return NetworkSpec.from_config(config, channels).parameter_count() * 4
 
 
