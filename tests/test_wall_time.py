@@ -65,7 +65,7 @@ def test_a_failed_job_is_raised_on_the_loop_and_a_preview_only_warns(capsys):
 def tiny_trainer(steps: int = 8) -> tuple[Trainer, NetworkSpec]:
     config = build_config(None, {"network.hidden": 8, "network.layers": 2, "training.steps": steps,
                                  "training.device": "cpu"})
-    config, _ = fit_to_image(config, 7, 6)
+    config, _ = fit_to_image(config, 7, 6, 3)
     rng = np.random.default_rng(0)
     image = PixelImage(rng.random((6, 7, 3), dtype=np.float32), ("r", "g", "b"))
     spec = NetworkSpec.from_config(config, 3)
@@ -109,11 +109,11 @@ def test_a_signal_during_a_background_write_waits_for_it_and_resumes_bit_exact(t
     real_save = ckpt.save
     seen = []
 
-    def save_with_a_signal(checkpoint, path):
+    def save_with_a_signal(checkpoint, path, *dtype):
         seen.append(checkpoint.step)
         if checkpoint.step == 4:
             os.kill(os.getpid(), signal.SIGINT)  # from the writer's thread, in the middle of its write
-        real_save(checkpoint, path)
+        real_save(checkpoint, path, *dtype)
 
     monkeypatch.setattr(ckpt, "save", save_with_a_signal)
     stopped = run("train", image, "--run-dir", tmp_path / "stopped", *args)
