@@ -299,7 +299,7 @@ __device__ void hashgrid_level_f(const float* __restrict__ x, float* tables, flo
     }
 }
 
-#define HASHGRID_KERNELS(F, MAP, ROWS)                                                                              \
+#define HASHGRID_ENCODE(F, MAP, ROWS)                                                                               \
     extern "C" __global__ void hashgrid_encode_f##F##_##MAP(                                                        \
         const float* __restrict__ x, const float* __restrict__ tables, float* __restrict__ out,                     \
         const long long* __restrict__ levels, int rows, int n_levels, long long stride_x, long long stride_tables,  \
@@ -307,15 +307,19 @@ __device__ void hashgrid_level_f(const float* __restrict__ x, float* tables, flo
     {                                                                                                               \
         hashgrid_level_f<F, false, ROWS, false>(x, (float*)tables, out, levels, (unsigned int)rows, n_levels,       \
                                                 stride_x, stride_tables, stride_out, (unsigned int)prime);          \
-    }                                                                                                               \
-    extern "C" __global__ void hashgrid_backward_f##F##_##MAP(                                                      \
+    }
+
+#define HASHGRID_BACKWARD(F, NAME, ROWS, VECTOR)                                                                    \
+    extern "C" __global__ void hashgrid_backward_f##F##_##NAME(                                                     \
         const float* __restrict__ x, float* __restrict__ table_grads, const float* __restrict__ grad,               \
         const long long* __restrict__ levels, int rows, int n_levels, long long stride_x, long long stride_tables,  \
         long long stride_grad, unsigned long long prime)                                                            \
     {                                                                                                               \
-        hashgrid_level_f<F, true, ROWS, true>(x, table_grads, (float*)grad, levels, (unsigned int)rows, n_levels,   \
-                                              stride_x, stride_tables, stride_grad, (unsigned int)prime);           \
+        hashgrid_level_f<F, true, ROWS, VECTOR>(x, table_grads, (float*)grad, levels, (unsigned int)rows, n_levels, \
+                                                stride_x, stride_tables, stride_grad, (unsigned int)prime);         \
     }
+
+#define HASHGRID_KERNELS(F, MAP, ROWS) HASHGRID_ENCODE(F, MAP, ROWS) HASHGRID_BACKWARD(F, MAP, ROWS, true)
 
 HASHGRID_KERNELS(1, rows, true)
 HASHGRID_KERNELS(2, rows, true)
@@ -323,20 +327,9 @@ HASHGRID_KERNELS(4, rows, true)
 HASHGRID_KERNELS(1, levels, false)
 HASHGRID_KERNELS(2, levels, false)
 HASHGRID_KERNELS(4, levels, false)
-
 // The rows kernels' backward with one atomic a feature: what the vector atomics win, timed beside them.
-#define HASHGRID_SCALAR_BACKWARD(F)                                                                                 \
-    extern "C" __global__ void hashgrid_backward_f##F##_rows_scalar(                                                \
-        const float* __restrict__ x, float* __restrict__ table_grads, const float* __restrict__ grad,               \
-        const long long* __restrict__ levels, int rows, int n_levels, long long stride_x, long long stride_tables,  \
-        long long stride_grad, unsigned long long prime)                                                            \
-    {                                                                                                               \
-        hashgrid_level_f<F, true, true, false>(x, table_grads, (float*)grad, levels, (unsigned int)rows, n_levels,  \
-                                               stride_x, stride_tables, stride_grad, (unsigned int)prime);          \
-    }
-
-HASHGRID_SCALAR_BACKWARD(2)
-HASHGRID_SCALAR_BACKWARD(4)
+HASHGRID_BACKWARD(2, rows_scalar, true, false)
+HASHGRID_BACKWARD(4, rows_scalar, true, false)
 
 // table_grads[net, 0:count] = 0 for every network (stride_tables floats apart).
 // Launch: grid (any, networks); grid-stride over count.
