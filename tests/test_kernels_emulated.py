@@ -171,6 +171,14 @@ def test_hashgrid(emulated, rows, features):
     check_hashgrid(emulated, rows, networks=2, shared_x=False, features=features, variants=HASHGRID_VARIANTS)
 
 
+def test_hashgrid_on_tables_sized_to_a_budget(emulated):
+    """A table sized to the image's bytes holds any number of entries (here 91, 2^6.5): its hashed
+    levels take the remainder where a power of two takes a mask."""
+    from inr_cli.backends.launch import HASHGRID_VARIANTS
+
+    check_hashgrid(emulated, 200, networks=2, features=2, variants=HASHGRID_VARIANTS, log2_size=6.5)
+
+
 def test_hash_grid_trains_alike_on_the_kernels_and_the_reference(emulated):
     """A few steps of the hash grid on mini-batches, table trained, through the kernels and through
     the NumPy reference: the same losses and parameters (atomics add in another order: to rounding)."""
