@@ -124,3 +124,15 @@ def test_the_quick_start_quotes_its_run():
 def test_the_checks_can_fail():
     assert decimal_bytes(532_492) == "532 kB" and decimal_bytes(1_075_900) == "1.08 MB" and times(0.0148) == "0.015x"
     assert "| `siren` | SIREN 3x256 | 999 |" not in text("README.md")
+
+
+def test_the_subset_psnr_figures_the_hash_grid_guide_quotes():
+    """The 250-megapixel mosaic's reading of its PSNR on 2^20 pixels: its standard error, and how far a
+    region's 2^20 pixels read from every pixel of it (benchmarks/gigapixel_psnr.py)."""
+    measured = result("gigapixel-250-cpu.json")["psnr"]
+    error = measured["subsets"][str(1 << 20)]["standard_error_db"]
+    region = measured["region"]
+    apart = abs(region["every_pixel_psnr"] - region["subset_psnr_2^20"])
+    guide = " ".join(text("docs/hashgrid.md").split())
+    assert f"standard error was {error:.3f} dB" in guide
+    assert f"2^20 random pixels read {apart:.3f} dB from every pixel" in guide
