@@ -34,11 +34,12 @@
 #   gigapixel (at most 8 min) a gigapixel end to end: a mosaic of 35 distinct real photos,
 #            45920 x 21840, built on the machine from the photos carried there (about 1.5 min; the
 #            photos enlarged with Lanczos where they run short, benchmarks/gigapixel_mosaic.py), then
-#            benchmarks/gigapixel_run.py: inr train (hash tables of 2^24 entries a level, until 35 dB,
-#            stopped after 220 s of wall time), a 2048-px region rendered, inr view's tiles, the PSNR
-#            of the run's subset of pixels against every pixel's, the run resumed for 200 steps more
-#            (its 2^24 tables read back), each command's peak host memory.
-#            The photos are not in the repository: before the call, on a machine with Debian's packages,
+#            benchmarks/gigapixel_run.py: inr train (the hashgrid preset sized to the image: tables of
+#            2^24 entries a level, 200M parameters; until 35 dB, stopped after 220 s of wall time), a
+#            2048-px region rendered, inr view's tiles, the PSNR of the run's subset of pixels against
+#            every pixel's, the run resumed for 200 steps more (its 2^24 tables read back), each
+#            command's peak host memory. The photos are not in the repository: before the call, on a
+#            machine with Debian's packages,
 #              apt-get download lomiri-wallpapers lomiri-wallpapers-16.04 lomiri-wallpapers-20.04 \
 #                ukui-wallpapers mate-backgrounds gnome-backgrounds
 #              for f in *.deb; do dpkg-deb -x "$f" /tmp/debs; done
@@ -180,7 +181,7 @@ for part in "${parts[@]}"; do
       else
         mosaic=(bench-results/photos --pixels 1e9)
         trained=(--steps 20000 --interrupt-at 0 --stop-after 220 --extend 200 --train-flags \
-          "--preset hashgrid --until-psnr 35 --hash-log2-size 24 --log-every 100 --checkpoint-every 10000 \
+          "--preset hashgrid --until-psnr 35 --log-every 100 --checkpoint-every 10000 \
            --set training.checkpoint_seconds=120 --preview-every 5000")
       fi
       if [ "$dry" = 0 ] && [ ! -d bench-results/photos ]; then
