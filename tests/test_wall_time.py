@@ -42,10 +42,31 @@ def test_the_writers_queue_is_bounded_and_drains_in_order_on_exit():
         writer.submit(slow, "pictures")
         started.wait()
         writer.submit(lambda: written.append("next"), "checkpoints")
-        assert writer.jobs.full()
+        assert writer.full()
         release.set()
         writer.submit(lambda: written.append("last"), "checkpoints")
     assert written == ["slow", "next", "last"] and not writer.thread.is_alive()
+
+
+def test_a_newer_checkpoint_takes_the_place_of_one_still_waiting():
+    """Checkpoints due faster than the disk writes them never hold the loop: the one waiting is
+    replaced by the newer one, which is written; previews are all written, in order."""
+    release, started, written = threading.Event(), threading.Event(), []
+
+    def slow():
+        started.set()
+        release.wait()
+        written.append("step 1")
+
+    with BackgroundWriter() as writer:
+        writer.submit(slow, "checkpoints", latest_only=True)
+        started.wait()
+        writer.submit(lambda: written.append("step 2"), "checkpoints", latest_only=True)
+        writer.submit(lambda: written.append("step 3"), "checkpoints", latest_only=True)  # does not wait
+        assert writer.full()
+        release.set()
+        writer.submit(lambda: written.append("preview 3"), "pictures")
+    assert written == ["step 1", "step 3", "preview 3"]
 
 
 def test_a_failed_job_is_raised_on_the_loop_and_a_preview_only_warns(capsys):

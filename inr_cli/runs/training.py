@@ -167,9 +167,9 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
     train = config.training
 
     def save(trainer: Trainer, final: bool = False) -> None:
-        """The trainer's state now, written by the writer while the next steps run; the run's last
-        (final) in network.dtype, its parameters rounded to it in the trainer too, so that the run's
-        pictures draw the network the file holds."""
+        """The trainer's state now, written by the writer while the next steps run (in place of an
+        older one still waiting for it); the run's last (final) in network.dtype, its parameters
+        rounded to it in the trainer too, so that the run's pictures draw the network the file holds."""
         with wall.phase("checkpoints"):
             dtype = config.network.dtype if final else "float32"
             state = trainer.state()
@@ -180,7 +180,7 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
                                          data_fingerprint=data_id,
                                          data_shape=(image.height, image.width, image.n_channels),
                                          channels=image.channels)
-            writer.submit(partial(write_checkpoint, checkpoint, run_dir, dtype), "checkpoints")
+            writer.submit(partial(write_checkpoint, checkpoint, run_dir, dtype), "checkpoints", latest_only=True)
 
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
