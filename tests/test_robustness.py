@@ -64,8 +64,9 @@ def test_sigkill_at_any_moment_then_resume_is_bit_identical(tmp_path, image):
     kills, resumes = 0, 0
     process = inr("train", *args, "--run-dir", run)
     while kills < 12:
-        # 12 kills at most 120 steps apart stay well inside the 2000-step budget.
-        if not wait_for_progress(process, run, saved_step(run) + rng.randint(0, 120)):
+        # 12 kills at most 60 steps apart stay well inside the 2000-step budget, even where the poll
+        # lags the run by a few dozen steps (checkpoints are written while the next steps run).
+        if not wait_for_progress(process, run, saved_step(run) + rng.randint(0, 60)):
             break
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=60)
@@ -74,7 +75,7 @@ def test_sigkill_at_any_moment_then_resume_is_bit_identical(tmp_path, image):
         process = inr("train", run, "--resume", "-q")
         resumes += 1
     assert process.wait(timeout=300) == 0, process.stderr.read()
-    assert kills == 12
+    assert kills == 12, f"the run ended at step {saved_step(run)} after {kills} kills"
     print(f"{kills} kills, {resumes} resumes")
     a, b = ckpt.load(tmp_path / "whole"), ckpt.load(run)
     assert b.step == 2000
