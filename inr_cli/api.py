@@ -106,7 +106,9 @@ class TrainedNetwork:
 
 
 class TrainedSet:
-    """The networks of an `inr fit-many` folder, one per image, all of one shape (`spec`)."""
+    """The networks of an `inr fit-many` folder, one per image, all of one shape (`spec`); or a set of
+    latents, one per image, over one base network (`base`: fit-many --init BASE), whose `weights` are
+    the latents and whose networks are the base drawn with each."""
 
     def __init__(self, folder: PathLike, saved: NetworkSet | None = None):
         saved = saved if saved is not None else load_network_set(Path(folder))
@@ -123,8 +125,21 @@ class TrainedSet:
 
     @property
     def weights(self) -> np.ndarray:
-        """[N, P] float32, row i the parameters of network i (read from disk as they are used)."""
+        """[N, P] float32, row i the parameters of network i (read from disk as they are used); in a
+        set of latents [N, D], row i the latent of image i: what a model learns from."""
         return self._saved.weights
+
+    @property
+    def base(self):
+        """The base a set of latents is drawn through (core/modulations.ModulatedBase: `spec`, `params`
+        [P], `shift_map` [L * H, D], `rates` [D], `inner_steps`, `expand(latents)`); None for a set of
+        whole networks."""
+        return self._saved.base
+
+    def networks(self) -> np.ndarray:
+        """[N, P] float32: every image's whole network (a latent drawn through the base: the base's
+        parameters, its hidden biases moved by the latent's shifts)."""
+        return self._saved.networks(slice(None))
 
     def __len__(self) -> int:
         return len(self.index)
@@ -167,8 +182,12 @@ class TrainedSet:
         return self.view().to_torch_dataset()
 
     def __repr__(self) -> str:
-        return (f"TrainedSet({len(self)} networks of {self.spec.parameter_count()} parameters, "
-                f"{self.spec.model} {self.spec.layers}x{self.spec.hidden}, from {self.folder})")
+        network = f"{self.spec.model} {self.spec.layers}x{self.spec.hidden}"
+        if self.base is not None:
+            return (f"TrainedSet({len(self)} latents of {self.base.latent} numbers over a base {network} of "
+                    f"{self.spec.parameter_count()} parameters, from {self.folder})")
+        return (f"TrainedSet({len(self)} networks of {self.spec.parameter_count()} parameters, {network}, "
+                f"from {self.folder})")
 
     def __getitem__(self, key: str | int) -> TrainedNetwork:
         """The network of an image, by its file name (s["cat.png"]) or its row (s[0])."""
@@ -189,20 +208,28 @@ class TrainedSet:
         """Colours [N, rows, C] of every network at coords [rows, 2] (the same points for all) or
         [N, rows, 2] (points of their own)."""
         coords = _coords(coords, single=False, networks=len(self))
-        return _evaluate(self.spec, np.asarray(self.weights), coords, clip)
+        return _evaluate(self.spec, self.networks(), coords, clip)
 
     def to_torch(self, clip: bool = True):
         """A torch.nn.Module: coords [N, rows, 2] (or [rows, 2] for all) -> colours [N, rows, C];
-        its parameters are the layers stacked over the networks (layers.I.weight [N, out, in])."""
-        from inr_cli.frameworks import to_torch
+        its parameters are the layers stacked over the networks (layers.I.weight [N, out, in]). A set
+        of latents: the base's layers (layers.I.weight [out, in]), its map (modulation.map [L * H, D])
+        and the latents (latents [N, D]), the rates a buffer (modulation.rates): the names of its
+        safetensors export."""
+        from inr_cli.frameworks import to_torch, to_torch_modulated
 
+        if self.base is not None:
+            return to_torch_modulated(self.base, np.asarray(self.weights), clip=clip)
         return to_torch(self.spec, np.asarray(self.weights), single=False, clip=clip)
 
     def to_jax(self, clip: bool = True):
         """(params, apply): the parameters stacked over the networks, and apply(params, coords
-        [N, rows, 2] or [rows, 2]) -> [N, rows, C], the one-network function vmapped."""
-        from inr_cli.frameworks import to_jax
+        [N, rows, 2] or [rows, 2]) -> [N, rows, C], the one-network function vmapped. A set of latents:
+        {"layers", "map", "rates", "latents"}, the base's layers shared by every latent."""
+        from inr_cli.frameworks import to_jax, to_jax_modulated
 
+        if self.base is not None:
+            return to_jax_modulated(self.base, np.asarray(self.weights), clip=clip)
         return to_jax(self.spec, np.asarray(self.weights), single=False, clip=clip)
 
 
@@ -231,7 +258,11 @@ def _load_exported(path: Path) -> TrainedNetwork | TrainedSet:
     """A file `inr export` wrote: a set (every index.csv column back, from its metadata) or one
     network (its training size, where the export recorded it)."""
     from inr_cli.formats.exported import read_exported
+    from inr_cli.formats.modulated import is_latent_set_file, read_latent_set
 
+    if is_latent_set_file(path):
+        base, channels, latents, index = read_latent_set(path)
+        return TrainedSet(path, NetworkSet(base.spec, channels, index, latents, base))
     exported = read_exported(path)
     if not exported.stacked:
         return TrainedNetwork(exported.spec, exported.params[0], exported.channels, exported.width, exported.height)
@@ -247,7 +278,7 @@ def _load_set_url(url: str) -> TrainedSet:
     import tempfile
 
     from inr_cli.errors import InrError
-    from inr_cli.formats.network_set import DESCRIPTION, INDEX, PLAN, WEIGHTS
+    from inr_cli.formats.network_set import BASE, DESCRIPTION, INDEX, PLAN, WEIGHTS
     from inr_cli.sets.set_folder import SetFolder
 
     remote = SetFolder(url)
@@ -258,7 +289,9 @@ def _load_set_url(url: str) -> TrainedSet:
     local = Path(tempfile.mkdtemp(prefix="inr-set-"))
     atexit.register(shutil.rmtree, local, True)
     fs, root = remote.fs
-    for name in (PLAN, DESCRIPTION, INDEX, WEIGHTS):
+    for name in (PLAN, DESCRIPTION, INDEX, WEIGHTS, BASE):
+        if name == BASE and not remote.exists(BASE):  # a set of whole networks has none
+            continue
         try:
             fs.get(f"{root.rstrip('/')}/{name}", str(local / name))
         except (OSError, ValueError) as exc:

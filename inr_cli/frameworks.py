@@ -133,6 +133,75 @@ def _torch_module_class():
     return InrModule
 
 
+@lru_cache(maxsize=None)
+def _torch_modulated_class():
+    torch = require("torch", "to_torch()", "torch")
+
+    class ModulatedModule(torch.nn.Module):
+        """A set of latents over one base (core/modulations.py): coords [rows, 2] or [N, rows, 2] ->
+        colours [N, rows, C]; each hidden layer sin(omega0 (x Wᵀ + b + shift)), the shifts
+        latents @ modulation.mapᵀ, layer l's the columns l * H .. (l + 1) * H. Its parameters: the
+        base's layers (layers.I.weight [out, in], layers.I.bias [out]), modulation.map [L * H, D] and
+        latents [N, D]; modulation.rates [D] a buffer (a latent's step size, to fit new ones)."""
+
+        def __init__(self, base, latents: np.ndarray, clip: bool):
+            super().__init__()
+            self.spec, self.clip, self.inner_steps = base.spec, clip, base.inner_steps
+            _, layers = stacked(base.spec, base.params[None])
+            self.layers = torch.nn.ModuleList()
+            for weight, bias in layers:
+                layer = torch.nn.Module()
+                layer.weight = torch.nn.Parameter(torch.from_numpy(weight[0]))
+                layer.bias = torch.nn.Parameter(torch.from_numpy(bias[0]))
+                self.layers.append(layer)
+            self.modulation = torch.nn.Module()
+            self.modulation.map = torch.nn.Parameter(torch.from_numpy(np.array(base.shift_map)))
+            self.modulation.register_buffer("rates", torch.from_numpy(np.array(base.rates)))
+            self.latents = torch.nn.Parameter(torch.from_numpy(np.array(latents, dtype=np.float32)))
+
+        def forward(self, coords):
+            shifts = torch.matmul(self.latents, self.modulation.map.transpose(0, 1))  # [N, L * H]
+            hidden = self.spec.hidden
+            h = coords if coords.ndim == 3 else coords.unsqueeze(0)
+            for i, layer in enumerate(self.layers):
+                h = torch.matmul(h, layer.weight.transpose(0, 1)) + layer.bias
+                if i < self.spec.layers:
+                    h = torch.sin(self.spec.omega0 * (h + shifts[:, None, i * hidden:(i + 1) * hidden]))
+            return torch.clamp(h, 0.0, 1.0) if self.clip else h
+
+    return ModulatedModule
+
+
+def to_torch_modulated(base, latents: np.ndarray, clip: bool = True):
+    """A torch.nn.Module of a set of latents over a base (ModulatedModule); float32, on the CPU until
+    moved."""
+    return _torch_modulated_class()(base, latents, clip)
+
+
+def to_jax_modulated(base, latents: np.ndarray, clip: bool = True):
+    """(params, apply): {"layers": [{"weight", "bias"}...] of the base, "map" [L * H, D], "rates" [D],
+    "latents" [N, D]}, and apply(params, coords [rows, 2] or [N, rows, 2]) -> [N, rows, C], jittable."""
+    require("jax", "to_jax()", "jax")
+    import jax.numpy as jnp
+
+    _, layers = stacked(base.spec, base.params[None])
+    tree = {"layers": [{"weight": jnp.asarray(w[0]), "bias": jnp.asarray(b[0])} for w, b in layers],
+            "map": jnp.asarray(base.shift_map), "rates": jnp.asarray(base.rates),
+            "latents": jnp.asarray(np.asarray(latents, dtype=np.float32))}
+    spec = base.spec
+
+    def apply(params, coords):
+        shifts = params["latents"] @ params["map"].T
+        h = coords if coords.ndim == 3 else coords[None]
+        for i, layer in enumerate(params["layers"]):
+            h = h @ layer["weight"].T + layer["bias"]
+            if i < spec.layers:
+                h = jnp.sin(spec.omega0 * (h + shifts[:, None, i * spec.hidden:(i + 1) * spec.hidden]))
+        return jnp.clip(h, 0.0, 1.0) if clip else h
+
+    return tree, apply
+
+
 def to_torch(spec: NetworkSpec, params: np.ndarray, single: bool, clip: bool = True):
     """A torch.nn.Module of [N, P] parameters (single: the one network of [1, P], without the N
     dimension); its parameters are trainable, float32, on the CPU until moved."""

@@ -108,6 +108,9 @@ class CudaBackend(KernelBackend):
     def to_host(self, array) -> np.ndarray:
         return self._cupy.asnumpy(array, stream=self.stream)  # waits for the stream: a sync point
 
+    def broadcast(self, array, networks: int):
+        return self._cupy.broadcast_to(array, (networks, *array.shape[1:]))
+
     def synchronize(self) -> None:
         self.stream.synchronize()
 

@@ -29,6 +29,9 @@ class HostMemory(Backend):
     def to_host(self, array) -> np.ndarray:
         return np.asarray(array)
 
+    def broadcast(self, array, networks: int):
+        return np.broadcast_to(array, (networks, *array.shape[1:]))
+
     def synchronize(self) -> None:
         pass
 

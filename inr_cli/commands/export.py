@@ -8,7 +8,8 @@ import typer
 from inr_cli.commands.paths import output_target, run_sources
 from inr_cli.errors import UsageError
 from inr_cli.formats import export as exporter
-from inr_cli.formats.network_set import is_network_set, load_network_set
+from inr_cli.formats.modulated import read_base, write_latent_set
+from inr_cli.formats.network_set import BASE, is_network_set, load_network_set
 from inr_cli.loading import one_network
 from inr_cli.settings import Dtype
 
@@ -53,12 +54,19 @@ def command(
             raise UsageError(f"{output}: a set's .hdf5 holds fit-a-nef's float32 weights; --dtype {dtype} is for "
                              f".safetensors")
         exporter.write_set_hdf5(nets.spec, nets.weights, nets.channels, nets.names,
-                                view.labels if nets.labelled else None, view.label_names, output)
+                                view.labels if nets.labelled else None, view.label_names, output, nets.base)
     elif whole_set:
         networks = load_network_set(run)
-        exporter.write_set_safetensors(networks.spec, networks.weights, networks.channels,
-                                       [row["name"] for row in networks.index], output, networks.index,
-                                       dtype or "float32")
+        names = [row["name"] for row in networks.index]
+        if networks.base is not None:
+            if dtype not in (None, "float32"):
+                raise UsageError(f"{output}: a set of latents is exported in float32 (its latents are "
+                                 f"{networks.latent} numbers an image); leave out --dtype {dtype}")
+            write_latent_set(networks.base, networks.channels, networks.weights, names, networks.index, output,
+                             read_base(Path(run) / BASE)[2])
+        else:
+            exporter.write_set_safetensors(networks.spec, networks.weights, networks.channels, names, output,
+                                           networks.index, dtype or "float32")
     else:
         network = one_network(run, image)
         exporter.export(network.spec, network.params, network.channels, output, (network.width, network.height),

@@ -84,10 +84,11 @@ def _set_info(out: Path, as_json: bool) -> None:
     psnrs = np.array([float(row["psnr"]) for row in networks.index])
     worst = int(np.argmin(psnrs))
     pixels = np.array([int(r["width"]) * int(r["height"]) for r in networks.index])
-    bytes_per_image = spec.parameter_count() * 4
+    per_image = networks.latent or spec.parameter_count()  # a set of latents: each image's latent alone
+    bytes_per_image = per_image * 4
     result = {
         "count": len(networks.index), "model": spec.model, "hidden": spec.hidden, "layers": spec.layers,
-        "params_per_image": spec.parameter_count(), "bytes_per_image": bytes_per_image,
+        "params_per_image": per_image, "bytes_per_image": bytes_per_image,
         "mean_psnr": round(float(psnrs.mean()), 4), "worst_psnr": round(float(psnrs[worst]), 4),
         "worst_image": networks.index[worst]["name"],
         "image_bytes_mean": float((pixels * len(networks.channels)).mean()),
@@ -100,11 +101,16 @@ def _set_info(out: Path, as_json: bool) -> None:
     stepped = f"{result['steps']} steps each" if steps.min() == steps.max() else \
         (f"steps median {result['steps']:g}, mean {result['mean_steps']:g}, {result['min_steps']} to "
          f"{result['max_steps']} (each stopped at its own: --until-psnr)")
+    if networks.latent:
+        result.update(latent=networks.latent, base_params=spec.parameter_count())
     if as_json:
         typer.echo(json.dumps(result))
         return
+    network = f"{spec.model}, {spec.layers} hidden x {spec.hidden}"
+    what = (f"latents of {networks.latent} numbers over one base ({network}, {spec.parameter_count():,} parameters)"
+            if networks.latent else f"networks ({network})")
     typer.echo("\n".join([
-        f"set       {result['count']} networks ({spec.model}, {spec.layers} hidden x {spec.hidden}), {stepped}",
+        f"set       {result['count']} {what}, {stepped}",
         f"PSNR      mean {result['mean_psnr']:.2f} dB, worst {result['worst_psnr']:.2f} dB ({result['worst_image']})",
         f"size      {bytes_per_image:,} bytes per image (float32) vs {result['image_bytes_mean']:,.0f} bytes of "
         f"8-bit pixels = {bytes_per_image / result['image_bytes_mean']:.2f}x",

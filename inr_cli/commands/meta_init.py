@@ -17,9 +17,10 @@ from inr_cli.settings import META_INIT
 
 NAME = "meta-init"
 HELP = ("Learn a start for fit-many (--init FILE) from a folder of images of one kind, with Reptile on the "
-        "batched engine: fits of a few steps pull the start toward what fits the images; checkpointed (the "
-        "same command resumes), in this process or on a Ray cluster (--ray), the held-out PSNR after the "
-        "inner steps logged to OUT.csv and charted in OUT.svg.")
+        "batched engine: fits of a few steps pull the start toward what fits the images; or, with --modulations "
+        "D, a base network whose latents of D numbers fit an image in a few steps (functa). Checkpointed (the "
+        "same command resumes), in this process or on a Ray cluster (--ray, a start only), the held-out PSNR "
+        "after the inner steps logged to OUT.csv and charted in OUT.svg.")
 NEEDS_ARGS = True
 
 
@@ -32,12 +33,21 @@ def command(
     config_file: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML config."),
     preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME", help="Start from a packaged preset."),
     overrides: list[str] = set_option(),
-    outer_steps: int = typer.Option(500, "--outer-steps", metavar="N", help="Outer (Reptile) steps."),
-    inner_steps: int = typer.Option(32, "--inner-steps", metavar="K", help="Steps of each inner fit (at the peak "
-                                    "--lr, held), and of the held-out measure."),
+    outer_steps: int = typer.Option(500, "--outer-steps", metavar="N", help="Outer steps."),
+    inner_steps: Optional[int] = typer.Option(None, "--inner-steps", metavar="K", help="Steps of each inner fit (at "
+                                              "the peak --lr, held), and of the held-out measure. [default: 32; a "
+                                              "base: 3]", show_default=False),
     meta_batch: int = typer.Option(8, "--meta-batch", metavar="N", help="Images fitted together per outer step."),
-    outer_lr: float = typer.Option(1.0, "--outer-lr", metavar="F", help="Reptile's step toward the adapted "
-                                   "weights, decaying linearly to 0."),
+    outer_lr: Optional[float] = typer.Option(None, "--outer-lr", metavar="F", help="Reptile's step toward the "
+                                             "adapted weights, decaying linearly to 0; a base: Adam's rate. "
+                                             "[default: 1.0; a base: 0.001]", show_default=False),
+    modulations: int = typer.Option(0, "--modulations", metavar="D", help="Learn a base with modulations instead "
+                                    "(functa): D numbers per image shift every hidden layer, fitted in --inner-steps "
+                                    "steps; fit-many --init BASE then fits each image's D numbers alone.",
+                                    show_default=False),
+    meta_sgd: bool = typer.Option(True, "--meta-sgd/--no-meta-sgd", help="A base: learn each latent's rate "
+                                  "(meta-SGD), or hold them at --inner-lr."),
+    inner_lr: float = typer.Option(0.01, "--inner-lr", metavar="F", help="A base: each latent's rate at first."),
     holdout: float = typer.Option(0.1, "--holdout", metavar="F", help="Share of the images kept out to measure."),
     eval_every: int = typer.Option(10, "--eval-every", metavar="N", help="Outer steps between held-out measures."),
     ray_address: Optional[str] = ray_option("the inner fits (the same start as without)"),
@@ -52,5 +62,6 @@ def command(
 
     meta_init(source, out, given_settings(META_INIT, options, overrides), config_file, preset,
               dict(outer_steps=outer_steps, inner_steps=inner_steps, meta_batch=meta_batch, outer_lr=outer_lr,
-                   holdout=holdout, eval_every=eval_every), quiet, ray_address, workers, gpus_per_worker, force)
+                   holdout=holdout, eval_every=eval_every, modulations=modulations, meta_sgd=meta_sgd,
+                   inner_lr=inner_lr), quiet, ray_address, workers, gpus_per_worker, force)
     typer.echo(str(out))

@@ -50,6 +50,11 @@ class Backend(ABC):
         """The array as a host NumPy array; waits for the operations before it."""
 
     @abstractmethod
+    def broadcast(self, array, networks: int):
+        """A read-only view of a stack of one [1, ...] as `networks` of it [networks, ...], its stride
+        between networks 0: one base network's weights seen by the operations as every network's."""
+
+    @abstractmethod
     def synchronize(self) -> None:
         """Wait until every operation launched so far has finished."""
 

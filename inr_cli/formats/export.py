@@ -91,11 +91,13 @@ def _save_safetensors(tensors: dict[str, np.ndarray], metadata: dict[str, str], 
 
 
 def write_safetensors(spec: NetworkSpec, params: np.ndarray, channels, path: Path,
-                      extra: dict[str, str] | None = None, dtype: str = "float32") -> None:
+                      extra: dict[str, str] | None = None, dtype: str = "float32",
+                      tensors: dict[str, np.ndarray] | None = None) -> None:
     """One network, its tensors in dtype (float32, or float16: F16 tensors, half the bytes); `extra`
     metadata beside the description (the size it was trained at: width, height; what a learned start
-    records)."""
-    _save_safetensors(named_tensors(spec, params, dtype), {**_metadata(spec, channels), **(extra or {})}, path)
+    records), `tensors` beside the network's (a base's modulations, as they are)."""
+    _save_safetensors({**named_tensors(spec, params, dtype), **(tensors or {})},
+                      {**_metadata(spec, channels), **(extra or {})}, path)
 
 
 def write_set_safetensors(spec: NetworkSpec, weights: np.ndarray, channels, names, path: Path,
@@ -130,17 +132,30 @@ def arena_layout(spec: NetworkSpec, weights: np.ndarray) -> tuple[list, np.ndarr
 
 
 def write_set_hdf5(spec: NetworkSpec, weights: np.ndarray, channels, names, labels: np.ndarray | None,
-                   label_names: list[str], path: Path) -> None:
+                   label_names: list[str], path: Path, base=None) -> None:
     """A set in the HDF5 file neural-field-arena's datasets read (and fit-a-nef's trainers write):
     `params` [N, P] in fit-a-nef's layout (arena_layout), `param_config` (its JSON, one string),
     `labels` [N] int64 where the set is labelled; beside them the image names, the label names and
-    our description as attributes. Rows in index.csv's order."""
+    our description as attributes. Rows in index.csv's order. A set of latents over `base`: `params`
+    are the latents [N, D] (param_config [["latent", [D]]]: what a model learns from), and the base
+    beside them: `base_params` [P] in fit-a-nef's layout with `base_param_config`, `modulation_map`
+    [L * H, D] and `modulation_rates` [D]."""
     h5py = require("h5py", "writing hdf5 files", "hdf5")
-    config, params = arena_layout(spec, weights)
+    if base is None:
+        config, params = arena_layout(spec, weights)
+    else:
+        config, params = [["latent", [base.latent]]], np.ascontiguousarray(weights, dtype=np.float32)
     with atomic_path(path, suffix=".hdf5") as tmp:
         with h5py.File(tmp, "w") as f:
             f.create_dataset("params", data=params)
             f.create_dataset("param_config", data=[json.dumps(config)], dtype=h5py.string_dtype())
+            if base is not None:
+                base_config, base_params = arena_layout(spec, base.params[None])
+                f.create_dataset("base_params", data=base_params[0])
+                f.create_dataset("base_param_config", data=[json.dumps(base_config)], dtype=h5py.string_dtype())
+                f.create_dataset("modulation_map", data=base.shift_map)
+                f.create_dataset("modulation_rates", data=base.rates)
+                f.attrs["latent"], f.attrs["inner_steps"] = base.latent, base.inner_steps
             if labels is not None:
                 f.create_dataset("labels", data=np.asarray(labels, dtype=np.int64))
             f.create_dataset("names", data=list(names), dtype=h5py.string_dtype())

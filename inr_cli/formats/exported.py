@@ -126,7 +126,7 @@ def _read(path: Path, handle, spec: NetworkSpec, metadata: dict) -> Exported:
                        f"a network of {spec.out_features} outputs")
     exported = Exported(spec, channels, params, stacked, metadata=metadata)
     if stacked:
-        exported.names, exported.index = _set_rows(path, metadata, networks)
+        exported.names, exported.index = set_rows(path, metadata, networks)
     else:
         exported.width, exported.height = (_side(path, metadata, key) for key in ("width", "height"))
     return exported
@@ -140,7 +140,7 @@ def _side(path: Path, metadata: dict, key: str) -> int:
     return int(text)
 
 
-def _set_rows(path: Path, metadata: dict, networks: int) -> tuple[list[str], list[dict]]:
+def set_rows(path: Path, metadata: dict, networks: int) -> tuple[list[str], list[dict]]:
     """A set's image names and index rows: one per network, each a name (text without NUL, each
     once) and text cells."""
     def document(key: str):

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from inr_cli.core.modulations import ModulatedBase
 from inr_cli.core.network import NetworkSpec
 from inr_cli.core.pixels import MAX_IMAGE_PIXELS
 from inr_cli.errors import InrError
@@ -43,7 +44,14 @@ INDEX = "index.csv"
 DESCRIPTION = "network.json"
 INDEX_COLUMNS = ("name", "psnr", "loss", "steps", "seed", "width", "height")
 LABEL = "label"  # the last column when the images came in class folders (the first folder level)
-FORMAT_VERSION = 1  # of network.json and fit-many.json, written together
+FORMAT_VERSION = 2  # of network.json and fit-many.json, written together: the newest this inr reads
+BASE = "base.safetensors"  # a set of latents: the base they are drawn through (formats/modulated.py)
+
+
+def format_version(latent: int) -> int:
+    """The format a set's network.json and plan are written in: 1 for whole networks (read by every
+    inr), 2 for latents over a base (an inr before them refuses it by name rather than misreads it)."""
+    return 2 if latent else 1
 
 
 @dataclass
@@ -53,7 +61,18 @@ class NetworkSet:
     spec: NetworkSpec
     channels: tuple[str, ...]
     index: list[dict]
-    weights: np.ndarray  # [N, P] float32, memory-mapped
+    weights: np.ndarray  # [N, P] float32, memory-mapped; a set of latents: [N, D], each row a latent
+    base: ModulatedBase | None = None  # what a set of latents is drawn through; None: whole networks
+
+    @property
+    def latent(self) -> int:
+        """The numbers of each latent; 0 in a set of whole networks."""
+        return 0 if self.base is None else self.base.latent
+
+    def networks(self, rows) -> np.ndarray:
+        """[len(rows), P] float32: the networks of these rows, a latent's drawn through the base."""
+        weights = np.asarray(self.weights[rows], dtype=np.float32)
+        return weights if self.base is None else self.base.expand(weights)
 
     @cached_property
     def _rows(self) -> dict[str, int]:  # a set of a million is looked up by name, one network at a time
@@ -72,7 +91,7 @@ class NetworkSet:
         if not np.isfinite(params).all():
             raise InrError(f"{self.index[row]['name']}: its network's parameters in {WEIGHTS} hold NaN or infinite "
                            f"values (a damaged set); there is nothing to draw")
-        return params
+        return params if self.base is None else self.base.expand(params[None])[0]
 
 
 def is_network_set(path: Path) -> bool:
@@ -107,18 +126,34 @@ def load_network_set(out: Path) -> NetworkSet:
     out = Path(out)
     if not (out / WEIGHTS).is_file():
         raise InrError(f"{out}: the set is not finished (no {WEIGHTS}); run the same inr fit-many command again")
-    spec, channels = read_description(out / DESCRIPTION)
-    rows = _weights_rows(out / WEIGHTS, spec.parameter_count())
+    spec, channels, latent = read_description(out / DESCRIPTION)
+    base = _set_base(out, spec, channels, latent) if latent else None
+    rows = _weights_rows(out / WEIGHTS, latent or spec.parameter_count())
     index = read_index(out / INDEX, rows)
     try:
         weights = np.load(out / WEIGHTS, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as exc:
         raise InrError(f"{out / WEIGHTS}: damaged set, cannot be mapped ({exc})") from None
-    return NetworkSet(spec, channels, index, weights)
+    return NetworkSet(spec, channels, index, weights, base)
 
 
-def read_description(path: Path) -> tuple[NetworkSpec, tuple[str, ...]]:
-    """network.json: the network's description and the channels it draws."""
+def _set_base(out: Path, spec: NetworkSpec, channels: tuple[str, ...], latent: int) -> ModulatedBase:
+    """The base a set of latents holds, checked against its description."""
+    from inr_cli.formats.modulated import read_base
+
+    if not (out / BASE).is_file():
+        raise InrError(f"{out / BASE}: missing; a set of latents is drawn through its base (the file fit-many copied "
+                       f"there from --init)")
+    base, base_channels, _ = read_base(out / BASE)
+    if base.spec != spec or base.latent != latent or base_channels != channels:
+        raise InrError(f"{out / BASE}: not the base of this set ({DESCRIPTION} describes another network, latent "
+                       f"size or channels)")
+    return base
+
+
+def read_description(path: Path) -> tuple[NetworkSpec, tuple[str, ...], int]:
+    """network.json: the network's description, the channels it draws and the numbers of each latent
+    in a set of latents (0: whole networks)."""
     document = _json_file(path)
     version = document.get("format_version", FORMAT_VERSION)
     if isinstance(version, bool) or not isinstance(version, int):
@@ -136,7 +171,11 @@ def read_description(path: Path) -> tuple[NetworkSpec, tuple[str, ...]]:
     if declared != spec.parameter_count() or document.get("dtype", "float32") != "float32":
         raise InrError(f"{path}: damaged set description, it declares {declared!r} {document.get('dtype')!r} "
                        f"parameters, the network has {spec.parameter_count()} float32")
-    return spec, tuple(channels)
+    latent = document.get("latent", 0)  # absent in a set of whole networks
+    if type(latent) is not int or latent < 0 or (latent and document.get("base") != BASE):
+        raise InrError(f"{path}: damaged set description, 'latent' {latent!r} is not the numbers per image of a set "
+                       f"over {BASE}")
+    return spec, tuple(channels), latent
 
 
 def _refuse_special(path: Path) -> None:

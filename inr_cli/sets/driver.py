@@ -19,8 +19,8 @@ from inr_cli.core.network import NetworkSpec
 from inr_cli.core.sizing import AUTO, SIZED_KEYS, fit_to_image
 from inr_cli.core.training_loop import Interrupted, Signals
 from inr_cli.errors import InrError, UsageError
-from inr_cli.formats.network_set import INDEX, PLAN, SHARDS, WEIGHTS
-from inr_cli.formats.start import is_file_start, resolved_start, start_params, start_sha256
+from inr_cli.formats.network_set import BASE, INDEX, PLAN, SHARDS, WEIGHTS
+from inr_cli.formats.start import is_file_start, resolved_start, start_file, start_params, start_sha256
 from inr_cli.hooks import hook
 from inr_cli.limits import MAX_LIST_BYTES
 from inr_cli.outputs import SCRATCH_MARKER, refuse_dangling, refuse_inside
@@ -28,6 +28,7 @@ from inr_cli.sets import inputs
 from inr_cli.sets.cluster import OnRay
 from inr_cli.sets.grow import grow
 from inr_cli.sets.labels import read_labels, relabelled
+from inr_cli.sets.latents import base_of, latent_settings, plan_base
 from inr_cli.sets.output_kind import output_storage
 from inr_cli.sets.packs import PackInterrupted, default_pack, fit_shard, shard_images
 from inr_cli.sets.partial import remove_partials
@@ -82,6 +83,10 @@ def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, pre
     values = flags_to_values({**flags, "preview_every": 0, "source": source})
     config = resolved_start(build_config(config_file, values, preset, SET_PRESETS))
     given = given_keys(config_file, values, preset)
+    base = base_of(config.training.init)
+    if base is not None:  # a set of latents: the base says the network and the steps
+        config = latent_settings(config, base, given)
+        given = given | set(base.spec.settings())
     if add:  # the new images apart, with the set's own settings (checked as a rerun's), then joined
         def fit_new(scratch: Path, names: set[str]) -> None:
             saved = Plan.read(Path(out) / PLAN)
@@ -210,8 +215,10 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
     done = total - sum(len(plan.shards[i]) for i in pending)
     if not quiet:
         shards = f"{len(plan.shards)} shard{'s' if len(plan.shards) != 1 else ''}"
-        info(f"fitting {total} images ({shards} of up to {plan.pack}; {done} done) on {runner.where}: "
-             f"{plan.spec.model} {plan.spec.layers}x{plan.spec.hidden}, {plan.config.training.steps} steps -> {out}")
+        network = f"{plan.spec.model} {plan.spec.layers}x{plan.spec.hidden}"
+        what = f"latents of {plan.latent} over a base {network}" if plan.latent else network
+        info(f"fitting {total} images ({shards} of up to {plan.pack}; {done} done) on {runner.where}: {what}, "
+             f"{plan.config.training.steps} steps -> {out}")
     steps = plan.config.training.steps
     with Signals() as signals, ImageProgress(total, done, steps, quiet) as progress:
         def on_shard(index, result):
@@ -229,8 +236,10 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
     networks = bool(pending) or folder.rows_in_place or not folder.exists(WEIGHTS)
     bytes_per_image, where = runner.assemble(folder, plan, networks)
     if not quiet:
-        info(f"done: {total} networks of {plan.spec.parameter_count():,} parameters ({bytes_per_image:,} bytes "
-             f"each) in {folder.join(WEIGHTS)}" + (f" (assembled on {where})" if where else "") +
+        what = (f"latents of {plan.latent:,} numbers over a base of {plan.spec.parameter_count():,} parameters"
+                if plan.latent else f"networks of {plan.spec.parameter_count():,} parameters")
+        info(f"done: {total} {what} ({bytes_per_image:,} bytes each) in {folder.join(WEIGHTS)}" +
+             (f" (assembled on {where})" if where else "") +
              f"; one row per image in {folder.join(INDEX)}")
     return plan
 
@@ -301,6 +310,8 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
             plan.output_start = grown.output_start
         if is_file_start(plan.config.training.init):  # its network checked before the folder is touched
             start_params(plan.config.training.init, plan.spec)
+            base = base_of(plan.config.training.init)
+            plan.latent = 0 if base is None else base.latent
         if force:
             clear_set(folder)
         folder.make_folder(SHARDS)
@@ -308,6 +319,9 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
         pending, with_networks = list(range(len(plan.shards))), set()
     for name, why in plan.skipped:
         notices.append(f"skipped {name}: {why}")
+    if plan.latent and not folder.exists(BASE):  # the base the latents are drawn through, in the set
+        plan_base(plan)  # the file it was planned with
+        folder.write_bytes(BASE, start_file(plan.config.training.init).read_bytes())
     if folder.local:
         pending = rows_file_ready(folder.local, plan, pending, with_networks, notices, folder.rows_in_place)
     return plan, pending

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from inr_cli.errors import InrError, UsageError
-from inr_cli.formats.network_set import INDEX, PLAN, SHARDS, WEIGHTS, NetworkSet, load_network_set
+from inr_cli.formats.network_set import BASE, INDEX, PLAN, SHARDS, WEIGHTS, NetworkSet, load_network_set
 from inr_cli.outputs import check_parent, refuse_inside, released, scratch
 from inr_cli.sets.plan import Plan
 from inr_cli.sets.set_folder import SetFolder
@@ -76,7 +76,7 @@ def join_sets(first: Path, second: Path, out: Path) -> Plan:
     images = sorted(plans[0].images + plans[1].images, key=lambda e: e.name)
     shards = plans[0].shards + plans[1].shards
     joined = Plan(str(first), plans[0].config, plans[0].spec, images, shards, plans[0].pack,
-                  plans[0].skipped + plans[1].skipped, plans[0].start_sha256, plans[0].output_start)
+                  plans[0].skipped + plans[1].skipped, plans[0].start_sha256, plans[0].output_start, plans[0].latent)
     with scratch(out.with_name(f".{out.name}.joining")) as work:
         try:
             _write(work, joined, [(first, plan_a, set_a), (second, plan_b, set_b)])
@@ -92,7 +92,7 @@ def join_sets(first: Path, second: Path, out: Path) -> Plan:
 def _write(work: Path, joined: Plan, sets: list[tuple[Path, Plan, NetworkSet]]) -> None:
     (work / SHARDS).mkdir()
     rows = work / WEIGHTS
-    count, width = len(joined.images), joined.spec.parameter_count()
+    count, width = len(joined.images), joined.row_size
     with open(rows, "wb") as handle:
         np.lib.format.write_array_header_1_0(handle, {"descr": "<f4", "fortran_order": False, "shape": (count, width)})
         handle.truncate(handle.tell() + count * width * 4)
@@ -102,6 +102,8 @@ def _write(work: Path, joined: Plan, sets: list[tuple[Path, Plan, NetworkSet]]) 
         for index in range(len(plan.shards)):
             shutil.copyfile(folder / shard_name(index), work / shard_name(shard))
             shard += 1
+    if joined.latent:  # the one base of both sets of latents (their start's sha256 is one)
+        shutil.copyfile(sets[0][0] / BASE, work / BASE)
     (work / PLAN).write_text(joined.to_json())
     assemble(SetFolder(work), joined)  # index.csv and network.json from the shards, the rows in place
 

@@ -61,6 +61,24 @@ class MetaOptions:
     outer_lr: float = 1.0
     holdout: float = 0.1  # share of the images kept out to measure the start
     eval_every: int = 10
+    # A base with modulations of this many latents per image (meta_base.py) instead of a start; 0: a start
+    modulations: int = 0
+    meta_sgd: bool = True  # a base's latent rates learned (meta-SGD), else held at inner_lr
+    inner_lr: float = 0.01  # a base's latent rate at first
+
+    def recorded(self) -> dict:
+        """The options a checkpoint records: a start's as before bases existed (so that its checkpoints
+        resume), a base's all."""
+        fields = dict(self.__dict__)
+        if not self.modulations:
+            for name in ("modulations", "meta_sgd", "inner_lr"):
+                fields.pop(name)
+        return fields
+
+
+# The options' defaults for a base, where they differ from a start's (functa's inner steps; an outer
+# rate for Adam, chosen on the weights suite: BENCHMARKS.md)
+BASE_DEFAULTS = {"inner_steps": 3, "outer_lr": 1e-3, "meta_batch": 8}
 
 
 def load_images(source: str, config: Config) -> tuple[list[PixelImage], list[str], Config]:
@@ -183,25 +201,29 @@ class MetaState:
 
             start = need("start", "f", 1)
             best = need("best", "f", 1) if "best" in archive.headers else start  # a checkpoint of an older inr
+            # What a method keeps beside its θ (a base's Adam moments), as long as θ
+            extra = {name[len(EXTRA):]: need(name, "f", 1) for name in archive.headers if name.startswith(EXTRA)}
             step, settings = int(need("step", "iu", 0)), str(need("settings", "U", 0))
             log = _log_rows(str(need("log", "U", 0)), archive)
             # {name: fingerprint} of the images it learned from; a checkpoint of an older inr has none
             fingerprints = _fingerprints(str(need("fingerprints", "U", 0)), archive) \
                 if "fingerprints" in archive.headers else {}
-        if best.shape != start.shape:
+        if best.shape != start.shape or any(array.shape != start.shape for array in extra.values()):
             raise InrError(f"{self.path}: damaged meta-init checkpoint, its start and its best start differ in size")
-        if not np.isfinite(start).all() or not np.isfinite(best).all():
+        if not all(np.isfinite(array).all() for array in (start, best, *extra.values())):
             raise InrError(f"{self.path}: damaged meta-init checkpoint, its start holds NaN or infinite values")
         if step < 0 or any(row["step"] > step for row in log):
             raise InrError(f"{self.path}: damaged meta-init checkpoint, outer step {step} with a log up to step "
                            f"{max((row['step'] for row in log), default=0):g}")
         return {"start": start.astype(np.float64), "best": best.astype(np.float64), "step": step, "log": log,
-                "settings": settings, "fingerprints": fingerprints}
+                "settings": settings, "fingerprints": fingerprints,
+                "extra": {name: array.astype(np.float64) for name, array in extra.items()}}
 
     def load(self, settings: str, parameters: int, outer_steps: int, fingerprints: dict[str, str],
-             force: bool = False) -> tuple[np.ndarray, int, list[dict], np.ndarray] | None:
-        """(start, step, log, best) to go on from: `best` the start of the best held-out measure so
-        far; None to start afresh (no checkpoint, or with --force one that does not fit)."""
+             force: bool = False, extra: tuple[str, ...] = ()) -> tuple | None:
+        """(start, step, log, best, {name: array} of `extra`) to go on from: `best` the start of the
+        best held-out measure so far; None to start afresh (no checkpoint, or with --force one that
+        does not fit)."""
         try:
             saved = self.read()
             if saved is None:
@@ -210,7 +232,8 @@ class MetaState:
             if change:  # another setting is a usage error, as a fit-many rerun's; other images are not
                 error = InrError if change == OTHER_IMAGES else UsageError
                 raise error(f"{self.path} was learned with {change}; use another -o (--force starts again)")
-            if saved["start"].shape != (parameters,) or saved["step"] > outer_steps:
+            if saved["start"].shape != (parameters,) or saved["step"] > outer_steps or \
+                    set(saved["extra"]) != set(extra):
                 raise InrError(f"{self.path}: damaged meta-init checkpoint, a start of {saved['start'].size} "
                                f"parameters at outer step {saved['step']}, not of {parameters} within {outer_steps}")
             known = saved["fingerprints"]
@@ -223,17 +246,21 @@ class MetaState:
             if not force:
                 raise
             return None
-        return saved["start"], saved["step"], saved["log"], saved["best"]
+        return saved["start"], saved["step"], saved["log"], saved["best"], saved["extra"]
 
     def save(self, start: np.ndarray, step: int, log: list[dict], best: np.ndarray, settings: str,
-             fingerprints: dict[str, str]) -> None:
+             fingerprints: dict[str, str], extra: dict[str, np.ndarray] | None = None) -> None:
         with atomic_path(self.path, suffix=".npz") as tmp:
             with open(tmp, "wb") as handle:
                 np.savez(handle, start=start, step=np.int64(step), log=json.dumps(log), best=best, settings=settings,
-                         fingerprints=json.dumps(fingerprints, sort_keys=True))
+                         fingerprints=json.dumps(fingerprints, sort_keys=True),
+                         **{EXTRA + name: array for name, array in (extra or {}).items()})
         lines = ["outer_step,heldout_loss,heldout_psnr,seconds"] + [
             f"{r['step']},{r['loss']:.8g},{r['psnr']:.4f},{r['seconds']:.2f}" for r in log]
         atomic_write_text(self.log, "\n".join(lines) + "\n")
+
+
+EXTRA = "extra_"  # a checkpoint's arrays of a method's own state
 
 
 # What else the outer steps depend on (the draws, the batches, the inner fits' products), recorded in
@@ -320,12 +347,49 @@ def first_start(config: Config, spec: NetworkSpec, images: list[PixelImage]) -> 
                           weight_scale=config.network.weight_scale)[0].astype(np.float64)
 
 
+class Reptile:
+    """A start moved toward the mean of the weights its inner fits reach (reptile_step), the fits
+    done by a runner (InProcess, or meta_on_ray.OnRay); θ is the start itself."""
+
+    extra: tuple[str, ...] = ()  # nothing kept beside θ
+
+    def __init__(self, runner, spec: NetworkSpec, config: Config, options: MetaOptions, images, names, seeds,
+                 training):
+        self.runner, self.spec, self.config, self.options = runner, spec, config, options
+        self.images, self.names, self.seeds, self.training = images, names, seeds, training
+        self.inner = with_values(config, {"training.steps": options.inner_steps, "training.target_psnr": 0.0,
+                                          "optimizer.lr_min": config.optimizer.lr, "optimizer.warmup": 0})
+        self.where = runner.where
+        self.size = spec.parameter_count()
+
+    def first(self) -> np.ndarray:
+        return first_start(self.config, self.spec, [self.images[i] for i in self.training])
+
+    def prepare(self) -> None:
+        self.runner.prepare(self.spec, self.inner, self.images, self.names, self.seeds)
+
+    def step(self, theta: np.ndarray, kept: dict, step: int, chosen) -> tuple[np.ndarray, dict]:
+        adapted, _ = self.runner.fit(theta.astype(np.float32), chosen)
+        return reptile_step(theta, adapted, self.options.outer_lr * (1 - step / self.options.outer_steps)), kept
+
+    def heldout_loss(self, theta: np.ndarray, heldout) -> float:
+        return float(np.mean(self.runner.fit(theta.astype(np.float32), heldout)[1]))
+
+    def write(self, theta: np.ndarray, out: Path, facts: dict) -> None:
+        write_safetensors(self.spec, theta.astype(np.float32), self.images[0].channels, out,
+                          {"meta_init": json.dumps({"method": "reptile", **facts})})
+
+    def close(self) -> None:
+        self.runner.close()
+
+
 def learn_start(runner, source: str, out: Path, config: Config, options: MetaOptions, progress=None,
                 started=None, force: bool = False) -> dict:
     """Reptile on the images of `source`, the inner fits done by `runner` (InProcess, or
     meta_on_ray.OnRay); writes `out` (the start, as a single network's safetensors), its log (CSV)
-    and chart (SVG). started({images, heldout, spec, step}) is told once the images are read and any
-    checkpoint loaded; progress(step, total, row|None) each outer step. Returns the log and the
+    and chart (SVG). With options.modulations, a base with modulations instead (meta_base.py), on
+    InProcess's backend. started({images, heldout, spec, step}) is told once the images are read and
+    any checkpoint loaded; progress(step, total, row|None) each outer step. Returns the log and the
     counts. A signal checkpoints the last whole outer step and raises MetaInterrupted; inner fits
     that blow up checkpoint it too and are one line (InnerFitsDiverged). `force`: a checkpoint that
     does not fit these settings or images is started afresh, not refused."""
@@ -339,9 +403,13 @@ def learn_start(runner, source: str, out: Path, config: Config, options: MetaOpt
     if not len(training):
         raise UsageError(f"--holdout {options.holdout:g} keeps all {len(images)} images of {source} out to measure; "
                          f"a start is learned from the others: give a smaller share")
-    inner = with_values(config, {"training.steps": options.inner_steps, "training.target_psnr": 0.0,
-                                 "optimizer.lr_min": config.optimizer.lr, "optimizer.warmup": 0})
-    recorded = {"options": options.__dict__, "spec": spec.to_json(), "names": names, "inner_lr": "held",
+    if options.modulations:
+        from inr_cli.sets.meta_base import ModulatedLearning
+
+        method = ModulatedLearning(runner, spec, config, options, images, training)
+    else:
+        method = Reptile(runner, spec, config, options, images, names, seeds, training)
+    recorded = {"options": options.recorded(), "spec": spec.to_json(), "names": names, "inner_lr": "held",
                 "config": {k: str(v) for k, v in sorted(vars(config.optimizer).items())}}
     if config.network.start_output_at_mean:  # only when on: a checkpoint written before it resumes
         recorded["inner_outputs"] = "each image's mean"
@@ -350,37 +418,35 @@ def learn_start(runner, source: str, out: Path, config: Config, options: MetaOpt
     settings = json.dumps(recorded, sort_keys=True)
     fingerprints = {name: fingerprint(image) for name, image in zip(names, images)}
     state = MetaState(out)
-    saved = state.load(settings, spec.parameter_count(), options.outer_steps, fingerprints, force)
+    saved = state.load(settings, method.size, options.outer_steps, fingerprints, force, method.extra)
     if saved is None:
-        start = first_start(config, spec, [images[i] for i in training])
-        step, log, best = 0, [], start
+        start = method.first()
+        step, log, best, kept = 0, [], start, {}
     else:
-        start, step, log, best = saved
-        start = start.astype(np.float64)
+        start, step, log, best, kept = saved
     if started:
         started({"images": len(training), "heldout": len(heldout), "spec": spec, "step": step})
     began = time.perf_counter() - (log[-1]["seconds"] if log else 0.0)
     batch = min(options.meta_batch, len(training))
     with Signals() as signals:
-        # The last whole outer step (start, step, log), replaced by one assignment: what a signal
-        # checkpoints, whenever it lands.
-        done = (start, step, log, best)
+        # The last whole outer step (start, step, log, best, what the method keeps), replaced by one
+        # assignment: what a signal checkpoints, whenever it lands.
+        done = (start, step, log, best, kept)
         try:
-            runner.prepare(spec, inner, images, names, seeds)
+            method.prepare()
 
-            def measure(at: int, params: np.ndarray) -> dict:
-                loss = float(np.mean(runner.fit(params.astype(np.float32), heldout)[1]))
+            def measure(at: int, theta: np.ndarray) -> dict:
+                loss = method.heldout_loss(theta, heldout)
                 return {"step": at, "loss": loss, "psnr": psnr_from_mse(loss), "seconds": time.perf_counter() - began}
 
             if not log:
                 log = [measure(0, start)]
-                done = (start, step, log, best)
+                done = (start, step, log, best, kept)
                 if progress:
                     progress(0, options.outer_steps, log[-1])
             while step < options.outer_steps:
                 chosen = np.random.default_rng([seed, step]).choice(training, size=batch, replace=False)
-                adapted, _ = runner.fit(start.astype(np.float32), chosen)
-                moved = reptile_step(start, adapted, options.outer_lr * (1 - step / options.outer_steps))
+                moved, kept = method.step(start, kept, step, chosen)
                 row = None
                 if (step + 1) % options.eval_every == 0 or step + 1 == options.outer_steps:
                     row = measure(step + 1, moved)
@@ -389,41 +455,42 @@ def learn_start(runner, source: str, out: Path, config: Config, options: MetaOpt
                     if row["psnr"] > max(r["psnr"] for r in log):
                         best = moved
                     log = log + [row]
-                done = (moved, step + 1, log, best)
+                done = (moved, step + 1, log, best, kept)
                 start, step = moved, step + 1
                 if row is not None:
-                    state.save(start, step, log, best, settings, fingerprints)
+                    state.save(start, step, log, best, settings, fingerprints, kept)
                 if progress:
                     progress(step, options.outer_steps, row)
         except Interrupted as exc:
             signals.ignore()  # a second Ctrl-C must not cut the checkpoint short
-            start, step, log, best = done
+            start, step, log, best, kept = done
             if step:
-                state.save(start, step, log, best, settings, fingerprints)
+                state.save(start, step, log, best, settings, fingerprints, kept)
             raise MetaInterrupted(exc.signum, step, state.path) from None
         except InnerFitsDiverged as exc:
-            start, step, log, best = done
+            start, step, log, best, kept = done
             if step:
-                state.save(start, step, log, best, settings, fingerprints)
-            kept = f"the start is checkpointed at outer step {step} in {state.path}" if step else "nothing is kept"
-            raise InnerFitsDiverged(f"the inner fits of outer step {step + 1}: {exc}; {kept}. Try a smaller --lr "
-                                    f"(e.g. {config.optimizer.lr / 10:g}) or --outer-lr") from None
+                state.save(start, step, log, best, settings, fingerprints, kept)
+            kept_where = f"the start is checkpointed at outer step {step} in {state.path}" if step else \
+                "nothing is kept"
+            lower = "--outer-lr" if options.modulations else f"a smaller --lr (e.g. {config.optimizer.lr / 10:g}) or " \
+                                                              f"--outer-lr"
+            raise InnerFitsDiverged(f"the inner fits of outer step {step + 1}: {exc}; {kept_where}. Try {lower}") \
+                from None
         finally:
-            runner.close()
+            method.close()
     chosen_row = max(log, key=lambda r: r["psnr"])  # the first of equals: the start `best` holds
     if not np.isfinite(best).all():
         raise InrError(f"the start learned holds NaN or infinite values (outer step {chosen_row['step']}); nothing "
                        f"is written: try a smaller --lr or --outer-lr")
     try:
-        write_safetensors(spec, best.astype(np.float32), images[0].channels, out,
-                          {"meta_init": json.dumps({"method": "reptile", "images": len(training), **options.__dict__,
-                                                    "outer_step": int(chosen_row["step"])})})
+        method.write(best, out, {"images": len(training), **options.recorded(), "outer_step": int(chosen_row["step"])})
         chart(log, options.inner_steps, state.chart)
     except OSError as exc:
         raise InrError(f"{exc}; the learning is checkpointed in {state.path}: run the same command again once it "
                        f"can be written") from None
     return {"log": log, "images": len(training), "heldout": len(heldout), "spec": spec,
-            "best_step": int(chosen_row["step"])}
+            "best_step": int(chosen_row["step"]), "where": method.where}
 
 
 def chart(log: list[dict], inner_steps: int, path: Path) -> None:

@@ -13,19 +13,21 @@ from inr_cli.errors import UsageError
 from inr_cli.formats.export import need_writer
 from inr_cli.formats.start import is_file_start, resolved_start, start_file
 from inr_cli.sets.driver import check_options, settings_on_rerun
-from inr_cli.sets.meta import InProcess, MetaInterrupted, MetaOptions, MetaState, learn_start, recorded_settings
+from inr_cli.sets.meta import (
+    BASE_DEFAULTS,
+    InProcess,
+    MetaInterrupted,
+    MetaOptions,
+    MetaState,
+    learn_start,
+    recorded_settings,
+)
 
 
 def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, preset: str | None, options: dict,
               quiet: bool, ray: str | None = None, workers: int | None = None,
               gpus_per_worker: float | None = None, force: bool = False) -> dict:
-    for name in ("outer_steps", "inner_steps", "meta_batch", "eval_every"):
-        if options[name] <= 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be positive, got {options[name]}")
-    if not 0 < options["holdout"] < 1:
-        raise UsageError(f"--holdout must be a share between 0 and 1, got {options['holdout']}")
-    if not (math.isfinite(options["outer_lr"]) and options["outer_lr"] > 0):
-        raise UsageError(f"--outer-lr must be a positive number, got {options['outer_lr']}")
+    options = meta_options(options, ray)
     out = Path(out)
     if out.suffix.lower() != ".safetensors":
         raise UsageError(f"{out}: a start is written as .safetensors")
@@ -55,7 +57,8 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
         if not quiet:
             spec = facts["spec"]
             again = f"; going on from outer step {facts['step']}" if facts["step"] else ""
-            info(f"meta-init: a start for {spec.model} {spec.layers}x{spec.hidden} from {facts['images']} images of "
+            what = f"a base with {options['modulations']} modulations" if options["modulations"] else "a start"
+            info(f"meta-init: {what} for {spec.model} {spec.layers}x{spec.hidden} from {facts['images']} images of "
                  f"{source} ({facts['heldout']} held out to measure it), {options['outer_steps']} outer steps of "
                  f"{options['meta_batch']} fits of {options['inner_steps']} steps, on {runner.where}{again}")
 
@@ -73,12 +76,34 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
         raise SystemExit(128 + exc.signum) from None
     if not quiet:
         last = result["log"][-1]["step"]
+        what = f"a base with {options['modulations']} modulations" if options["modulations"] else "a start"
         chosen = "" if result["best_step"] == last else \
-            f" (the start of outer step {result['best_step']}, whose held-out PSNR is the best measured)"
-        info(f"done: a start for {result['spec'].model} {result['spec'].layers}x{result['spec'].hidden} from "
+            f" (the {what[2:]} of outer step {result['best_step']}, whose held-out PSNR is the best measured)"
+        info(f"done: {what} for {result['spec'].model} {result['spec'].layers}x{result['spec'].hidden} from "
              f"{result['images']} images ({result['heldout']} held out) on {runner.where} -> {out}{chosen}; "
              f"fit-many --init {out}")
     return result
+
+
+def meta_options(given: dict, ray: str | None) -> dict:
+    """The options of the command (MetaOptions' fields, None: the default of the kind learned),
+    checked: a base's defaults where one is learned (BASE_DEFAULTS), a start's otherwise."""
+    defaults = {**MetaOptions().__dict__, **(BASE_DEFAULTS if given.get("modulations") else {})}
+    options = {**defaults, **{name: value for name, value in given.items() if value is not None}}
+    for name in ("outer_steps", "inner_steps", "meta_batch", "eval_every"):
+        if options[name] <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be positive, got {options[name]}")
+    if options["modulations"] < 0:
+        raise UsageError(f"--modulations must be a number of latents (1 or more), got {options['modulations']}")
+    if not 0 < options["holdout"] < 1:
+        raise UsageError(f"--holdout must be a share between 0 and 1, got {options['holdout']}")
+    for name in ("outer_lr", "inner_lr"):
+        if not (math.isfinite(options[name]) and options[name] > 0):
+            raise UsageError(f"--{name.replace('_', '-')} must be a positive number, got {options[name]}")
+    if options["modulations"] and ray:
+        raise UsageError("--ray fits a start's inner fits on a cluster; a base with modulations is learned in this "
+                         "process: leave out --ray")
+    return options
 
 
 def _checkpointed_settings(state: MetaState) -> dict:

@@ -80,6 +80,10 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
     (training.checkpoint_seconds), when networks leave it, and when a signal interrupts it
     (PackInterrupted), so that the next run continues it to the same bits. on_reading(step, losses,
     steps_per_second) sees each loss reading of the networks still training (inr tune's pruning)."""
+    if plan.latent:  # a set of latents over a base: a few steps each, nothing of a pack in flight saved
+        from inr_cli.sets.latents import fit_latent_pack
+
+        return fit_latent_pack(backend, plan, images, names, signals, progress)
     training = plan.config.training
     seeds = [plan.entry(name).seed for name in names]
     result = PackResult(plan, names)

@@ -24,7 +24,7 @@ from inr_cli.core.network import NetworkSpec
 from inr_cli.core.pixels import MAX_IMAGE_PIXELS
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import input_files
-from inr_cli.formats.network_set import FORMAT_VERSION, PLAN, refuse_newer_set
+from inr_cli.formats.network_set import FORMAT_VERSION, PLAN, format_version, refuse_newer_set
 from inr_cli.formats.pixel_csv import CHANNEL_SETS
 from inr_cli.formats.start import SHARED, start_sha256
 from inr_cli.limits import MAX_LIST_BYTES
@@ -69,6 +69,14 @@ class Plan:
     # A shared start's outputs, one colour for every network (shared_output_start); None: each
     # network's own image's mean (a random start, no mean asked for, or a set of an older inr)
     output_start: list[float] | None = None
+    # A set of latents over a base (training.init names it, formats/modulated.py): the numbers per
+    # image, each row of weights.npy one image's latent; 0: a set of whole networks
+    latent: int = 0
+
+    @property
+    def row_size(self) -> int:
+        """The float32 numbers of each row of weights.npy: a latent's, or a whole network's."""
+        return self.latent or self.spec.parameter_count()
 
     def settings(self) -> dict:
         """What the fitted networks depend on, besides the images: a rerun must match it."""
@@ -78,12 +86,12 @@ class Plan:
     def to_json(self) -> str:
         # One row per image (and no indent: the C encoder), so that a million-image plan is written
         # in seconds; fields names them once.
-        return json.dumps({"format_version": FORMAT_VERSION, "folder": self.folder,
+        return json.dumps({"format_version": format_version(self.latent), "folder": self.folder,
                            "config": json.loads(configuration.to_json(self.config)),
                            "spec": json.loads(self.spec.to_json()), "pack": self.pack, "fields": IMAGE_FIELDS,
                            "images": list(map(entry_values, self.images)),  # tuples: lists in JSON
                            "shards": self.shards, "skipped": self.skipped, "start_sha256": self.start_sha256,
-                           "output_start": self.output_start})
+                           "output_start": self.output_start, **({"latent": self.latent} if self.latent else {})})
 
     @classmethod
     def from_json(cls, text: str, where: object = PLAN) -> "Plan":
@@ -222,8 +230,11 @@ def plan_from_document(data: dict) -> Plan:
                                          and all(type(v) in (int, float) and 0 <= v <= 1 for v in output_start)):
         raise BadPlan(f"'output_start' is {_shown(output_start)}, not a colour of {len(images[0].channels)} values "
                       f"in [0, 1]")
+    latent = data.get("latent", 0)  # absent in a set of whole networks
+    if type(latent) is not int or latent < 0 or (latent and not start):
+        raise BadPlan(f"'latent' is {_shown(latent)}, not the numbers per image of a set over a base file")
     plan = Plan(folder, config, spec, images, shards, pack, _skipped(data.get("skipped", []), row_of), start,
-                None if output_start is None else [float(v) for v in output_start])
+                None if output_start is None else [float(v) for v in output_start], latent)
     plan.__dict__["row_of"] = row_of  # the cached property, already made
     return plan
 

@@ -29,8 +29,8 @@ from inr_cli import config as configuration
 from inr_cli.errors import InrError
 from inr_cli.formats.atomic import atomic_path
 from inr_cli.formats.network_set import (
+    BASE,
     DESCRIPTION,
-    FORMAT_VERSION,
     INDEX,
     INDEX_COLUMNS,
     LABEL,
@@ -38,6 +38,7 @@ from inr_cli.formats.network_set import (
     SHARDS,
     WEIGHTS,
     WEIGHTS_PART,
+    format_version,
     index_cell,
 )
 from inr_cli.sets.partial import PARTIAL
@@ -45,7 +46,7 @@ from inr_cli.sets.plan import Plan
 from inr_cli.sets.set_folder import SetFolder
 
 # The files of a set (and its folder of shards): what --force replaces, and all it replaces.
-SET_FILES = (PLAN, WEIGHTS, WEIGHTS_PART, INDEX, DESCRIPTION)
+SET_FILES = (PLAN, WEIGHTS, WEIGHTS_PART, INDEX, DESCRIPTION, BASE)
 SHARD_FILE = re.compile(r"\d{5,}\.npz|\..*\.tmp")  # a shard, or a write killed before its rename
 SHARD_ARRAYS = {"names.npy", "psnr.npy", "loss.npy"}  # and steps.npy, and params.npy where it holds the networks
 NPY_HEADER_ROOM = 4096  # a member's bytes beyond its data: the .npy header that np.save writes
@@ -78,7 +79,7 @@ def check_shard(folder: SetFolder, index: int, plan: Plan) -> bool:
     Only the names and scores are read, each member's size checked first; of the networks, only the
     header."""
     names = plan.shards[index]
-    count, width = len(names), plan.spec.parameter_count()
+    count, width = len(names), plan.row_size
     sizes = {"names.npy": count * 4 * max(map(len, names)), "psnr.npy": count * 8, "loss.npy": count * 8,
              "steps.npy": count * 8, "params.npy": count * width * 4}
     try:
@@ -198,7 +199,7 @@ def rows_file_ready(out: Path, plan: Plan, pending: list[int], with_networks: se
     writes the new shards' networks into it at the end. Called once every check has passed: it
     renames and removes the set's files."""
     part, finished = out / WEIGHTS_PART, out / WEIGHTS
-    shape = (len(plan.images), plan.spec.parameter_count())
+    shape = (len(plan.images), plan.row_size)
     waiting = set(pending)
     lost = [i for i in range(len(plan.shards)) if i not in waiting and i not in with_networks]  # rows only in a file
     damaged = None
@@ -251,7 +252,7 @@ def assemble(folder: SetFolder, plan: Plan, networks: bool = True) -> int:
     those a shard file holds (in a bucket, or from an older inr) are written at their rows, shard
     after shard, so the memory needed is one shard's whatever the size of the set. Not `networks`
     (a finished set run again, its weights.npy in place), only index.csv and network.json."""
-    count, width = len(plan.images), plan.spec.parameter_count()
+    count, width = len(plan.images), plan.row_size
     psnr, loss = np.full(count, np.nan), np.full(count, np.nan)
     # Each network's steps: fewer than the budget where it reached the target PSNR (shards written
     # before the target existed trained the whole budget).
@@ -276,11 +277,13 @@ def assemble(folder: SetFolder, plan: Plan, networks: bool = True) -> int:
                              entry.width, entry.height) + ((index_cell(entry.label),) if labelled else ()))
         text.flush()
         text.detach()
-    description = {"format_version": FORMAT_VERSION, "spec": json.loads(plan.spec.to_json()),
+    description = {"format_version": format_version(plan.latent), "spec": json.loads(plan.spec.to_json()),
                    "config": json.loads(configuration.to_json(plan.config)), "channels": list(plan.images[0].channels),
                    "parameters_per_network": plan.spec.parameter_count(), "dtype": "float32"}
+    if plan.latent:  # each row a latent, drawn through the base beside it
+        description.update(latent=plan.latent, base=BASE)
     folder.write_bytes(DESCRIPTION, (json.dumps(description, indent=1) + "\n").encode())
-    return plan.spec.parameter_count() * 4
+    return plan.row_size * 4
 
 
 @contextmanager

@@ -279,7 +279,7 @@ class SetView:
         if not 0 <= net < len(self.names):
             raise NoSuchNetwork(net)
         entry = self.set.index[net]
-        return Shown("set", self.set.spec, np.array(self.set.weights[net]), int(entry["width"]), int(entry["height"]))
+        return Shown("set", self.set.spec, self.set.networks([net])[0], int(entry["width"]), int(entry["height"]))
 
     def thumbnail_size(self, net: int) -> tuple[int, int]:
         entry = self.set.index[net]

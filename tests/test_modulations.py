@@ -1,0 +1,312 @@
+"""A base with modulations (functa) and sets of latents: the batched latent pass against an
+independent float64 reference and finite differences (the inner loop's gradient with respect to the
+latents, the base's gradients), the outer gradient through the K inner steps against finite
+differences of the loss after them, the kernels under the CPU emulation against the reference, and
+the path of a user: meta-init --modulations, resumed; fit-many --init BASE, resumed; info, render,
+export, the loader, to_torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from typer.testing import CliRunner
+
+from inr_cli.backends.cpu_backend import CpuBackend
+from inr_cli.backends.numpy_backend import NumpyBackend
+from inr_cli.cli import app
+from inr_cli.core.coords import pixel_grid
+from inr_cli.core.modulations import LatentPass, ModulatedBase, first_base, fit_latents
+from inr_cli.core.network import NetworkSpec, init_parameters, layer_views
+from inr_cli.core.training_loop import Interrupted
+from inr_cli.errors import InrError
+from inr_cli.sets import meta_base
+from inr_cli.sets.meta_base import outer_gradient
+from tests import failpoints
+
+runner = CliRunner()
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = NetworkSpec("siren", 1, 8, 2, 30.0, "none")
+SIDE, LATENT = 6, 4
+
+
+# --- an independent reference: the modulated SIREN, its loss and dL/dz in float64, per image ---
+def loss_and_latent_gradient(spec: NetworkSpec, params, shift_map, z, coords, target) -> tuple[float, np.ndarray]:
+    layers = [(w[0], b[0]) for w, b in layer_views(spec, np.asarray(params, np.float64)[None])]
+    shifts, hidden, omega = np.asarray(shift_map, np.float64) @ z, spec.hidden, spec.omega0
+    h, before = np.asarray(coords, np.float64), []
+    for i, (weight, bias) in enumerate(layers):
+        h = h @ weight.T + bias
+        if i < spec.layers:
+            before.append(h + shifts[i * hidden:(i + 1) * hidden])
+            h = np.sin(omega * before[-1])
+    error = h - target
+    grad, shift_grads = 2 * error / error.size, np.zeros(spec.layers * hidden)
+    for i in range(spec.layers, 0, -1):
+        grad = (grad @ layers[i][0]) * omega * np.cos(omega * before[i - 1])
+        shift_grads[(i - 1) * hidden:i * hidden] = grad.sum(axis=0)
+    return float(np.mean(error ** 2)), np.asarray(shift_map, np.float64).T @ shift_grads
+
+
+def loss_after_steps(spec: NetworkSpec, theta: np.ndarray, steps: int, targets: np.ndarray) -> float:
+    """The mean over the images of the loss after `steps` steps z <- z - rates * dL/dz from 0."""
+    count, shifts = spec.parameter_count(), spec.layers * spec.hidden
+    params, shift_map = theta[:count], theta[count:count + shifts * LATENT].reshape(shifts, LATENT)
+    coords, total = pixel_grid(SIDE, SIDE), 0.0
+    for target in targets:
+        z = np.zeros(LATENT)
+        for _ in range(steps):
+            z = z - theta[-LATENT:] * loss_and_latent_gradient(spec, params, shift_map, z, coords, target)[1]
+        total += loss_and_latent_gradient(spec, params, shift_map, z, coords, target)[0]
+    return total / len(targets)
+
+
+def a_base(rate: float = 0.3, steps: int = 3) -> ModulatedBase:
+    return first_base(SPEC, init_parameters(SPEC, 1), LATENT, rate, steps, 0)
+
+
+def targets_of(count: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(0, 1, (count, SIDE * SIDE, 1)).astype(np.float32)
+
+
+@pytest.mark.parametrize("backend", [NumpyBackend(), CpuBackend()], ids=lambda b: b.name)
+def test_the_latent_pass_is_the_reference_and_its_gradients_the_differences_of_its_loss(backend):
+    base, targets = a_base(), targets_of(3)
+    latents = np.random.default_rng(1).normal(0, 0.3, (3, LATENT))
+    latent_pass = LatentPass(backend, base, targets, SIDE, SIDE)
+    latent_pass.set_latents(latents)
+    latent_pass.loss_and_shift_grads()
+    coords, eps = pixel_grid(SIDE, SIDE), 1e-6
+    params, shift_map = base.params.astype(np.float64), base.shift_map.astype(np.float64)
+    z32 = latents.astype(np.float32).astype(np.float64)  # what the pass was given
+
+    def losses(params, shift_map, z):
+        return np.array([loss_and_latent_gradient(SPEC, params, shift_map, zi, coords, t)[0] for zi, t in zip(z, targets)])
+
+    np.testing.assert_allclose(latent_pass.read_loss(), losses(params, shift_map, z32), rtol=1e-5)
+    differences = np.stack([(losses(params, shift_map, z32 + eps * e) - losses(params, shift_map, z32 - eps * e))
+                            / (2 * eps) for e in np.eye(LATENT)], axis=1)
+    np.testing.assert_allclose(latent_pass.latent_gradients(), differences, rtol=1e-4, atol=1e-5 * np.abs(
+        differences).max())
+    # the base's gradients, summed over the networks, against differences along every coordinate
+    gradient = latent_pass.base_gradients()
+    flat = np.concatenate([params, shift_map.ravel()])
+    count = SPEC.parameter_count()
+
+    def total(values):
+        return losses(values[:count], values[count:].reshape(shift_map.shape), z32).sum()
+
+    steps = np.eye(flat.size) * eps
+    differences = np.array([(total(flat + step) - total(flat - step)) / (2 * eps) for step in steps])
+    np.testing.assert_allclose(gradient, differences, rtol=1e-4, atol=1e-5 * np.abs(differences).max())
+
+
+def test_a_latent_drawn_through_the_base_is_the_network_that_expand_gives():
+    """The fitting pass and the network every reader draws (ModulatedBase.expand) are one function."""
+    from inr_cli.core.render import render_networks
+
+    base, targets = a_base(), targets_of(2)
+    latent_pass = LatentPass(NumpyBackend(), base, targets, SIDE, SIDE)
+    fitted = fit_latents(latent_pass, 3)
+    drawn = render_networks(NumpyBackend(), SPEC, base.expand(fitted["latents"]), SIDE, SIDE)
+    loss = np.mean((drawn.reshape(2, -1, 1) - targets) ** 2, axis=(1, 2))
+    # the render clips to [0, 1]: never worse than the raw output's loss
+    assert np.all(loss <= fitted["loss"] * (1 + 1e-5))
+    raw = LatentPass(NumpyBackend(), base, targets, SIDE, SIDE)
+    raw.set_latents(fitted["latents"])
+    raw.loss_and_shift_grads()
+    np.testing.assert_allclose(raw.read_loss(), fitted["loss"], rtol=1e-6)
+
+
+def test_the_outer_gradient_is_the_difference_of_the_loss_after_the_inner_steps():
+    """The gradient of the loss after K steps (through them: second order), along random directions of
+    θ (the base, the map, the rates), against central differences of the float64 reference; the
+    first-order gradient (the K steps held) is off by far more, so the test tells them apart."""
+    steps = 3
+    base, targets = a_base(0.3, steps), targets_of(2)
+    theta = base.flat()
+    gradient, losses = outer_gradient(LatentPass(CpuBackend(), base, targets, SIDE, SIDE), base)
+    assert abs(np.mean(losses) - loss_after_steps(SPEC, theta, steps, targets)) < 1e-5
+    directions = np.random.default_rng(2).standard_normal((6, theta.size))
+    directions[:, -LATENT:] *= 0.1  # the rates' scale
+    eps = 1e-5
+    differences = np.array([(loss_after_steps(SPEC, theta + eps * d, steps, targets)
+                             - loss_after_steps(SPEC, theta - eps * d, steps, targets)) / (2 * eps) for d in directions])
+    error = np.abs(directions @ gradient - differences).max() / np.abs(differences).max()
+    assert error < 2e-3, error
+    first_order = directions @ first_order_gradient(base, targets)
+    assert np.abs(first_order - differences).max() / np.abs(differences).max() > 20 * error
+
+
+def first_order_gradient(base: ModulatedBase, targets: np.ndarray) -> np.ndarray:
+    """The base's gradient at the latents after the K steps, the steps held fixed (first-order MAML)."""
+    latent_pass = LatentPass(CpuBackend(), base, targets, SIDE, SIDE)
+    z = np.zeros((len(targets), LATENT))
+    for _ in range(base.inner_steps):
+        z = z - base.rates * meta_base._at(latent_pass, z, whole=False)[1]
+    return np.concatenate([meta_base._at(latent_pass, z, whole=True)[2], np.zeros(LATENT)]) / len(targets)
+
+
+def test_the_kernels_give_the_reference_s_latent_fit_and_outer_gradient(emulated):
+    """The GPU's kernels (under the CPU emulation) through the same pass: the latents fitted, the
+    losses, the outer gradient, as the NumPy reference computes them."""
+    base, targets = a_base(0.3, 2), targets_of(2)
+    ours, theirs = (fit_latents(LatentPass(b, base, targets, SIDE, SIDE), 3) for b in (emulated, NumpyBackend()))
+    np.testing.assert_allclose(ours["latents"], theirs["latents"], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(ours["loss"], theirs["loss"], rtol=1e-4)
+    ours, theirs = (outer_gradient(LatentPass(b, base, targets, SIDE, SIDE), base)[0] for b in (emulated, NumpyBackend()))
+    assert np.linalg.norm(ours - theirs) <= 1e-3 * np.linalg.norm(theirs)
+
+
+# --- the commands ---
+def letters(folder: Path, count: int, seed: int) -> Path:
+    """Grey 8-px images of one kind: a bar at a random place on white."""
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(seed)
+    for i in range(count):
+        image = np.full((8, 8), 230, np.uint8)
+        x = int(rng.integers(1, 6))
+        image[1:7, x:x + 2] = int(rng.integers(0, 80))
+        Image.fromarray(image).save(folder / f"{i:02d}.png")
+    return folder
+
+
+NET = ["--hidden", "8", "--layers", "2", "--device", "cpu", "-q"]
+META = ["--modulations", "4", "--outer-steps", "6", "--meta-batch", "4", "--eval-every", "3"]
+
+
+def test_meta_init_learns_a_base_resumes_to_it_and_fit_many_fits_its_latents(tmp_path, monkeypatch):
+    folder = letters(tmp_path / "kind", 12, 0)
+    whole, cut = tmp_path / "whole.safetensors", tmp_path / "cut.safetensors"
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(whole), *NET, *META])
+    assert result.exit_code == 0, result.output
+    log = [line.split(",") for line in (tmp_path / "whole.csv").read_text().splitlines()[1:]]
+    assert [int(row[0]) for row in log] == [0, 3, 6] and float(log[-1][2]) > float(log[0][2])
+    from inr_cli.formats.modulated import read_base
+
+    base, channels, facts = read_base(whole)
+    assert (base.latent, base.inner_steps, channels, facts["method"]) == (4, 3, ("l",), "functa")
+    # a signal in outer step 5: the checkpoint holds step 3 (the last measured); the same command goes on
+    calls = {"n": 0}
+    gradient = meta_base.outer_gradient
+
+    def interrupted(*args):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise Interrupted(signal.SIGINT)
+        return gradient(*args)
+
+    monkeypatch.setattr(meta_base, "outer_gradient", interrupted)
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(cut), *NET, *META])
+    assert result.exit_code == 128 + signal.SIGINT and "checkpointed at outer step 4" in result.output
+    monkeypatch.setattr(meta_base, "outer_gradient", gradient)
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(cut), *NET, *META])
+    assert result.exit_code == 0, result.output
+    assert np.array_equal(read_base(cut)[0].flat(), base.flat())
+    # another latent size is another learning: refused by name, not resumed
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(cut), *NET, *META[2:], "--modulations", "5"])
+    assert result.exit_code == 1 and "--modulations 4, not 5" in result.output
+
+    # fit-many over the base: the network and the steps are the base's, each row a latent
+    unseen = letters(tmp_path / "unseen", 5, 1)
+    out = tmp_path / "set"
+    result = runner.invoke(app, ["fit-many", str(unseen), "-o", str(out), "--init", str(whole), "--device", "cpu",
+                                 "--pack", "2"])
+    assert result.exit_code == 0, result.output
+    assert "done: 5 latents of 4 numbers over a base of" in result.output
+    assert np.load(out / "weights.npy").shape == (5, 4)
+    description = json.loads((out / "network.json").read_text())
+    assert (description["format_version"], description["latent"], description["base"]) == (2, 4, "base.safetensors")
+    assert (out / "base.safetensors").read_bytes() == whole.read_bytes()
+    info = runner.invoke(app, ["info", str(out), "--json"])
+    assert json.loads(info.output)["params_per_image"] == 4 and json.loads(info.output)["steps"] == 3
+
+    import inr_cli
+
+    nets = inr_cli.load(out)
+    assert nets.weights.shape == (5, 4) and nets.base.latent == 4
+    expanded = base.expand(np.load(out / "weights.npy"))
+    assert np.array_equal(nets.networks(), expanded) and np.array_equal(nets["03.png"].params, expanded[3])
+    # each row's PSNR is of its latent drawn through the base
+    drawn = nets["03.png"].render(depth=32)
+    pixels = np.asarray(Image.open(unseen / "03.png"), np.float32) / 255
+    psnr = -10 * np.log10(np.mean((np.clip(drawn[..., 0], 0, 1) - pixels) ** 2))
+    assert abs(psnr - nets.index[3]["psnr"]) < 1e-2
+    # inr render of one member is that network's render
+    result = runner.invoke(app, ["render", str(out), "--image", "03.png", "-o", str(tmp_path / "r.png")])
+    assert result.exit_code == 0, result.output
+    assert np.array_equal(np.asarray(Image.open(tmp_path / "r.png")), nets["03.png"].render()[..., 0])
+
+    # exports: safetensors loads back as the same set, and torch's state dict from it; hdf5 has the latents
+    result = runner.invoke(app, ["export", str(out), "-o", str(tmp_path / "set.safetensors")])
+    assert result.exit_code == 0, result.output
+    again = inr_cli.load(tmp_path / "set.safetensors")
+    assert np.array_equal(again.weights, nets.weights) and np.array_equal(again.networks(), expanded)
+    assert again.names == nets.names
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import load_file
+
+    module = nets.to_torch()
+    module.load_state_dict(load_file(tmp_path / "set.safetensors"))
+    coords = pixel_grid(8, 8)
+    np.testing.assert_allclose(module(torch.from_numpy(coords)).detach().numpy(), nets(coords), atol=1e-5)
+    h5py = pytest.importorskip("h5py")
+    result = runner.invoke(app, ["export", str(out), "-o", str(tmp_path / "set_0-5.hdf5")])
+    assert result.exit_code == 0, result.output
+    with h5py.File(tmp_path / "set_0-5.hdf5") as f:
+        assert np.array_equal(f["params"][...], nets.weights) and f.attrs["latent"] == 4
+        assert np.array_equal(f["modulation_map"][...], base.shift_map)
+
+
+def test_a_set_of_latents_resumes_after_a_kill_to_the_set_fitted_at_once(tmp_path):
+    from inr_cli.formats.modulated import write_base
+
+    folder = letters(tmp_path / "kind", 6, 0)
+    base = first_base(NetworkSpec("siren", 1, 8, 2, 30.0, "none"), init_parameters(SPEC, 2), LATENT, 0.3, 3, 0)
+    write_base(base, ("l",), tmp_path / "base.safetensors", {})
+    args = [sys.executable, "-m", "inr_cli", "fit-many", str(folder), "--init", str(tmp_path / "base.safetensors"),
+            "--device", "cpu", "--pack", "2", "-q"]
+    environment = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([*args, "-o", str(tmp_path / "whole")], env=environment, check=True)
+    killed = subprocess.run([*args, "-o", str(tmp_path / "cut")], capture_output=True,
+                            env={**environment, **failpoints.environment("driver-after=1")})
+    assert killed.returncode == -signal.SIGKILL and not (tmp_path / "cut" / "weights.npy").exists()
+    subprocess.run([*args, "-o", str(tmp_path / "cut")], env=environment, check=True)
+    assert np.array_equal(np.load(tmp_path / "cut" / "weights.npy"), np.load(tmp_path / "whole" / "weights.npy"))
+    assert (tmp_path / "cut" / "index.csv").read_text() == (tmp_path / "whole" / "index.csv").read_text()
+
+
+def test_what_a_base_cannot_take_is_refused_in_one_line(tmp_path):
+    from inr_cli.formats.modulated import write_base
+
+    folder = letters(tmp_path / "kind", 4, 0)
+    path = tmp_path / "base.safetensors"
+    write_base(a_base(), ("l",), path, {})
+    for args, message in (
+            (["fit-many", str(folder), "-o", str(tmp_path / "a"), "--init", str(path), "--batch-size", "16"],
+             "--batch-size 16: the latents over a base are fitted on every pixel"),
+            (["fit-many", str(folder), "-o", str(tmp_path / "b"), "--init", str(path), "--hidden", "16"],
+             "its network is not the one these settings fit (hidden 8 (the start) vs 16)"),
+            (["meta-init", str(folder), "-o", str(tmp_path / "c.safetensors"), "--modulations", "4", "--ray", "local"],
+             "a base with modulations is learned in this process"),
+            (["meta-init", str(folder), "-o", str(tmp_path / "d.safetensors"), "--model", "relu", "--modulations", "4"],
+             "a base with modulations is a SIREN without an encoding")):
+        result = runner.invoke(app, [*args, "--device", "cpu"])
+        assert result.exit_code in (1, 2) and message in result.output, result.output
+        assert "Traceback" not in result.output
+    # a set whose base went missing, or a damaged base file: one line naming the file
+    out = tmp_path / "set"
+    assert runner.invoke(app, ["fit-many", str(folder), "-o", str(out), "--init", str(path), "-q"]).exit_code == 0
+    (out / "base.safetensors").write_bytes(b"not a base")
+    result = runner.invoke(app, ["info", str(out)])
+    assert result.exit_code == 1 and str(out / "base.safetensors") in result.output
+    (out / "base.safetensors").unlink()
+    with pytest.raises(InrError, match="missing; a set of latents is drawn through its base"):
+        __import__("inr_cli").load(out)
