@@ -162,15 +162,26 @@ def make_digits(folder: Path, size: int, per_class: int = 60) -> dict[str, str]:
     return groups
 
 
-DATASETS = {"letters": (make_letters, True), "photos": (make_photos, False), "digits": (make_digits, True)}
+def make_shapes(folder: Path, size: int, per_class: int = 40) -> dict[str, str]:
+    """Drawn shapes of four classes at random places, sizes and colours (weights_classification.py's):
+    the set none of the recipes or bases was tuned on."""
+    from benchmarks.weights_classification import draw_shapes
+
+    draw_shapes(folder, per_class, size, seed=7)
+    return {f"{label}/{path.name}": f"{label}/{path.stem}" for label in sorted(p.name for p in folder.iterdir())
+            for path in sorted((folder / label).iterdir())}
+
+
+DATASETS = {"letters": (make_letters, True), "photos": (make_photos, False), "digits": (make_digits, True),
+            "shapes": (make_shapes, False)}
 # (maker, grey); the split: by font for the letters, by image for the others
 GROUPED = {"letters"}
 
 
 def make(name: str, folder: Path, size: int, limit: int | None) -> tuple[dict[str, str], bool]:
     maker, gray = DATASETS[name]
-    if name == "digits":
-        return maker(folder, size, limit or 60), gray
+    if name in ("digits", "shapes"):
+        return maker(folder, size, limit or (60 if name == "digits" else 40)), gray
     return maker(folder, size, limit=limit), gray
 
 
@@ -304,6 +315,48 @@ def learn_start(images: Path, train_names: list[str], scratch: Path, net: dict, 
                    "heldout_psnr_after_k": [round(r["psnr"], 3) for r in learned["log"]]}
 
 
+def learn_base(images: Path, train_names: list[str], scratch: Path, base_net: dict, options: dict) -> tuple:
+    """A base with modulations from `inr meta-init --modulations` on the training split only."""
+    from inr_cli.sets.meta_command import meta_init
+
+    listing = scratch / "train.txt"
+    listing.write_text("\n".join(str(images / n) for n in train_names) + "\n")
+    base = scratch / "base.safetensors"
+    began = time.perf_counter()
+    learned = meta_init(str(listing), base, base_net, None, None, options, quiet=True)
+    return base, {"seconds": time.perf_counter() - began, "images": learned["images"],
+                  "best_outer_step": learned["best_step"], **options,
+                  "heldout_psnr_after_k": [round(r["psnr"], 3) for r in learned["log"]]}
+
+
+def side_by_side(images: Path, names: list[str], scratch: Path, net: dict, recipe: dict, base: Path,
+                 latent_steps: int, rounds: int) -> dict:
+    """Fitting a set of latents against fitting whole networks to the same PSNR, on the same images in
+    this run, alternating: the latents' mean training PSNR (raw output, as --until-psnr reads it) is
+    the whole networks' --until-psnr (checked every step, at most 1000 steps)."""
+    listing = scratch / "side-by-side.txt"
+    listing.write_text("\n".join(str(images / n) for n in names) + "\n")
+    latents, whole, reached = [], [], []
+    for i in range(rounds):
+        began = time.perf_counter()
+        inr_cli.fit_many(listing, scratch / f"latents-{i}", init=str(base), steps=latent_steps, device=net["device"],
+                         quiet=True, **({"gray": True} if recipe.get("gray") else {}), size=net["size"])
+        latents.append((time.perf_counter() - began) / len(names))
+        rows = index_rows(scratch / f"latents-{i}")
+        target = float(np.floor(10 * np.mean([-10 * np.log10(float(r["loss"])) for r in rows])) / 10)
+        began = time.perf_counter()
+        inr_cli.fit_many(listing, scratch / f"whole-{i}", init="shared", steps=1000, until_psnr=target, log_every=1,
+                         quiet=True, **net, **{k: v for k, v in recipe.items() if k != "settings"})
+        whole.append((time.perf_counter() - began) / len(names))
+        whole_rows = index_rows(scratch / f"whole-{i}")
+        reached.append({"target_training_psnr": target, "whole_mean_steps": fidelity(whole_rows)["mean_steps"],
+                        "whole_reached": sum(int(r["steps"]) < 1000 for r in whole_rows),
+                        "latents_mean_psnr": fidelity(rows)["mean_psnr"],
+                        "whole_mean_psnr": fidelity(whole_rows)["mean_psnr"]})
+    return {"images": len(names), "rounds": rounds, "latent_s_per_image": latents, "whole_s_per_image": whole,
+            "latents_images_per_second_over_whole": float(np.median(whole) / np.median(latents)), "runs": reached}
+
+
 def recipe_config(images: Path, names: list[str], net: dict, recipe: dict, steps: int) -> tuple:
     """(config, spec, images) of a fit-many call with these settings, as fit-many builds them."""
     from inr_cli.config import SET_PRESETS, build_config, flags_to_values
@@ -373,6 +426,47 @@ def against_torch(torch, images: Path, names: list[str], net: dict, recipe: dict
             "torch_threads": torch.get_num_threads()}
 
 
+def latents_row(args, torch, images: Path, root: Path, dataset: str, scratch: Path, net: dict, recipe: dict,
+                groups: dict, train: list[str], test: list[str], by_group: dict | None, row: dict) -> dict:
+    """A base learned on the training split, every image's latent fitted over it, the probes on the
+    latents; held-out PSNRs at other step counts; the side-by-side speed against whole networks."""
+    base_net = {"hidden": args.base_hidden or args.hidden, "layers": args.base_layers or args.layers,
+                "size": args.size, "device": "cpu", "seed": args.seed, **({"gray": True} if recipe.get("gray") else {})}
+    if args.base_omega0:
+        base_net["omega0"] = args.base_omega0
+    options = dict(outer_steps=args.base_outer_steps, inner_steps=args.base_inner_steps, meta_batch=args.base_batch,
+                   holdout=0.1, eval_every=max(1, args.base_outer_steps // 10), modulations=args.modulations,
+                   meta_sgd=not args.no_meta_sgd, outer_lr=args.base_outer_lr)
+    base, row["meta_init"] = learn_base(images, train, scratch, base_net, options)
+    row.update(base={k: base_net[k] for k in ("hidden", "layers")} | {"omega0": base_net.get("omega0", "preset"),
+                                                                      "latent": args.modulations})
+    steps = [s or args.base_inner_steps for s in args.latent_steps]
+    row["steps"] = steps[0]
+    began = time.perf_counter()
+    inr_cli.fit_many(images, scratch / "set", init=str(base), steps=steps[0], quiet=True, device="cpu",
+                     size=args.size, **({"gray": True} if recipe.get("gray") else {}))
+    seconds = time.perf_counter() - began
+    rows = index_rows(scratch / "set")
+    row.update({"seconds_per_image": seconds / len(rows), "held_out": fidelity(rows, set(test)),
+                "training": fidelity(rows, set(train)),
+                "accuracy": from_weights(torch, scratch / "set", by_group, test, args.seed)})
+    listing = scratch / "test.txt"
+    listing.write_text("\n".join(str(images / n) for n in test) + "\n")
+    for count in steps[1:]:
+        inr_cli.fit_many(listing, scratch / f"test-{count}", init=str(base), steps=count, quiet=True, device="cpu",
+                         size=args.size, **({"gray": True} if recipe.get("gray") else {}))
+        row.setdefault("held_out_at", {})[str(count)] = fidelity(index_rows(scratch / f"test-{count}"))
+    if args.side_by_side:
+        row["side_by_side"] = side_by_side(images, train[:args.side_by_side], scratch, net, recipe, base, steps[0], 3)
+    print(f"{dataset} latents {args.modulations} over {base_net['layers']}x{base_net['hidden']}: held-out PSNR "
+          f"{row['held_out']['mean_psnr']:.2f} dB in {steps[0]} steps, {row['seconds_per_image'] * 1000:.1f} ms/image, "
+          f"accuracy linear {row['accuracy']['linear']:.3f} MLP {row['accuracy']['mlp']:.3f}"
+          + "".join(f"; {k} steps: {v['mean_psnr']:.2f} dB" for k, v in row.get("held_out_at", {}).items())
+          + (f"; {row['side_by_side']['latents_images_per_second_over_whole']:.1f}x the images per second of whole "
+             f"networks" if "side_by_side" in row else ""), flush=True)
+    return row
+
+
 def keep_row(results: dict, row: dict, path: Path) -> None:
     """The row in the results file, in place of an earlier one of the same data set, recipe and start."""
     key = (row["dataset"], row["recipe"], row["start"])
@@ -384,7 +478,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
     parser.add_argument("--recipes", nargs="+", choices=list(RECIPES), default=["default"])
-    parser.add_argument("--starts", nargs="+", choices=("random", "shared", "set-mean", "grey", "learned"),
+    parser.add_argument("--starts", nargs="+", choices=("random", "shared", "set-mean", "grey", "learned", "latents"),
                         default=["shared"], help="set-mean: the shared draw, its outputs at the training images' "
                         "mean colour (grey: at 0.5)")
     parser.add_argument("--size", type=int, default=32)
@@ -398,6 +492,20 @@ def main() -> None:
     parser.add_argument("--outer-steps", type=int, default=500)
     parser.add_argument("--inner-steps", type=int, default=32)
     parser.add_argument("--outer-lr", type=float, default=1.0)
+    parser.add_argument("--modulations", type=int, default=64, help="latents: the numbers per image")
+    parser.add_argument("--base-hidden", type=int, default=None, help="latents: the base's width (default --hidden)")
+    parser.add_argument("--base-layers", type=int, default=None, help="latents: the base's depth (default --layers)")
+    parser.add_argument("--base-omega0", type=float, default=None, help="latents: the base's omega0 (default the "
+                        "preset's)")
+    parser.add_argument("--base-outer-steps", type=int, default=1000)
+    parser.add_argument("--base-inner-steps", type=int, default=3)
+    parser.add_argument("--base-outer-lr", type=float, default=None)
+    parser.add_argument("--base-batch", type=int, default=8)
+    parser.add_argument("--no-meta-sgd", action="store_true", help="latents: the rates held at --inner-lr")
+    parser.add_argument("--latent-steps", type=int, nargs="+", default=[0], help="latents: fit-many --steps (0: the "
+                        "base's inner steps); the first is the set the probes learn from, the others held-out PSNRs")
+    parser.add_argument("--side-by-side", type=int, default=0, help="latents: time their fit against whole networks "
+                        "to the same PSNR on this many training images (0: not)")
     parser.add_argument("--peer", type=int, default=0, help="time fit-many against a batched PyTorch SIREN on "
                         "this many training images of the first data set, with the first recipe (0: not)")
     parser.add_argument("--seed", type=int, default=0)
@@ -428,6 +536,10 @@ def main() -> None:
                 scratch = Path(tempfile.mkdtemp(prefix=f"{dataset}-{recipe_name}-{start}-", dir=keep.name))
                 row = {"dataset": dataset, "recipe": recipe_name, "start": start, "steps": args.steps}
                 init = start
+                if start == "latents":
+                    keep_row(results, latents_row(args, torch, images, root, dataset, scratch, net, recipe, groups,
+                                                  train, test, by_group, row), path)
+                    continue
                 if start == "learned":
                     options = dict(outer_steps=args.outer_steps, inner_steps=args.inner_steps, meta_batch=8,
                                    outer_lr=args.outer_lr, holdout=0.1, eval_every=25)

@@ -88,7 +88,8 @@ def test_the_latent_pass_is_the_reference_and_its_gradients_the_differences_of_i
     z32 = latents.astype(np.float32).astype(np.float64)  # what the pass was given
 
     def losses(params, shift_map, z):
-        return np.array([loss_and_latent_gradient(SPEC, params, shift_map, zi, coords, t)[0] for zi, t in zip(z, targets)])
+        return np.array([loss_and_latent_gradient(SPEC, params, shift_map, zi, coords, t)[0]
+                         for zi, t in zip(z, targets)])
 
     np.testing.assert_allclose(latent_pass.read_loss(), losses(params, shift_map, z32), rtol=1e-5)
     differences = np.stack([(losses(params, shift_map, z32 + eps * e) - losses(params, shift_map, z32 - eps * e))
@@ -138,7 +139,8 @@ def test_the_outer_gradient_is_the_difference_of_the_loss_after_the_inner_steps(
     directions[:, -LATENT:] *= 0.1  # the rates' scale
     eps = 1e-5
     differences = np.array([(loss_after_steps(SPEC, theta + eps * d, steps, targets)
-                             - loss_after_steps(SPEC, theta - eps * d, steps, targets)) / (2 * eps) for d in directions])
+                             - loss_after_steps(SPEC, theta - eps * d, steps, targets)) / (2 * eps)
+                            for d in directions])
     error = np.abs(directions @ gradient - differences).max() / np.abs(differences).max()
     assert error < 2e-3, error
     first_order = directions @ first_order_gradient(base, targets)
@@ -161,7 +163,8 @@ def test_the_kernels_give_the_reference_s_latent_fit_and_outer_gradient(emulated
     ours, theirs = (fit_latents(LatentPass(b, base, targets, SIDE, SIDE), 3) for b in (emulated, NumpyBackend()))
     np.testing.assert_allclose(ours["latents"], theirs["latents"], rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(ours["loss"], theirs["loss"], rtol=1e-4)
-    ours, theirs = (outer_gradient(LatentPass(b, base, targets, SIDE, SIDE), base)[0] for b in (emulated, NumpyBackend()))
+    ours, theirs = (outer_gradient(LatentPass(b, base, targets, SIDE, SIDE), base)[0]
+                    for b in (emulated, NumpyBackend()))
     assert np.linalg.norm(ours - theirs) <= 1e-3 * np.linalg.norm(theirs)
 
 
