@@ -431,7 +431,8 @@ def latents_row(args, torch, images: Path, root: Path, dataset: str, scratch: Pa
     """A base learned on the training split, every image's latent fitted over it, the probes on the
     latents; held-out PSNRs at other step counts; the side-by-side speed against whole networks."""
     base_net = {"hidden": args.base_hidden or args.hidden, "layers": args.base_layers or args.layers,
-                "size": args.size, "device": "cpu", "seed": args.seed, **({"gray": True} if recipe.get("gray") else {})}
+                "size": args.size, "device": args.device, "seed": args.seed,
+                **({"gray": True} if recipe.get("gray") else {})}
     if args.base_omega0:
         base_net["omega0"] = args.base_omega0
     options = dict(outer_steps=args.base_outer_steps, inner_steps=args.base_inner_steps, meta_batch=args.base_batch,
@@ -443,7 +444,7 @@ def latents_row(args, torch, images: Path, root: Path, dataset: str, scratch: Pa
     steps = [s or args.base_inner_steps for s in args.latent_steps]
     row["steps"] = steps[0]
     began = time.perf_counter()
-    inr_cli.fit_many(images, scratch / "set", init=str(base), steps=steps[0], quiet=True, device="cpu",
+    inr_cli.fit_many(images, scratch / "set", init=str(base), steps=steps[0], quiet=True, device=args.device,
                      size=args.size, **({"gray": True} if recipe.get("gray") else {}))
     seconds = time.perf_counter() - began
     rows = index_rows(scratch / "set")
@@ -453,8 +454,8 @@ def latents_row(args, torch, images: Path, root: Path, dataset: str, scratch: Pa
     listing = scratch / "test.txt"
     listing.write_text("\n".join(str(images / n) for n in test) + "\n")
     for count in steps[1:]:
-        inr_cli.fit_many(listing, scratch / f"test-{count}", init=str(base), steps=count, quiet=True, device="cpu",
-                         size=args.size, **({"gray": True} if recipe.get("gray") else {}))
+        inr_cli.fit_many(listing, scratch / f"test-{count}", init=str(base), steps=count, quiet=True,
+                         device=args.device, size=args.size, **({"gray": True} if recipe.get("gray") else {}))
         row.setdefault("held_out_at", {})[str(count)] = fidelity(index_rows(scratch / f"test-{count}"))
     if args.side_by_side:
         row["side_by_side"] = side_by_side(images, train[:args.side_by_side], scratch, net, recipe, base, steps[0], 3)
@@ -509,12 +510,13 @@ def main() -> None:
     parser.add_argument("--peer", type=int, default=0, help="time fit-many against a batched PyTorch SIREN on "
                         "this many training images of the first data set, with the first recipe (0: not)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--device", default="cpu", help="where every set is fitted and every base learned")
     parser.add_argument("--data", type=Path, default=None, help="make (or reuse) the data sets here")
     parser.add_argument("--name", default="weights-suite-cpu-32")
     args = parser.parse_args()
     import torch
 
-    net = {"hidden": args.hidden, "layers": args.layers, "size": args.size, "device": "cpu", "seed": args.seed}
+    net = {"hidden": args.hidden, "layers": args.layers, "size": args.size, "device": args.device, "seed": args.seed}
     path = RESULTS / f"{args.name}.json"
     results = json.loads(path.read_text()) if path.exists() else {"rows": [], "pixels": {}}
     results.update({"environment": environment(), "settings": {k: str(v) for k, v in vars(args).items()}})

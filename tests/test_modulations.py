@@ -215,7 +215,7 @@ def test_meta_init_learns_a_base_resumes_to_it_and_fit_many_fits_its_latents(tmp
     assert np.array_equal(read_base(cut)[0].flat(), base.flat())
     # another latent size is another learning: refused by name, not resumed
     result = runner.invoke(app, ["meta-init", str(folder), "-o", str(cut), *NET, *META[2:], "--modulations", "5"])
-    assert result.exit_code == 1 and "--modulations 4, not 5" in result.output
+    assert result.exit_code == 2 and "--modulations 4, not 5" in result.output
 
     # fit-many over the base: the network and the steps are the base's, each row a latent
     unseen = letters(tmp_path / "unseen", 5, 1)

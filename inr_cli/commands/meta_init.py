@@ -47,7 +47,7 @@ def command(
                                     show_default=False),
     meta_sgd: bool = typer.Option(True, "--meta-sgd/--no-meta-sgd", help="A base: learn each latent's rate "
                                   "(meta-SGD), or hold them at --inner-lr."),
-    inner_lr: float = typer.Option(0.01, "--inner-lr", metavar="F", help="A base: each latent's rate at first."),
+    inner_lr: float = typer.Option(0.1, "--inner-lr", metavar="F", help="A base: each latent's rate at first."),
     holdout: float = typer.Option(0.1, "--holdout", metavar="F", help="Share of the images kept out to measure."),
     eval_every: int = typer.Option(10, "--eval-every", metavar="N", help="Outer steps between held-out measures."),
     ray_address: Optional[str] = ray_option("the inner fits (the same start as without)"),

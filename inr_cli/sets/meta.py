@@ -64,7 +64,7 @@ class MetaOptions:
     # A base with modulations of this many latents per image (meta_base.py) instead of a start; 0: a start
     modulations: int = 0
     meta_sgd: bool = True  # a base's latent rates learned (meta-SGD), else held at inner_lr
-    inner_lr: float = 0.01  # a base's latent rate at first
+    inner_lr: float = 0.1  # a base's latent rate at first
 
     def recorded(self) -> dict:
         """The options a checkpoint records: a start's as before bases existed (so that its checkpoints
@@ -78,7 +78,10 @@ class MetaOptions:
 
 # The options' defaults for a base, where they differ from a start's (functa's inner steps; an outer
 # rate for Adam, chosen on the weights suite: BENCHMARKS.md)
-BASE_DEFAULTS = {"inner_steps": 3, "outer_lr": 1e-3, "meta_batch": 8}
+BASE_DEFAULTS = {"inner_steps": 3, "outer_lr": 1e-3}
+# A base's omega0 unless one is given: functa's 30 on coordinates in [0, 1] is 15 on ours in [-1, 1]
+# (and beat 30 on the suite's letters and photo tiles: BENCHMARKS.md)
+BASE_OMEGA0 = 15.0
 
 
 def load_images(source: str, config: Config) -> tuple[list[PixelImage], list[str], Config]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from inr_cli.config import SET_PRESETS, build_config, flags_to_values, given_keys
+from inr_cli.config import SET_PRESETS, build_config, flags_to_values, given_keys, with_values
 from inr_cli.console import info
 from inr_cli.errors import UsageError
 from inr_cli.formats.export import need_writer
@@ -15,6 +15,7 @@ from inr_cli.formats.start import is_file_start, resolved_start, start_file
 from inr_cli.sets.driver import check_options, settings_on_rerun
 from inr_cli.sets.meta import (
     BASE_DEFAULTS,
+    BASE_OMEGA0,
     InProcess,
     MetaInterrupted,
     MetaOptions,
@@ -35,6 +36,9 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
     need_writer("safetensors")  # said before the learning, not after it
     values = flags_to_values({**flags, "source": str(source), "preview_every": 0})
     config = resolved_start(build_config(config_file, values, preset, SET_PRESETS))
+    given = given_keys(config_file, values, preset)
+    if options["modulations"] and "network.omega0" not in given:  # a rerun takes its checkpoint's (below)
+        config = with_values(config, {"network.omega0": BASE_OMEGA0})
     init = config.training.init
     state = MetaState(out)
     state.check_outputs(force, options["outer_steps"], [source, config_file or "",
@@ -42,8 +46,7 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
     # The same command goes on from its checkpoint: what it does not say is what the checkpoint
     # was learned with, whatever this inr's defaults and presets choose now. With --force the
     # command's own settings: a checkpoint learned with others is started afresh.
-    config = settings_on_rerun(config, {} if force else _checkpointed_settings(state),
-                               given_keys(config_file, values, preset))
+    config = settings_on_rerun(config, {} if force else _checkpointed_settings(state), given)
     if ray:
         from inr_cli.sets.meta_on_ray import OnRay
 
