@@ -513,15 +513,16 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="where every set is fitted and every base learned")
     parser.add_argument("--data", type=Path, default=None, help="make (or reuse) the data sets here")
     parser.add_argument("--name", default="weights-suite-cpu-32")
+    parser.add_argument("--out", type=Path, default=None, help="the results file (default benchmarks/results/NAME.json)")
     args = parser.parse_args()
     import torch
 
     net = {"hidden": args.hidden, "layers": args.layers, "size": args.size, "device": args.device, "seed": args.seed}
-    path = RESULTS / f"{args.name}.json"
+    path = args.out or RESULTS / f"{args.name}.json"
     results = json.loads(path.read_text()) if path.exists() else {"rows": [], "pixels": {}}
     results.update({"environment": environment(), "settings": {k: str(v) for k, v in vars(args).items()}})
     keep = tempfile.TemporaryDirectory(prefix="inr-suite-")
-    root = args.data or Path(keep.name)
+    root = (args.data or Path(keep.name)).resolve()  # list files name the images by their whole path
     for dataset in args.datasets:
         images = root / dataset
         groups, gray = made_or_kept(dataset, root, args.size, args.limit)

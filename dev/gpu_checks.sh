@@ -59,6 +59,14 @@
 #            bytes) on the first 8 photos: the hashgrid preset in float16, the siren preset at the
 #            same bytes and the PyTorch hash grid, with the 2x renders against Lanczos; carry
 #            bench-results/kodak as for kodak
+#   functa   (at most 8 min) sets of latents at the network sizes a CPU cannot reach: a base SIREN
+#            3x256 with 256 latents meta-learned for 2000 outer steps on each data set of the weights
+#            suite (letters, photo tiles, digits, shapes), its latents fitted in 3 and 10 steps, the
+#            probes on them, and fitting latents against whole networks to the same PSNR. The suite's
+#            images are made on a machine with the fonts and carried:
+#              PYTHONPATH=. python benchmarks/weights_suite.py --data bench-results/suite --limit 40 \
+#                  --datasets letters photos digits shapes --starts shared --steps 1   # makes the images
+#            and carry bench-results/suite (the GPU machine needs scikit-learn and PyTorch for the probes)
 #
 # Each figure is appended to its result file under $OUT (or bench-results/gpu-checks) the moment it
 # is measured, and each command has its own time limit, so a call cut short still brings back what it
@@ -66,7 +74,7 @@
 # printed and in benchmarks-block.md. The device tool copies the tree without its git history: name
 # the commit in INR_COMMIT, so the files say which code they measured. A call brings back 8 files at
 # most: first alone, second and fitmany together (where the call's time allows), steps alone, kernels
-# alone, hashgrid alone, gigapixel alone, walltime alone, kodak alone, kodakpeers alone.
+# alone, hashgrid alone, gigapixel alone, walltime alone, kodak alone, kodakpeers alone, functa alone.
 #
 #   bash dev/gpu_checks.sh --dry-run first second fitmany steps walltime
 #
@@ -74,13 +82,13 @@
 # CPU, the GPU tests skipped): the script, its result files and its report, proven without a GPU.
 # PYTHON names the interpreter (default python3, the GPU machine's, with CuPy, PyTorch and pytest).
 set -uo pipefail
-usage="usage: bash dev/gpu_checks.sh [--dry-run] PART... (PART: first second fitmany steps kernels hashgrid gigapixel walltime kodak kodakpeers)"
+usage="usage: bash dev/gpu_checks.sh [--dry-run] PART... (PART: first second fitmany steps kernels hashgrid gigapixel walltime kodak kodakpeers functa)"
 dry=0
 parts=()
 for arg in "$@"; do
   case "$arg" in
     --dry-run) dry=1 ;;
-    first | second | fitmany | steps | kernels | hashgrid | gigapixel | walltime | kodak | kodakpeers) parts+=("$arg") ;;
+    first | second | fitmany | steps | kernels | hashgrid | gigapixel | walltime | kodak | kodakpeers | functa) parts+=("$arg") ;;
     *) echo "unknown part '$arg'; $usage" >&2; exit 2 ;;
   esac
 done
@@ -216,6 +224,17 @@ for part in "${parts[@]}"; do
         run 450 "$py" benchmarks/kodak.py --kodak "$kodak" --device "$device" "${peers[@]}" --budgets 300k 560k \
           --contestants hashgrid-f16 siren torch-hashgrid --out "$out/kodak-budgets.json"
       fi
+      ;;
+    functa)
+      if [ "$dry" = 1 ]; then
+        latents=(--limit 5 --datasets shapes digits --hidden 8 --layers 2 --modulations 4 --base-outer-steps 2
+                 --side-by-side 4 --steps 2)
+      else
+        latents=(--limit 40 --datasets letters photos digits shapes --hidden 256 --layers 3 --modulations 256
+                 --base-outer-steps 2000 --base-batch 32 --side-by-side 100)
+      fi
+      run 450 "$py" benchmarks/weights_suite.py --device "$device" --data bench-results/suite --starts latents \
+        --latent-steps 0 10 "${latents[@]}" --out "$out/weights-suite-latents.json"
       ;;
   esac
   echo "=== $part took $(( SECONDS - part_start )) s" | tee -a "$log"

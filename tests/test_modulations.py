@@ -247,6 +247,22 @@ def test_meta_init_learns_a_base_resumes_to_it_and_fit_many_fits_its_latents(tmp
     assert result.exit_code == 0, result.output
     assert np.array_equal(np.asarray(Image.open(tmp_path / "r.png")), nets["03.png"].render()[..., 0])
 
+    # the gallery of inr view draws each latent through the base
+    from inr_cli.viewer.sources import SetView
+
+    assert np.array_equal(SetView(out).network(3).params, expanded[3])
+    # a set grown by --add is the set fitted at once
+    (tmp_path / "more").mkdir()
+    for name in ("00.png", "01.png", "02.png"):
+        (tmp_path / "more" / name).write_bytes((unseen / name).read_bytes())
+    grown = tmp_path / "grown"
+    for extra in ([], ["--add"]):
+        result = runner.invoke(app, ["fit-many", str(tmp_path / "more"), "-o", str(grown), "--init", str(whole), "-q",
+                                     "--device", "cpu", "--pack", "2", *extra])
+        assert result.exit_code == 0, result.output
+        for name in ("03.png", "04.png"):
+            (tmp_path / "more" / name).write_bytes((unseen / name).read_bytes())
+    assert np.array_equal(np.load(grown / "weights.npy"), np.load(out / "weights.npy"))
     # exports: safetensors loads back as the same set, and torch's state dict from it; hdf5 has the latents
     result = runner.invoke(app, ["export", str(out), "-o", str(tmp_path / "set.safetensors")])
     assert result.exit_code == 0, result.output
