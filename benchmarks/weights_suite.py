@@ -513,7 +513,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="where every set is fitted and every base learned")
     parser.add_argument("--data", type=Path, default=None, help="make (or reuse) the data sets here")
     parser.add_argument("--name", default="weights-suite-cpu-32")
-    parser.add_argument("--out", type=Path, default=None, help="the results file (default benchmarks/results/NAME.json)")
+    parser.add_argument("--out", type=Path, default=None, help="the results file (default: results/NAME.json)")
     args = parser.parse_args()
     import torch
 
