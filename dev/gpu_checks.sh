@@ -227,7 +227,7 @@ for part in "${parts[@]}"; do
       ;;
     functa)
       if [ "$dry" = 1 ]; then
-        latents=(--limit 5 --datasets shapes digits --hidden 8 --layers 2 --modulations 4 --base-outer-steps 2
+        latents=(--limit 5 --datasets shapes --hidden 8 --layers 2 --modulations 4 --base-outer-steps 2
                  --side-by-side 4 --steps 2)
       else
         latents=(--limit 40 --datasets letters photos digits shapes --hidden 256 --layers 3 --modulations 256
