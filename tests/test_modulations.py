@@ -323,6 +323,11 @@ def test_what_a_base_cannot_take_is_refused_in_one_line(tmp_path):
     # a set whose base went missing, or a damaged base file: one line naming the file
     out = tmp_path / "set"
     assert runner.invoke(app, ["fit-many", str(folder), "-o", str(out), "--init", str(path), "-q"]).exit_code == 0
+    # a set of latents in one file is no start
+    assert runner.invoke(app, ["export", str(out), "-o", str(tmp_path / "set.safetensors")]).exit_code == 0
+    result = runner.invoke(app, ["fit-many", str(folder), "-o", str(tmp_path / "e"), "--init",
+                                 str(tmp_path / "set.safetensors"), "--hidden", "8", "--layers", "2", "-q"])
+    assert result.exit_code == 1 and "a set of latents, not one start" in result.output, result.output
     (out / "base.safetensors").write_bytes(b"not a base")
     result = runner.invoke(app, ["info", str(out)])
     assert result.exit_code == 1 and str(out / "base.safetensors") in result.output

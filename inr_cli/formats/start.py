@@ -80,6 +80,11 @@ def read_start(init: str) -> tuple[NetworkSpec, np.ndarray]:
     path = start_file(init)
     if path.suffix.lower() == ".safetensors":
         from inr_cli.formats.exported import read_exported
+        from inr_cli.formats.modulated import is_latent_set_file
+
+        if is_latent_set_file(path):
+            raise InrError(f"{path}: a set of latents, not one start; the base it was fitted over is a start "
+                           f"(the set folder's base.safetensors)")
 
         exported = read_exported(path)
         if exported.stacked:

@@ -76,11 +76,11 @@ class MetaOptions:
         return fields
 
 
-# The options' defaults for a base, where they differ from a start's (functa's inner steps; an outer
-# rate for Adam, chosen on the weights suite: BENCHMARKS.md)
+# The options' defaults for a base, where they differ from a start's: functa's 3 inner steps, and an
+# outer rate for Adam that learns in hundreds of outer steps (functa's 3e-6 is for 500,000 of them)
 BASE_DEFAULTS = {"inner_steps": 3, "outer_lr": 1e-3}
 # A base's omega0 unless one is given: functa's 30 on coordinates in [0, 1] is 15 on ours in [-1, 1]
-# (and beat 30 on the suite's letters and photo tiles: BENCHMARKS.md)
+# (BENCHMARKS.md, "Sets of latents", has 15 against 30 on the suite)
 BASE_OMEGA0 = 15.0
 
 
