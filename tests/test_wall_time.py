@@ -127,21 +127,29 @@ def test_a_signal_during_a_background_write_waits_for_it_and_resumes_bit_exact(t
     image = make_image(tmp_path / "img.png", "RGB", size=(12, 10))
     args = ["--steps", "12", "--checkpoint-every", "4", "--preview-every", "3", *SMALL]
     assert run("train", image, "--run-dir", tmp_path / "whole", *args).exit_code == 0
-    real_save = ckpt.save
-    seen = []
+    real_save, launch = ckpt.save, Trainer.step
+    seen, first_written = [], threading.Event()
 
     def save_with_a_signal(checkpoint, path, *dtype):
         seen.append(checkpoint.step)
         if checkpoint.step == 4:
             os.kill(os.getpid(), signal.SIGINT)  # from the writer's thread, in the middle of its write
         real_save(checkpoint, path, *dtype)
+        first_written.set()
+
+    def step(self):
+        if self.step_done == 3:  # the first checkpoint on disk before step 4's falls due: 4 is written next
+            first_written.wait(timeout=60)
+        launch(self)
 
     monkeypatch.setattr(ckpt, "save", save_with_a_signal)
+    monkeypatch.setattr(Trainer, "step", step)
     stopped = run("train", image, "--run-dir", tmp_path / "stopped", *args)
     assert stopped.exit_code == 130, stopped.output
     saved = ckpt.load(tmp_path / "stopped")
     assert 4 in seen and saved.step == seen[-1] >= 4 and saved.step < 12
     monkeypatch.setattr(ckpt, "save", real_save)
+    monkeypatch.setattr(Trainer, "step", launch)
     assert run("train", "--resume", tmp_path / "stopped", "-q").exit_code == 0
     a, b = ckpt.load(tmp_path / "whole"), ckpt.load(tmp_path / "stopped")
     assert b.step == 12
@@ -202,27 +210,34 @@ def test_the_split_is_said_only_when_a_tenth_of_the_run_was_not_training():
     assert said.startswith("10.0 s in all (") and "pictures 4.0 s" in said and "rest 1.0 s" in said, said
 
 
-def test_a_readings_bookkeeping_runs_while_the_next_step_does():
-    """The loss is read and judged after its step, but on_reading gets it once the next step is
-    launched (on a GPU the host's bookkeeping then overlaps the device's work); a checkpoint and the
-    loop's end hand it over first."""
-    from inr_cli.core import training_loop
+def test_a_readings_bookkeeping_runs_while_the_next_step_does(tmp_path, monkeypatch):
+    """inr train reads the loss after its step and judges it at once, but writes its metrics row once
+    the next step is launched (on a GPU the host's bookkeeping then overlaps the device's work); a
+    checkpoint and the run's end write it first."""
+    from inr_cli.runs.metrics_csv import MetricsLog
 
-    trainer, _ = tiny_trainer(steps=9)
-    events = []
-    launch = trainer.step
+    events, launch, append, snapshot = [], Trainer.step, MetricsLog.append, Trainer.state
 
-    def step():
-        launch()
-        events.append(("step", trainer.step_done))
+    def step(self):
+        launch(self)
+        events.append(("step", self.step_done))
 
-    trainer.step = step
-    with training_loop.Signals() as signals:
-        training_loop.run_steps(trainer, signals, 4, on_reading=lambda s, losses, rate: events.append(("reading", s)),
-                                checkpoint=lambda s: events.append(("checkpoint", s)), checkpoint_every=6)
-    readings = [s for kind, s in events if kind == "reading"]
-    assert readings == [1, 4, 6, 8, 9]
-    for s in (1, 4, 8):
-        assert events.index(("reading", s)) == events.index(("step", s + 1)) + 1
-    assert events.index(("reading", 6)) == events.index(("checkpoint", 6)) - 1
-    assert events[-1] == ("reading", 9)
+    def row(self, step, *values):
+        events.append(("row", step))
+        append(self, step, *values)
+
+    def state(self):
+        events.append(("checkpoint", self.step_done))  # taken as a checkpoint is handed to the writer
+        return snapshot(self)
+
+    monkeypatch.setattr(Trainer, "step", step)
+    monkeypatch.setattr(MetricsLog, "append", row)
+    monkeypatch.setattr(Trainer, "state", state)
+    image = make_image(tmp_path / "img.png", "RGB", size=(12, 10))
+    result = run("train", image, "--steps", "9", "--log-every", "4", "--checkpoint-every", "8", "--preview-every",
+                 "0", "--run-dir", tmp_path / "r", *SMALL)
+    assert result.exit_code == 0, result.output
+    assert [s for kind, s in events if kind == "row"] == [4, 8, 9]
+    assert events.index(("row", 4)) == events.index(("step", 5)) + 1
+    assert events.index(("row", 8)) < events.index(("checkpoint", 8)) < events.index(("step", 9))
+    assert events.index(("row", 9)) > events.index(("step", 9))

@@ -129,11 +129,8 @@ def run_steps(trainer: Trainer, signals: Signals, log_every: int, on_reading=Non
     """Step the trainer to its total and return the last losses.
 
     The losses are read (the one host synchronisation) after the first step, every `log_every`
-    steps and after the last; each reading is checked for divergence (Diverged) at once and handed to
-    on_reading(step, losses, steps_per_second) once the next step is launched, so that on a GPU the
-    host's bookkeeping (metrics, progress) runs while the device steps instead of holding it idle; a
-    checkpoint, a stop or an interrupt hands it over first. on_step(step) runs after every step
-    (previews).
+    steps and after the last; each reading is checked for divergence (Diverged) and handed to
+    on_reading(step, losses, steps_per_second). on_step(step) runs after every step (previews).
     checkpoint(step) runs every `checkpoint_every` steps and whenever `checkpoint_seconds` have
     passed since the last one, each time after a reading that shows the run sane.
 
@@ -145,61 +142,46 @@ def run_steps(trainer: Trainer, signals: Signals, log_every: int, on_reading=Non
     guard = guard or DivergenceGuard(trainer)
     last_saved, last_reading = time.perf_counter(), (trainer.step_done, trainer.seconds)
     losses = trainer.loss
-    deferred = []  # a reading whose bookkeeping (on_reading) waits until the next step is launched
 
     def read(step: int, ended: bool = False) -> np.ndarray:
-        """The losses now: checked at once (they decide whether the next step runs), handed to
-        on_reading once the next step is on its way (a GPU then runs it meanwhile) or the loop
-        stops, whichever comes first."""
         nonlocal last_reading
         losses = trainer.read_loss()
         guard.check(step, losses)
         steps, seconds = step - last_reading[0], trainer.seconds - last_reading[1]
         last_reading = (step, trainer.seconds)
-        deferred.append((step, losses, steps / max(seconds, 1e-9)))
+        if on_reading is not None:
+            on_reading(step, losses, steps / max(seconds, 1e-9))
         if ended:
-            settle()
             guard.check(step, losses, ended=True)
         return losses
-
-    def settle() -> None:
-        while deferred:
-            reading = deferred.pop(0)
-            if on_reading is not None:
-                on_reading(*reading)
 
     # Overflow on the way to a NaN loss is caught by the guard, with a better message than NumPy's.
     with np.errstate(all="ignore"):
         first = trainer.step_done
-        try:
-            while trainer.step_done < total:
-                signals.in_step = True
-                trainer.step()
-                signals.in_step = False
-                settle()
-                step = trainer.step_done
-                read_now = step == first + 1 or step % log_every == 0 or step == total
-                # A signal in the step is acted on after its reading: a checkpoint then holds this step's
-                # loss, and a target reached at it ends the loop as it would uninterrupted (a resumed run
-                # never checks the step it starts from).
-                if read_now:
-                    losses = read(step, ended=step == total and total >= JUDGED_STEPS)
-                    if step % log_every == 0 and step < total and reached_target(losses, target_psnr).any():
-                        return losses
-                if signals.pending is not None:
-                    raise Interrupted(signals.pending)
-                if on_step is not None:
-                    on_step(step)
-                if checkpoint is not None and step < total:
-                    due = (checkpoint_every and step % checkpoint_every == 0) or (
-                        checkpoint_seconds and time.perf_counter() - last_saved >= checkpoint_seconds)
-                    if due:
-                        if not read_now:  # a checkpoint is only written while the run is sane
-                            losses = read(step)
-                        settle()  # its metrics row before it
-                        checkpoint(step)
-                        trainer.pause_clock()
-                        last_saved = time.perf_counter()
-        finally:
-            settle()  # the last reading's, when the loop ends, stops at its target or is interrupted
+        while trainer.step_done < total:
+            signals.in_step = True
+            trainer.step()
+            signals.in_step = False
+            step = trainer.step_done
+            read_now = step == first + 1 or step % log_every == 0 or step == total
+            # A signal in the step is acted on after its reading: a checkpoint then holds this step's
+            # loss, and a target reached at it ends the loop as it would uninterrupted (a resumed run
+            # never checks the step it starts from).
+            if read_now:
+                losses = read(step, ended=step == total and total >= JUDGED_STEPS)
+                if step % log_every == 0 and step < total and reached_target(losses, target_psnr).any():
+                    return losses
+            if signals.pending is not None:
+                raise Interrupted(signals.pending)
+            if on_step is not None:
+                on_step(step)
+            if checkpoint is not None and step < total:
+                due = (checkpoint_every and step % checkpoint_every == 0) or (
+                    checkpoint_seconds and time.perf_counter() - last_saved >= checkpoint_seconds)
+                if due:
+                    if not read_now:  # a checkpoint is only written while the run is sane
+                        losses = read(step)
+                    checkpoint(step)
+                    trainer.pause_clock()
+                    last_saved = time.perf_counter()
     return losses

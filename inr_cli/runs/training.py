@@ -205,7 +205,19 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
         hinted = {"done": False}
         opt = config.optimizer
 
+        # A reading's bookkeeping (metrics row, progress line) waits until the next step is launched:
+        # on a GPU the device runs that step meanwhile instead of waiting for the host. A checkpoint,
+        # the loop's end and an interrupt settle it first.
+        readings = []
+
         def on_reading(step, losses, rate):
+            readings.append((step, losses, rate))
+
+        def settle():
+            while readings:
+                record(*readings.pop(0))
+
+        def record(step, losses, rate):
             loss = float(losses[0])
             lr = learning_rate(step - 1, total, opt.lr, opt.lr_min, opt.warmup)
             if step % train.log_every == 0 or step == total:  # the table keeps to its interval
@@ -218,6 +230,8 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
                     notice(hint)
 
         def on_step(step):
+            if readings and readings[-1][0] < step:  # this step is launched: the last reading's turn
+                settle()
             writer.check()  # a checkpoint the writer could not write stops the run here
             if previews and step % previews == 0 and step < total:
                 trainer.count_time()
@@ -230,6 +244,7 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
                 trainer.pause_clock()
 
         def checkpoint(step):
+            settle()  # its metrics row before it
             save(trainer)
             last_saved["step"] = step
 
@@ -250,6 +265,7 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
                 else:
                     ended = None
                 finally:
+                    settle()
                     metrics.close()
                 save(trainer, final=True)
                 finished = True
