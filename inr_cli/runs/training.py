@@ -197,8 +197,14 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
         except OSError as exc:
             raise InrError(f"cannot write to the run directory {run_dir} ({exc.strerror})") from None
         trainer = Trainer(backend, spec, config, [image], state, [seed])
+        # The trainer holds the run's state from here on: the start's copy goes, which for a resume is
+        # the checkpoint read (parameters and both moments: three times a large table, for the run).
+        start_seconds = state.seconds
+        del state
         if resume_from is None:
             save(trainer)
+        else:
+            resume_from.state = None
         last_saved = {"step": trainer.step_done}
         previews = preview_interval(train.preview_every, total)
         preview_k = preview_factor(image.width, image.height)
@@ -299,7 +305,7 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
     loss = float(trainer.loss[0])
     if trainer.step_done < total and not quiet:
         info(f"reached {train.target_psnr:g} dB (--until-psnr) at step {trainer.step_done} of {total}")
-    wall.stop(trainer.seconds - state.seconds)
+    wall.stop(trainer.seconds - start_seconds)
     return TrainingResult(run_dir, trainer.step_done, loss, psnr_from_mse(loss), trainer.seconds, image_psnr,
                           psnr_read, wall, k, (image.width, image.height))
 
