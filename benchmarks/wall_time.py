@@ -108,7 +108,7 @@ def run_tree(tree: Path, photo: Path, flags: list[str], old: bool, device: str) 
     result = json.loads(done.stdout.strip().splitlines()[-1])
     if "wall" in result:  # the run's own split, from its command's start
         split = {part: result["wall"][part] for part in PARTS}
-        in_process = result["wall"]["wall"]
+        in_process = result["wall"]["total"]
     else:
         split = json.loads(next(line for line in done.stderr.splitlines() if line.startswith("WRAPPED "))[8:])
         if device != "cpu":  # a step's call returns before the device is done: the run's own seconds

@@ -195,8 +195,8 @@ def test_the_last_line_says_where_the_wall_time_went(tmp_path):
     assert all(f"{part} " in last for part in ("pictures", "checkpoints", "rest")), last
     result = run("train", image, "--steps", "3", "--run-dir", tmp_path / "j", "--json", *SMALL)
     wall = json.loads(result.stdout)["wall"]
-    assert set(wall) == {"wall", "training", "reading", "pictures", "checkpoints", "rest"}
-    assert wall["wall"] == pytest.approx(sum(v for k, v in wall.items() if k != "wall"), abs=0.01)
+    assert set(wall) == {"total", "training", "reading", "pictures", "checkpoints", "rest"}
+    assert wall["total"] == pytest.approx(sum(v for k, v in wall.items() if k != "total"), abs=0.01)
 
 
 def test_the_split_is_said_only_when_a_tenth_of_the_run_was_not_training():

@@ -45,12 +45,12 @@ class WallTime:
         """Seconds: the whole run, training, each phase, and the rest."""
         total = self.total if self.total is not None else time.perf_counter() - self.started
         rest = max(0.0, total - self.training - sum(self.spent.values()))
-        return {"wall": total, "training": self.training, **self.spent, "rest": rest}
+        return {"total": total, "training": self.training, **self.spent, "rest": rest}
 
     def summary(self) -> str | None:
         """'9.1 s in all: reading 1.2 s, ...' when training was under TRAINING_SHARE of the run, else None."""
         split = self.split()
-        if split["wall"] <= 0 or split["training"] >= TRAINING_SHARE * split["wall"]:
+        if split["total"] <= 0 or split["training"] >= TRAINING_SHARE * split["total"]:
             return None
         parts = ", ".join(f"{name} {split[name]:.1f} s" for name in (*PHASES, "rest"))
-        return f"{split['wall']:.1f} s in all ({parts})"
+        return f"{split['total']:.1f} s in all ({parts})"
