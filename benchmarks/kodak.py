@@ -31,11 +31,11 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from benchmarks.common import environment, make_trainer, save_json  # noqa: E402
+from benchmarks.common import environment, make_trainer, save_json, warm_trainer  # noqa: E402
 from benchmarks.time_to_quality import race  # noqa: E402
 from benchmarks.upscaling import upscale_scores  # noqa: E402
 from inr_cli.backends import get_backend  # noqa: E402
-from inr_cli.config import build_config, flags_to_values  # noqa: E402
+from inr_cli.config import build_config, flags_to_values, parse_assignment  # noqa: E402
 from inr_cli.core.coords import pixel_grid  # noqa: E402
 from inr_cli.core.metrics import psnr, ssim  # noqa: E402
 from inr_cli.core.network import init_parameters, output_means  # noqa: E402
@@ -78,7 +78,7 @@ def configured(contestant: str, image, budget: str, args):
     steps = args.steps if preset == "hashgrid" else args.siren_steps
     if steps:
         flags["steps"] = steps
-    config = build_config(None, flags_to_values(flags), preset)
+    config = build_config(None, {**flags_to_values(flags), **dict(map(parse_assignment, args.set))}, preset)
     return fit_to_image(config, image.width, image.height, image.n_channels)[0]
 
 
@@ -88,12 +88,7 @@ def stored(params: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def train_inr(backend, config, image, check: int, targets) -> tuple[dict, np.ndarray, object]:
-    if backend.name == "gpu":  # kernels compiled and the graph captured before the clock starts
-        warm = make_trainer(backend, config, [image])
-        for _ in range(3):
-            warm.step()
-        warm.read_loss()
-    trainer = make_trainer(backend, config, [image])
+    trainer = warm_trainer(backend, config, [image])
     result = race(trainer, backend, image, check, False, targets)
     result.pop("curve", None)
     return result, np.array(backend.to_host(trainer.params[:1])), trainer.spec
@@ -209,6 +204,8 @@ def main() -> None:
     parser.add_argument("--check", type=int, default=250, help="steps between whole-image scores")
     parser.add_argument("--targets", type=float, nargs="+", default=[40.0, 43.9])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="every contestant's settings "
+                        "changed so, as inr train --set does (e.g. encoding.levels=8)")
     parser.add_argument("--no-upscale", dest="upscale", action="store_false", help="leave out the 2x renders")
     parser.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
     parser.add_argument("--resume", action="store_true", help="keep the rows --out already holds")

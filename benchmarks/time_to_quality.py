@@ -56,6 +56,7 @@ from benchmarks.common import (  # noqa: E402
     job_backend,
     make_trainer,
     save_json,
+    warm_trainer,
     worker_pool,
 )
 from benchmarks.recipes import GROUPS, Recipe, parse_definition, select  # noqa: E402
@@ -222,12 +223,7 @@ def job(device: str, workers: int, recipe_name: str, recipe: Recipe, name: str, 
     config = recipe_config(recipe, image, steps=budget, log_every=check)
     result = {}
     if with_race:
-        if backend.name == "gpu":  # kernels compiled and the graph captured before the clock starts
-            warm = make_trainer(backend, config, [image])
-            for _ in range(3):
-                warm.step()
-            warm.read_loss()
-        trainer = make_trainer(backend, config, [image])
+        trainer = warm_trainer(backend, config, [image])
         result = race(trainer, backend, image, check, not full, targets)
         result["peak_rss_mb"] = peak_rss_mb()
     net, enc, opt = config.network, config.encoding, config.optimizer
