@@ -12,7 +12,7 @@ import pytest
 
 from inr_cli.config import build_config
 from inr_cli.core.network import NetworkSpec
-from inr_cli.core.sizing import fit_to_image
+from inr_cli.core.sizing import fit_to_image, model_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -35,9 +35,10 @@ def fit_psnr(results: list[dict], preset: str, image: str, size: int) -> float:
 
 
 def network_bytes(preset: str, width: int, height: int, channels: int = 3) -> int:
-    """The float32 bytes of the network `inr train --preset PRESET` fits to a width x height image."""
+    """The bytes of the network `inr train --preset PRESET` fits to a width x height image, stored as
+    the preset's --dtype says."""
     config, _ = fit_to_image(build_config(None, {}, preset), width, height, channels)
-    return NetworkSpec.from_config(config, channels).parameter_count() * 4
+    return model_bytes(NetworkSpec.from_config(config, channels).parameter_count(), config.network.dtype)
 
 
 def decimal_bytes(count: int) -> str:
@@ -66,7 +67,9 @@ def test_the_cost_of_a_network_against_its_image():
     assert f"on the 192x128 sample ({decimal_bytes(192 * 128 * 3)} of 8-bit pixels)" in readme
     assert f"on a 12-megapixel photo ({decimal_bytes(4000 * 3000 * 3)})" in readme
     for preset in ("siren", "hashgrid"):
-        assert f"(`{preset}`) | {cost_row(preset)} |" in readme, f"the README's cost of {preset}: {cost_row(preset)}"
+        stored = ", stored in float16" if preset == "hashgrid" else ""
+        row = f"(`{preset}`){stored} | {cost_row(preset)} |"
+        assert row in readme, f"the README's cost of {preset}: {row}"
     siren = decimal_bytes(network_bytes("siren", 192, 128))
     assert network_bytes("siren", 4000, 3000) == network_bytes("siren", 192, 128)  # "whatever the image"
     assert f"A SIREN is the same {siren} whatever the image" in readme

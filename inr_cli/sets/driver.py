@@ -80,7 +80,8 @@ def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, pre
     if not inputs.is_url(out):
         refuse_dangling(Path(out))  # before resolving, which would follow it
         out = str(Path(out).resolve())
-    values = flags_to_values({**flags, "preview_every": 0, "source": source})
+    # A set's weights are float32 (weights.npy): a byte budget sizes its networks as such.
+    values = flags_to_values({**flags, "preview_every": 0, "dtype": "float32", "source": source})
     config = resolved_start(build_config(config_file, values, preset, SET_PRESETS))
     given = given_keys(config_file, values, preset)
     base = base_of(config.training.init)

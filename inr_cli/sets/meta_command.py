@@ -34,7 +34,7 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
         raise UsageError(f"{out}: a start is written as .safetensors")
     check_options(None, ray, workers, gpus_per_worker)
     need_writer("safetensors")  # said before the learning, not after it
-    values = flags_to_values({**flags, "source": str(source), "preview_every": 0})
+    values = flags_to_values({**flags, "source": str(source), "preview_every": 0, "dtype": "float32"})  # as a set's
     config = resolved_start(build_config(config_file, values, preset, SET_PRESETS))
     given = given_keys(config_file, values, preset)
     if options["modulations"] and "network.omega0" not in given:  # a rerun takes its checkpoint's (below)
