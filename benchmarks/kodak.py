@@ -1,7 +1,8 @@
 """Kodak-24 at equal model bytes, side by side in one run: the hashgrid preset sized to a byte budget
-(its parameters stored in float32, and in float16: twice the parameters in the same bytes), the
-siren preset at the same bytes (the widest SIREN 3xN within them) and the PyTorch hash grid (the
-hashgrid preset's network, start, batches and schedule: benchmarks/torch_hashgrid.py). For each:
+(its parameters stored in float16, as the preset stores them, and in float32: half the parameters
+in the same bytes), the siren preset at the same bytes (the widest SIREN 3xN within them) and the
+PyTorch hash grid (the hashgrid preset's network, start, batches and schedule:
+benchmarks/torch_hashgrid.py). For each:
 PSNR and SSIM of the whole image, the steps and training seconds to each target, and the network
 trained on the image shrunk by 2 (Lanczos), drawn at the full size against Lanczos' enlargement.
 
@@ -50,10 +51,10 @@ KODAK_VALUES = 768 * 512 * 3
 BUDGETS = {"300k": 300_000, "560k": 560_000}
 # name: (preset, flags). The hash grid's tables and the SIREN's width are sized to the budget.
 CONTESTANTS = {
-    "hashgrid": ("hashgrid", {}),
-    "hashgrid-f16": ("hashgrid", {"dtype": "float16"}),
+    "hashgrid": ("hashgrid", {}),  # the preset: stored in float16
+    "hashgrid-f32": ("hashgrid", {"dtype": "float32"}),
     "siren": ("siren", {"hidden": 4096}),  # the widest 3xN the budget holds
-    "torch-hashgrid": ("hashgrid", {"dtype": "float16"}),  # hashgrid-f16's network, trained by PyTorch
+    "torch-hashgrid": ("hashgrid", {}),  # the preset's network, trained by PyTorch
 }
 
 
@@ -87,10 +88,11 @@ def stored(params: np.ndarray, dtype: str) -> np.ndarray:
     return params.astype(STORED_DTYPES[dtype]).astype(np.float32)
 
 
-def train_inr(backend, config, image, check: int, targets) -> tuple[dict, np.ndarray, object]:
+def train_inr(backend, config, image, check: int, targets, name: str) -> tuple[dict, np.ndarray, object]:
     trainer = warm_trainer(backend, config, [image])
-    result = race(trainer, backend, image, check, False, targets)
-    result.pop("curve", None)
+    result = race(trainer, backend, image, check, False, targets,
+                  lambda step, quality: print(f"  {name} step {step}: {quality:.2f} dB, {trainer.seconds:.1f} s",
+                                              flush=True))
     return result, np.array(backend.to_host(trainer.params[:1])), trainer.spec
 
 
@@ -150,7 +152,7 @@ def job(args, path: Path, contestant: str, budget: str, backend) -> dict:
         row.update(result)
         row.update(scores(drawn, image))
         return row
-    result, params, spec = train_inr(backend, config, image, args.check, args.targets)
+    result, params, spec = train_inr(backend, config, image, args.check, args.targets, f"{path.stem} {contestant}")
     row.update(result)
     full = render_float(backend, spec, params, image.width, image.height)
     row["float32"] = scores(full, image)  # before the parameters are stored

@@ -115,9 +115,9 @@ def recipe_config(recipe: Recipe, image, **overrides):
     return configure(recipe.preset, max(image.width, image.height), preview_every=0, **{**flags, **overrides})
 
 
-def race(trainer, backend, image, check: int, stop_when_done: bool, targets=TARGETS) -> dict:
+def race(trainer, backend, image, check: int, stop_when_done: bool, targets=TARGETS, on_score=None) -> dict:
     """Train through run_steps; the step and training seconds at which each target is first
-    reached, the best PSNR seen and the curve of readings."""
+    reached, the best PSNR seen and the curve of readings (each also handed to on_score(step, psnr))."""
     reached = {target_key(t): None for t in targets}
     curve, best = [], float("-inf")
 
@@ -131,6 +131,8 @@ def race(trainer, backend, image, check: int, stop_when_done: bool, targets=TARG
             trainer.pause_clock()
         best = max(best, quality)
         curve.append([step, round(quality, 2)])
+        if on_score is not None:
+            on_score(step, quality)
         for target in targets:
             if reached[target_key(target)] is None and quality >= target:
                 reached[target_key(target)] = {"step": step, "seconds": round(trainer.seconds, 3)}

@@ -51,12 +51,12 @@
 #            lomiri-wallpapers-16.04: a 4000x2250 crop of seeding_by_Clements_Engelhardt.jpg (the
 #            command is in benchmarks/wall_time.py), carried as bench-results/photo-9mpx.jpg
 #   kodak    (at most 8 min) Kodak-24 with the network no larger than each photo's 8-bit bytes: the
-#            hashgrid preset sized to the image, its parameters in float16 and in float32, 2000
+#            hashgrid preset sized to the image, its parameters in float16 (the preset's) and float32, 2000
 #            steps each (the goal: a mean of 43.9 dB in at most 5 s a photo). The photos are not in
 #            the repository: before the call, `mkdir -p bench-results && cp -r ../shared/kodak
 #            bench-results/`, and carry bench-results/kodak (15 MB)
 #   kodakpeers (at most 8 min) Kodak at GaussianImage's budgets (300k and 560k float32 parameters'
-#            bytes) on the first 8 photos: the hashgrid preset in float16, the siren preset at the
+#            bytes) on the first 8 photos: the hashgrid preset (float16), the siren preset at the
 #            same bytes and the PyTorch hash grid, with the 2x renders against Lanczos; carry
 #            bench-results/kodak as for kodak
 #   functa   (at most 8 min) sets of latents at the network sizes a CPU cannot reach: a base SIREN
@@ -218,11 +218,11 @@ for part in "${parts[@]}"; do
       if [ "$part" = kodak ]; then
         if [ "$dry" = 1 ]; then goal=(--images 2 --size 192 --steps 4 --check 2); else goal=(--images 24 --steps 2000); fi
         run 450 "$py" benchmarks/kodak.py --kodak "$kodak" --device "$device" "${goal[@]}" --budgets image \
-          --contestants hashgrid-f16 hashgrid --no-upscale --out "$out/kodak-goal.json"
+          --contestants hashgrid hashgrid-f32 --no-upscale --out "$out/kodak-goal.json"
       else
         if [ "$dry" = 1 ]; then peers=(--images 1 --size 384 --steps 4 --siren-steps 3 --check 2); else peers=(--images 8 --steps 2000); fi
         run 450 "$py" benchmarks/kodak.py --kodak "$kodak" --device "$device" "${peers[@]}" --budgets 300k 560k \
-          --contestants hashgrid-f16 siren torch-hashgrid --out "$out/kodak-budgets.json"
+          --contestants hashgrid siren torch-hashgrid --out "$out/kodak-budgets.json"
       fi
       ;;
     functa)

@@ -100,7 +100,11 @@ def test_the_hash_grid_grows_with_the_image_within_its_bytes(dtype):
             larger = with_values(config, {"encoding.log2_table_size": math.log2(entries + 1)})
             larger_bytes = model_bytes(NetworkSpec.from_config(larger, 3).parameter_count(), dtype)
             assert larger_bytes > image_bytes(width, height, 3)
-        assert f"hash grid tables of {entries:,} entries a level for the image's 8-bit bytes" in reasons[-1]
+        assert f"tables of {entries:,} entries a level for the image's 8-bit bytes" in reasons[-1]
+        # 8 levels where the bytes hash 16 (each then with twice the entries); a gigapixel's bytes hold
+        # 16 levels of inr's largest tables
+        if width * height <= 9_000_000 or (width, height) == SIZES[-1]:
+            assert spec.hash_levels == (16 if (width, height) == SIZES[-1] else 8)
         counts.append(count)
         tables.append(entries)
     assert counts == sorted(counts) and tables == sorted(tables) and tables[0] < tables[-1]
@@ -118,6 +122,7 @@ def test_an_image_under_256_px_keeps_every_vertex():
     config, spec, reasons = sized_network(preset("hashgrid"), 128, 96)
     grid = create_encoding(spec)
     assert not grid.level_table[:, LEVEL_HASHED].any() and "holding every vertex" in reasons[-1]
+    assert spec.hash_levels == 16
     assert model_bytes(spec.parameter_count(), "float32") > image_bytes(128, 96, 3)
 
 
@@ -130,6 +135,7 @@ def test_float16_doubles_what_the_image_bytes_hold():
 def test_a_table_set_by_hand_wins_and_the_run_says_so():
     config, spec, reasons = sized_network(preset("hashgrid", hash_log2_size=19.0, dtype="float32"), 768, 512)
     assert table_entries(spec.hash_log2_size) == 1 << 19 and config.encoding.log2_table_size == 19
+    assert spec.hash_levels == 16  # the paper's, with its tables
     assert "by hand (--hash-log2-size)" in reasons[-1] and "9.52x the image's" in reasons[-1]
     # Under a budget named too, the hand table is the largest it may keep.
     config, spec, _ = sized_network(preset("hashgrid", hash_log2_size=19.0, max_bytes="500k", dtype="float32"),

@@ -72,8 +72,9 @@ class NetworkSpec:
         """The network the settings give; refused (a UsageError) where it is larger than inr handles."""
         encoding = config.encoding
         if config.network.omega0 == 0 or (encoding.name == "fourier" and encoding.sigma == 0) or (
-                encoding.name == "hashgrid" and encoding.max_resolution == 0):
-            raise ValueError("omega0 / sigma / max_resolution still 0: decide them for the image first "
+                encoding.name == "hashgrid" and 0 in (encoding.max_resolution, encoding.levels,
+                                                      encoding.log2_table_size)):
+            raise ValueError("omega0 / sigma / the hash grid's sizes still 0: decide them for the image first "
                              "(sizing.fit_to_image)")
         spec = cls(out_features=out_features, **{field: config.get(key) for field, key in SETTING_OF.items()
                                                  if _used(field, encoding.name)})

@@ -28,7 +28,8 @@ from inr_cli.errors import UsageError
 from inr_cli.limits import MAX_LOG2_TABLE_SIZE
 
 AUTO = 0.0  # the value that asks for a setting chosen from the size
-SIZED_KEYS = ("network.omega0", "encoding.sigma", "encoding.max_resolution", "encoding.log2_table_size")
+SIZED_KEYS = ("network.omega0", "encoding.sigma", "encoding.max_resolution", "encoding.log2_table_size",
+              "encoding.levels")
 
 OMEGA0_PER_PIXEL, OMEGA0_RANGE = 0.3, (15.0, 60.0)
 # The sigmoid preset asks for it (configs/sigmoid.toml): at 128 px sigma 3.5 / 6 / 10 rendered 2x
@@ -45,6 +46,11 @@ SMALLEST_TABLE, SMALLEST_WIDTH = 16, 8
 # the image is drawn larger (at 128 px, 2x renders 0.9 dB below Lanczos where the dense tables are
 # 0.3 dB above it; BENCHMARKS.md, "A model sized to the image").
 SMALLEST_SIZED_SIDE = 256
+# Levels left at 0: the paper's 16 where the tables hold every level whole (a small image) or are as
+# large as inr's go; 8 where the budget hashes the finer levels, each then with twice the entries: at
+# the image's bytes 8 levels fitted a crop of Kodak 1 dB better in 300 steps and a 512-px photo 0.5 dB,
+# while 16 draw a small image better between its pixels (BENCHMARKS.md, "A model sized to the image").
+LEVELS_WHOLE, LEVELS_HASHED = 16, 8
 
 
 def chosen(rate: float, bounds: tuple[float, float], longer: int) -> float:
@@ -57,11 +63,6 @@ def image_bytes(width: int, height: int, channels: int) -> int:
     return width * height * channels
 
 
-# An image smaller than this on its longer side keeps tables that hold every level's vertices: its
-# own bytes would hash the finer levels many times over, which draws noise between the pixels when
-# the image is drawn larger (at 128 px, 2x renders 0.9 dB below Lanczos where the dense tables are
-# 0.3 dB above it; BENCHMARKS.md, "A model sized to the image").
-SMALLEST_SIZED_SIDE = 256
 def model_bytes(parameters: int, dtype: str) -> int:
     """The bytes a network of this many parameters takes, stored as dtype (network.dtype)."""
     return parameters * BYTES_PER_PARAMETER[dtype]
@@ -88,28 +89,21 @@ def fit_to_image(config: Config, width: int, height: int, channels: int) -> tupl
     if config.encoding.max_resolution == AUTO:
         # One cell a pixel at the finest level: a finer grid only adds entries that no pixel tells
         # apart (and draws noise between the pixels).
-        finest = max(longer, config.encoding.min_resolution)
-        values["encoding.max_resolution"] = finest
-        if config.encoding.name == "hashgrid":
-            reasons.append(f"hash grid of {config.encoding.levels} levels, {config.encoding.min_resolution} to "
-                           f"{finest} cells across (the finest one cell a pixel of the {longer}-px image); "
-                           f"--hash-max-res sets it by hand")
+        values["encoding.max_resolution"] = max(longer, config.encoding.min_resolution)
     config = with_values(config, values) if values else config
     return _sized_to_budget(config, width, height, channels, reasons)
 
 
 def table_for_image(config: Config, width: int, height: int, channels: int) -> float:
-    """The sizing rule: log2 of the entries of each level's table of a hash grid (its levels' range
-    decided: fit_to_image) for a width x height image of `channels` channels. The largest table for
-    which the whole network (tables and head) takes at most the byte budget (network.max_bytes, by
-    default the image's 8-bit bytes) stored as network.dtype says; never more entries than its
-    finest level's vertices, which would stay unused, nor fewer than SMALLEST_TABLE; at most 2^24.
+    """The sizing rule: log2 of the entries of each level's table of a hash grid (its levels and their
+    range decided: fit_to_image) for a width x height image of `channels` channels. The largest table
+    for which the whole network (tables and head) takes at most the byte budget (network.max_bytes,
+    by default the image's 8-bit bytes) stored as network.dtype says; never more entries than its
+    finest level's vertices, which would stay unused (whole_table), nor fewer than SMALLEST_TABLE.
     Without a budget named, an image smaller than SMALLEST_SIZED_SIDE on its longer side gets them
     all. Counted, not allocated: a gigapixel's is as quick as a thumbnail's."""
     budget = _budget(config, width, height, channels)
-    finest = level_resolutions(config.encoding.levels, config.encoding.min_resolution,
-                               config.encoding.max_resolution)[-1]
-    low, high = SMALLEST_TABLE, min((finest + 1) ** 2, 1 << MAX_LOG2_TABLE_SIZE)
+    low, high = SMALLEST_TABLE, whole_table(config)
     if budget is None and max(width, height) < SMALLEST_SIZED_SIDE:
         return math.log2(high)
     most = (budget or image_bytes(width, height, channels)) // BYTES_PER_PARAMETER[config.network.dtype]
@@ -122,6 +116,13 @@ def table_for_image(config: Config, width: int, height: int, channels: int) -> f
         else:
             high = middle - 1
     return math.log2(low)
+
+
+def whole_table(config: Config) -> int:
+    """The most entries a level's table can use: the finest level's vertices, or inr's largest table."""
+    grid = config.encoding
+    finest = level_resolutions(grid.levels, grid.min_resolution, grid.max_resolution)[-1]
+    return min((finest + 1) ** 2, 1 << MAX_LOG2_TABLE_SIZE)
 
 
 def _budget(config: Config, width: int, height: int, channels: int) -> int | None:
@@ -159,16 +160,20 @@ def _sized_to_budget(config: Config, width: int, height: int, channels: int,
     grid = config.encoding
     if grid.name == "hashgrid":
         by_hand = grid.log2_table_size != AUTO
+        sized = config
+        if grid.levels == AUTO:  # the paper's 16, unless the budget hashes them: then 8 (LEVELS_HASHED)
+            sized = with_values(config, {"encoding.levels": LEVELS_WHOLE})
+            if not by_hand and table_for_image(sized, width, height, channels) < math.log2(whole_table(sized)):
+                sized = with_values(config, {"encoding.levels": LEVELS_HASHED})
         if not by_hand or budget is not None:
-            log2 = table_for_image(config, width, height, channels)
+            log2 = table_for_image(sized, width, height, channels)
             if by_hand:  # a table set by hand is the largest the budget may keep
                 log2 = min(log2, grid.log2_table_size)
-            values["encoding.log2_table_size"] = log2
-        sized = with_values(config, values) if values else config
-        count = _parameters(sized, channels)
+            sized = with_values(sized, {"encoding.log2_table_size": log2})
+        count, levels = _parameters(sized, channels), sized.encoding.levels
         if budget is not None and model_bytes(count, dtype) > budget:
             raise UsageError(f"--max-bytes {given}: the smallest hash grid of these settings (tables of "
-                             f"{SMALLEST_TABLE} entries, {grid.levels} levels x {grid.level_features} features, "
+                             f"{SMALLEST_TABLE} entries, {levels} levels x {grid.level_features} features, "
                              f"{config.network.layers}x{config.network.hidden} {config.network.model}) takes "
                              f"{model_bytes(count, dtype):,} bytes in {dtype}; name a larger budget or a smaller "
                              f"network")
@@ -177,10 +182,11 @@ def _sized_to_budget(config: Config, width: int, height: int, channels: int,
                f"for --max-bytes {given}" if budget is not None else
                f"holding every vertex (an image under {SMALLEST_SIZED_SIDE} px)"
                if max(width, height) < SMALLEST_SIZED_SIDE else "for the image's 8-bit bytes")
-        reasons.append(f"hash grid tables of {entries:,} entries a level {how}: {count:,} parameters, "
-                       f"{_size(model_bytes(count, dtype))} in {dtype}, {model_bytes(count, dtype) / against:.2f}x "
-                       f"the image's {_size(against)}" + ("; --hash-log2-size or --max-bytes sizes it by hand"
-                                                          if not by_hand and budget is None else ""))
+        reasons.append(f"hash grid of {levels} levels, {sized.encoding.min_resolution} to "
+                       f"{sized.encoding.max_resolution} cells across, tables of {entries:,} entries a level {how}: "
+                       f"{count:,} parameters, {_size(model_bytes(count, dtype))} in {dtype}, "
+                       f"{model_bytes(count, dtype) / against:.2f}x the image's {_size(against)}; --hash-levels, "
+                       f"--hash-log2-size, --hash-max-res and --max-bytes set it by hand")
         return sized, reasons
     if budget is None:
         return config, reasons
