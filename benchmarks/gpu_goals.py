@@ -425,6 +425,25 @@ def gigapixel_line(r: dict, name: str) -> str:
     return f"- a gigapixel mosaic of photos (`{name}`): " + "; ".join(said)
 
 
+def kodak_lines(r: dict, name: str) -> list[str]:
+    """benchmarks/kodak.py's means, each contestant at each budget; the preset at the image's bytes
+    against the goal: a mean of 43.9 dB in at most 5 s a photo."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in r.get("rows", []):
+        groups.setdefault((row["contestant"], row["budget"]), []).append(row)
+    lines = []
+    for (contestant, budget), rows in groups.items():
+        psnr, seconds = (sum(row[key] for row in rows) / len(rows) for key in ("psnr", "seconds_run"))
+        goal = ""
+        if (contestant, budget) == ("hashgrid", "image"):
+            met = psnr >= 43.9 and max(row["seconds_run"] for row in rows) <= 5
+            goal = f" (goal: 43.9 dB in at most 5 s a photo: {'met' if met else '**not met**'})"
+        lines.append(f"- Kodak, {contestant} at {budget} bytes, {len(rows)} photos (`{name}`): mean {psnr:.2f} dB, "
+                     f"SSIM {sum(row['ssim'] for row in rows) / len(rows):.4f}, {seconds:.2f} s a photo, "
+                     f"{rows[0]['steps_run']} steps{goal}")
+    return lines
+
+
 def other_results(out: Path) -> list[str]:
     """Lines for the other benchmarks' results that dev/gpu_checks.sh leaves in OUT."""
     lines = []
@@ -457,6 +476,8 @@ def other_results(out: Path) -> list[str]:
             lines.append(f"- wall time of `inr train {Path(r['photo']).name} {' '.join(r['flags'])}`, {run['name']} "
                          f"(`{path.name}`): {run['wall']} s to step {run['steps']} ({run['psnr']} dB): {parts} (goal: "
                          f"at most 2x the training plus 5 s: {'met' if met else '**not met**'})")
+    for path in sorted(out.glob("kodak-*.json")):
+        lines += kodak_lines(json.loads(path.read_text()), path.name)
     drawing = out / "drawing.txt"
     if drawing.is_file():
         lines.append(f"- the seed's drawing for 60 s: {drawing.read_text().strip()}")

@@ -4,6 +4,7 @@ sigmoid-200, the original system's setting, would have followed it)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from benchmarks.bench_step import SETTINGS, setting_config
@@ -219,3 +220,25 @@ def test_gpu_checks_kernels_part_runs_dry_on_the_cpu(tmp_path):
     assert "| sigmoid 2x64, 200x200 grey, fused | network_backward_32_fp32 |" in report
     assert "Hash grid step, 2^18 samples, 16 levels, ReLU 2x64: ours fused (ms)" in report
     assert result.returncode == 0, result.stdout[-3000:]
+
+
+def test_kodak_budgets_scale_with_the_photo_and_the_report_judges_the_goal():
+    """benchmarks/kodak.py holds GaussianImage's budgets in bytes per pixel value (a photo drawn at
+    half its size gets a quarter), and dev/gpu_checks.sh's report says the preset's mean against the
+    goal: 43.9 dB in at most 5 s a photo."""
+    from benchmarks import gpu_goals, kodak
+    from inr_cli.core.pixels import PixelImage
+
+    half = PixelImage(np.zeros((256, 384, 3), np.float32), ("r", "g", "b"))
+    assert kodak.budget_bytes("300k", half) == 300_000 and kodak.budget_bytes("560k", half) == 560_000
+    assert kodak.budget_bytes("image", half) == 384 * 256 * 3
+
+    def row(contestant, psnr, seconds):
+        return {"contestant": contestant, "budget": "image", "psnr": psnr, "seconds_run": seconds, "ssim": 0.99,
+                "steps_run": 2000}
+
+    met = gpu_goals.kodak_lines({"rows": [row("hashgrid", 44.5, 4.0), row("hashgrid", 43.5, 4.5)]}, "k.json")
+    assert met == ["- Kodak, hashgrid at image bytes, 2 photos (`k.json`): mean 44.00 dB, SSIM 0.9900, 4.25 s a "
+                   "photo, 2000 steps (goal: 43.9 dB in at most 5 s a photo: met)"]
+    slow = gpu_goals.kodak_lines({"rows": [row("hashgrid", 44.5, 5.5), row("hashgrid-f32", 40.0, 4.0)]}, "k.json")
+    assert "**not met**" in slow[0] and "goal" not in slow[1]

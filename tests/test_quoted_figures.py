@@ -81,8 +81,12 @@ def presets_rows() -> list[tuple[str, str]]:
     fourier = result("upscaling-cpu-256-fourier-mean.json")["results"]
     sigmoid = [row for run in result("upscaling-cpu-sigmoid-sigma.json")["runs"]  # sigma 6.9: the size's at 256 px
                if run["set"] == {"fourier_sigma": 6.9} for row in run["results"]]
-    hashgrid = result("hashgrid-lr-cpu-512.json")["summary"]["512"]["hg-lr2e-2"]  # the preset's lr
-    assert build_config(None, {}, "hashgrid").optimizer.lr == 2e-2
+    # The preset's settings at 512 px (sized: 8 levels, float16), and before it was sized (tables of 2^19)
+    hashgrid = result("hashgrid-sized-variants-cpu-512.json")["summary"]["512"]["hg-L8-f16"]
+    before = result("hashgrid-lr-cpu-512.json")["summary"]["512"]["hg-lr2e-2"]
+    preset = build_config(None, {}, "hashgrid")
+    assert preset.optimizer.lr == 2e-2 and preset.network.dtype == "float16"
+    assert fit_to_image(preset, 512, 341, 3)[0].encoding.levels == 8
     sets = {row["dataset"]: row["held_out"]["mean_psnr"] for row in result("weights-suite-cpu-32-lr3e-3.json")["rows"]
             if (row["recipe"], row["start"]) == ("default", "shared")}
 
@@ -97,12 +101,14 @@ def presets_rows() -> list[tuple[str, str]]:
     return [
         ("README.md", f"| `siren` | SIREN 3x256 | {preset_steps('siren')} | {pair(siren, 'siren')} (coffee / rocket"),
         ("README.md", f"| `hashgrid` | hash grid + ReLU 2x64 | {preset_steps('hashgrid')} | 40 dB in "
-                      f"{hashgrid['steps_40dB']} steps (coffee, 512 px)"),
+                      f"{hashgrid['steps_40dB']} steps (coffee, 512 px), the network no larger than the photo "
+                      f"({before['steps_40dB']} steps at 11x its bytes)"),
         ("README.md", f"| {preset_steps('fourier')} | {pair(fourier, 'fourier')} (coffee / rocket"),
         ("README.md", f"| {preset_steps('sigmoid')} | {pair(sigmoid, 'sigmoid')} (coffee / rocket"),
         ("README.md", f"| {preset_steps('sets')} | {low:.1f}-{high:.1f} dB (32-px sets, 2x32)"),
         ("docs/training.md", f"| {preset_steps('siren')} | {each(siren, 'siren')} |"),
-        ("docs/training.md", f"| {preset_steps('hashgrid')} | 40 dB at 512 px in about {hashgrid['steps_40dB']} steps"),
+        ("docs/training.md", f"| {preset_steps('hashgrid')} | 40 dB at 512 px in about {hashgrid['steps_40dB']} steps, "
+                             f"the network no larger than the photo ({before['steps_40dB']} with tables of 2^19"),
         ("docs/training.md", f"| {preset_steps('fourier')} | {each(fourier, 'fourier')} |"),
         ("docs/training.md", f"| {preset_steps('sigmoid')} | {each(sigmoid, 'sigmoid')} |"),
         ("docs/training.md", f"| {preset_steps('sets')} | 32-px sets at 2x32: letters {sets['letters']:.1f}, photo "
