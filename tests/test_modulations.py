@@ -208,7 +208,7 @@ def test_meta_init_learns_a_base_resumes_to_it_and_fit_many_fits_its_latents(tmp
 
     monkeypatch.setattr(meta_base, "outer_gradient", interrupted)
     result = runner.invoke(app, ["meta-init", str(folder), "-o", str(cut), *NET, *META])
-    assert result.exit_code == 128 + signal.SIGINT and "checkpointed at outer step 4" in result.output
+    assert result.exit_code == 128 + signal.SIGINT and "the base is checkpointed at outer step 4" in result.output
     monkeypatch.setattr(meta_base, "outer_gradient", gradient)
     result = runner.invoke(app, ["meta-init", str(folder), "-o", str(cut), *NET, *META])
     assert result.exit_code == 0, result.output

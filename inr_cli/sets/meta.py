@@ -474,7 +474,8 @@ def learn_start(runner, source: str, out: Path, config: Config, options: MetaOpt
             start, step, log, best, kept = done
             if step:
                 state.save(start, step, log, best, settings, fingerprints, kept)
-            kept_where = f"the start is checkpointed at outer step {step} in {state.path}" if step else \
+            learned = "the base" if options.modulations else "the start"
+            kept_where = f"{learned} is checkpointed at outer step {step} in {state.path}" if step else \
                 "nothing is kept"
             lower = "--outer-lr" if options.modulations else f"a smaller --lr (e.g. {config.optimizer.lr / 10:g}) or " \
                                                               f"--outer-lr"

@@ -73,7 +73,8 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
     try:
         result = learn_start(runner, source, out, config, MetaOptions(**options), progress, started, force)
     except MetaInterrupted as exc:
-        kept = f"the start is checkpointed at outer step {exc.step} in {exc.saved}" if exc.step else \
+        learned = "the base" if options["modulations"] else "the start"
+        kept = f"{learned} is checkpointed at outer step {exc.step} in {exc.saved}" if exc.step else \
             "no outer step was done yet"
         info(f"{exc}: {kept}; run the same command again to go on")
         raise SystemExit(128 + exc.signum) from None
