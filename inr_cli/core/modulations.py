@@ -26,9 +26,9 @@ import numpy as np
 from inr_cli.core.coords import pixel_grid
 from inr_cli.core.network import NetworkSpec, layer_views
 from inr_cli.core.workspace import Workspace
-from inr_cli.errors import InrError
+from inr_cli.errors import InrError, UsageError
 
-# What a base holds besides its network: the map's and the rates' names in the file (formats/base.py)
+# What a base holds besides its network: the map's and the rates' names in its file (formats/modulated.py)
 MAP, RATES = "modulation.map", "modulation.rates"
 
 
@@ -58,8 +58,12 @@ class ModulatedBase:
         return self.shift_map.shape[1]
 
     def expand(self, latents: np.ndarray) -> np.ndarray:
-        """[N, P] float32: each latent's network, the base with its hidden biases moved by M z."""
-        latents = np.asarray(latents, dtype=np.float32).reshape(-1, self.latent)
+        """[N, P] float32: each latent's network ([N, D] latents, or one [D]), the base with its hidden
+        biases moved by M z."""
+        latents = np.asarray(latents, dtype=np.float32)
+        if latents.ndim not in (1, 2) or latents.shape[-1] != self.latent:
+            raise UsageError(f"latents of shape {list(latents.shape)}: expected [N, {self.latent}] or [{self.latent}]")
+        latents = latents.reshape(-1, self.latent)
         params = np.array(np.broadcast_to(self.params, (len(latents), self.params.size)), dtype=np.float32)
         shifts = latents @ self.shift_map.T
         hidden = self.spec.hidden
