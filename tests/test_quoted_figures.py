@@ -145,3 +145,25 @@ def test_the_subset_psnr_figures_the_hash_grid_guide_quotes():
     guide = " ".join(text("docs/hashgrid.md").split())
     assert f"standard error was {error:.3f} dB" in guide
     assert f"2^20 random pixels read {apart:.3f} dB from every pixel" in guide
+
+
+def test_the_latents_figures_the_guides_quote():
+    """Sets of latents on the weights suite (benchmarks/weights_suite.py --starts latents): the PSNR and
+    the probes' accuracy that BENCHMARKS.md's table and the learning-on-weights guide quote."""
+    def latents(name: str) -> dict:
+        return next(r for r in result(f"weights-suite-cpu-32-latents-{name}.json")["rows"] if r["start"] == "latents")
+
+    table = text("BENCHMARKS.md")
+    guide = " ".join(text("docs/learning-on-weights.md").split())
+    for name, dataset in (("2x32-letters", "letters"), ("2x32-photos", "photo tiles"), ("2x32-digits", "digits"),
+                          ("2x32-shapes", "shapes, not tuned on"), ("3x64-letters", "letters")):
+        row = latents(name)
+        accuracy = row["accuracy"]
+        cell = (f"{row['held_out']['mean_psnr']:.2f} / {row['held_out_at']['10']['mean_psnr']:.2f} dB, "
+                f"{accuracy['linear']:.1%} / {accuracy['mlp']:.1%}")
+        assert cell in table, f"BENCHMARKS.md should quote {dataset}: {cell}"
+    digits, letters = latents("2x32-digits")["accuracy"]["linear"], latents("2x32-letters")["accuracy"]["linear"]
+    assert f"({digits:.1%} against 95.0%)" in guide
+    assert f"letters ({letters:.1%}, {latents('3x64-letters')['accuracy']['linear']:.1%} over a 3x64 base" in guide
+    side = latents("2x32-letters")["side_by_side"]
+    assert f"**{side['latents_images_per_second_over_whole']:.1f}x the images per second**" in table
