@@ -82,7 +82,8 @@ def configuration(**values):
 def spec_of(model="siren", encoding="none", **values) -> NetworkSpec:
     config = with_values(configuration(), {"network.model": model, "encoding.name": encoding,
                                            "network.omega0": 30.0, "encoding.sigma": 5.0, "encoding.features": 3,
-                                           "encoding.max_resolution": 20, "network.hidden": 6, "network.layers": 2,
+                                           "encoding.max_resolution": 20, "encoding.levels": 4,
+                                           "encoding.log2_table_size": 10, "network.hidden": 6, "network.layers": 2,
                                            **values})
     return NetworkSpec.from_config(config, 3)
 

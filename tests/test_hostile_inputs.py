@@ -27,7 +27,7 @@ from PIL import Image
 
 from inr_cli.errors import InrError
 from inr_cli.formats import checkpoint as ckpt
-from inr_cli.formats import network_set
+from inr_cli.formats import network_set, set_index
 from tests.conftest import make_image, rewrite_npz
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -363,9 +363,9 @@ def test_index_csv_keeps_names_from_running_as_formulas():
     """A name or label that a spreadsheet would run (=, +, -, @) is written behind an apostrophe and
     read back exactly, as is every name that begins with an apostrophe."""
     for name in ["=HYPERLINK(\"http://x\")", "+1", "-2.png", "@SUM(A1)", "\tx", "'=x", "''", "'", "'a", "a=b", "plain"]:
-        cell = network_set.index_cell(name)
+        cell = set_index.index_cell(name)
         assert cell[:1] not in ("=", "+", "-", "@", "\t", "\r")
-        assert network_set.index_text(cell) == name
+        assert set_index.index_text(cell) == name
 
 
 # --- images, folders and lists ------------------------------------------------------------------

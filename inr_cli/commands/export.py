@@ -28,9 +28,9 @@ def command(
                                 help="model.safetensors, model.onnx or (a set) set.hdf5."),
     image: Optional[str] = typer.Option(None, "--image", metavar="NAME", help="With an inr fit-many folder: export "
                                         "only this image's network."),
-    dtype: Optional[Dtype] = typer.Option(None, "--dtype", help="Store the parameters as float32 or float16 (half "
-                                          "the bytes; read back as float32). Default: the run's --dtype (float32 "
-                                          "for a set)."),
+    dtype: Optional[Dtype] = typer.Option(None, "--dtype", metavar="TYPE", help="Store the parameters as float32 "
+                                          "or float16 (half the bytes; read back as float32). Default: the run's "
+                                          "--dtype (float32 for a set)."),
     force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
 ) -> None:
     suffix = Path(output).suffix.lower()

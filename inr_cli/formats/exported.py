@@ -24,8 +24,8 @@ from inr_cli.errors import InrError
 from inr_cli.extras import require
 from inr_cli.formats.input_files import check_regular
 from inr_cli.formats.network_description import BadDescription, spec_from_json
-from inr_cli.formats.network_set import INDEX_COLUMNS, LABEL, index_cell, index_row
 from inr_cli.formats.pixel_csv import CHANNEL_SETS
+from inr_cli.formats.set_index import INDEX_COLUMNS, LABEL, index_cell, index_row
 from inr_cli.limits import MAX_HEADER_BYTES, MAX_SIDE
 
 INDEX_METADATA = "index"  # a set's index.csv rows, as JSON [{column: text}]

@@ -10,10 +10,7 @@
 Everything read back is checked against its format and against the other files before anything is
 sized from it: a damaged set is one line naming the file (and the line of index.csv).
 
-A name or label in index.csv that a spreadsheet would run as a formula (one beginning with = + - @,
-a tab or a carriage return) is written behind an apostrophe, as spreadsheets expect, and so is one
-that begins with an apostrophe before such a character or another apostrophe; inr's reader takes
-the apostrophe off (index_cell writes a cell, index_text reads it), so every name reads back exactly.
+index.csv's columns and its rows, written and read back: formats/set_index.py.
 """
 
 from __future__ import annotations
@@ -29,10 +26,10 @@ import numpy as np
 
 from inr_cli.core.modulations import ModulatedBase
 from inr_cli.core.network import NetworkSpec
-from inr_cli.core.pixels import MAX_IMAGE_PIXELS
 from inr_cli.errors import InrError
 from inr_cli.formats.network_description import BadDescription, spec_from_dict
 from inr_cli.formats.pixel_csv import CHANNEL_SETS
+from inr_cli.formats.set_index import INDEX_COLUMNS, LABEL, index_row
 from inr_cli.formats.versions import refuse_newer
 from inr_cli.limits import MAX_TEXT_BYTES
 
@@ -42,8 +39,6 @@ WEIGHTS = "weights.npy"
 WEIGHTS_PART = "weights.npy.part"  # the rows as they are written, renamed weights.npy when all are there
 INDEX = "index.csv"
 DESCRIPTION = "network.json"
-INDEX_COLUMNS = ("name", "psnr", "loss", "steps", "seed", "width", "height")
-LABEL = "label"  # the last column when the images came in class folders (the first folder level)
 FORMAT_VERSION = 2  # of network.json and fit-many.json, written together: the newest this inr reads
 BASE = "base.safetensors"  # a set of latents: the base they are drawn through (formats/modulated.py)
 
@@ -101,21 +96,6 @@ def is_network_set(path: Path) -> bool:
 # A spreadsheet runs a cell that begins so as a formula (CSV injection): index.csv holds such a name
 # or label behind an apostrophe, as spreadsheets expect, and so does one that would otherwise read
 # back as escaped, so that every name reads back exactly.
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-ESCAPE = "'"
-
-
-def index_cell(text: str) -> str:
-    """A name or label as index.csv holds it (index_text reads it back)."""
-    escaped = text[:1] in FORMULA_STARTS or (text[:1] == ESCAPE and text[1:2] in FORMULA_STARTS + (ESCAPE,))
-    return ESCAPE + text if escaped else text
-
-
-def index_text(cell: str) -> str:
-    """The name or label that index_cell wrote as `cell`."""
-    return cell[1:] if cell[:1] == ESCAPE and cell[1:2] in FORMULA_STARTS + (ESCAPE,) else cell
-
-
 MAX_DESCRIPTION_BYTES = MAX_TEXT_BYTES  # network.json: the spec and the configuration, a few kilobytes
 
 
@@ -255,34 +235,6 @@ def read_index(path: Path, rows: int) -> list[dict]:
     if len(index) != rows:
         raise InrError(f"{path}: damaged set, {len(index)} rows for the {rows} networks of {WEIGHTS}")
     return index
-
-
-def index_row(path: Path, line: int, header: list[str], cells: list[str]) -> dict:
-    if len(cells) != len(header):
-        raise InrError(f"{path}, line {line}: {len(cells)} values, expected {len(header)} ({','.join(header)})")
-    row = dict(zip(header, cells))
-    for column in ("psnr", "loss"):  # NaN where it could not be measured; never negative
-        try:
-            value = float(row[column])
-        except ValueError:
-            value = -1.0
-        if value < 0:
-            raise InrError(f"{path}, line {line}: {column} '{row[column][:40]}' is not a number of at least 0")
-    for column, low in (("steps", 0), ("seed", 0), ("width", 1), ("height", 1)):
-        text = row[column]
-        if not (text.isascii() and text.isdigit() and len(text) <= 20 and int(text) >= low):
-            raise InrError(f"{path}, line {line}: {column} '{text[:40]}' is not a whole number of at least {low}")
-    if int(row["width"]) * int(row["height"]) > MAX_IMAGE_PIXELS:
-        raise InrError(f"{path}, line {line}: {row['width']}x{row['height']} is larger than inr's limit of "
-                       f"{MAX_IMAGE_PIXELS} pixels")
-    for column in ("name", LABEL):
-        if column in row:
-            row[column] = index_text(row[column])
-            if "\0" in row[column]:
-                raise InrError(f"{path}, line {line}: the {column} holds a NUL character")
-    if not row["name"]:
-        raise InrError(f"{path}, line {line}: no name")
-    return row
 
 
 def refuse_newer_set(where: object, document) -> None:

@@ -33,7 +33,7 @@ import numpy as np
 
 from inr_cli.config import ADDED_KEYS, KEY_TYPES, Config, with_values
 from inr_cli.core.metrics import psnr_from_mse
-from inr_cli.core.network import NetworkSpec, output_means, set_output_means
+from inr_cli.core.network import NetworkSpec, set_output_means
 from inr_cli.core.pixels import PixelImage
 from inr_cli.core.sizing import fit_to_image
 from inr_cli.core.state import TrainingState
@@ -46,10 +46,11 @@ from inr_cli.formats.data import fingerprint
 from inr_cli.formats.export import write_safetensors
 from inr_cli.formats.input_files import check_regular
 from inr_cli.formats.network_description import spec_from_json
-from inr_cli.formats.start import initial_params, start_sha256
+from inr_cli.formats.start import start_sha256
 from inr_cli.limits import MAX_METADATA_BYTES
 from inr_cli.outputs import check_parent, refuse_inputs, refuse_inside, refuse_special, side_files, takes_files
 from inr_cli.sets import inputs
+from inr_cli.sets.meta_common import InnerFitsDiverged, first_start
 from inr_cli.sets.plan import image_seed
 
 
@@ -147,10 +148,6 @@ class MetaInterrupted(Interrupted):
 def reptile_step(start: np.ndarray, adapted: np.ndarray, rate: float) -> np.ndarray:
     """The start moved toward the mean of the adapted weights ([n, P]), in float64."""
     return start + rate * (adapted.astype(np.float64).mean(axis=0) - start)
-
-
-class InnerFitsDiverged(InrError):
-    """The inner fits of an outer step blew up (a rate too large for the network)."""
 
 
 class MetaState:
@@ -337,17 +334,6 @@ def _log_rows(text: str, archive: npz.Archive) -> list[dict]:
             for row in rows):
         raise archive.damaged("its 'log' is not a list of outer steps' measures")
     return rows
-
-
-def first_start(config: Config, spec: NetworkSpec, images: list[PixelImage]) -> np.ndarray:
-    """The outer loop's first start [P]: the file's weights, or the draw of the run's seed (a random
-    start is the shared one here: there is one start), its outputs at the mean colour of `images`
-    where network.init_output_at_mean asks for it."""
-    init = config.training.init if config.training.init != "random" else "shared"
-    means = output_means(config, images)
-    return initial_params(init, spec, config.training.seed, [config.training.seed],
-                          None if means is None else [np.mean(means, axis=0)],
-                          weight_scale=config.network.weight_scale)[0].astype(np.float64)
 
 
 class Reptile:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from inr_cli.core.modulations import LatentPass, ModulatedBase
+from inr_cli.sets.meta_common import InnerFitsDiverged, first_start
 
 PHASE_STEP = 1e-2  # radians: the largest change of a sine's argument a difference step makes
 
@@ -93,7 +94,6 @@ class ModulatedLearning:
         inner_lr; a base file of this latent size gives its own map and rates too."""
         from inr_cli.core.modulations import first_base
         from inr_cli.sets.latents import base_of
-        from inr_cli.sets.meta import first_start
 
         given = base_of(self.config.training.init)
         if given is not None and given.latent == self.latent:
@@ -120,7 +120,6 @@ class ModulatedLearning:
 
     def step(self, theta: np.ndarray, kept: dict, step: int, chosen) -> tuple[np.ndarray, dict]:
         """Adam's step t = step + 1 along the outer gradient of the images `chosen`."""
-        from inr_cli.sets.meta import InnerFitsDiverged
 
         gradient, losses = outer_gradient(self._pass(theta, chosen), self.base(theta))
         if not (np.isfinite(gradient).all() and np.isfinite(losses).all()):
@@ -137,7 +136,6 @@ class ModulatedLearning:
 
     def heldout_loss(self, theta: np.ndarray, heldout) -> float:
         from inr_cli.core.modulations import LatentsDiverged, fit_latents
-        from inr_cli.sets.meta import InnerFitsDiverged
 
         try:
             fitted = fit_latents(self._pass(theta, heldout), self.options.inner_steps)

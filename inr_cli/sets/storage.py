@@ -32,15 +32,13 @@ from inr_cli.formats.network_set import (
     BASE,
     DESCRIPTION,
     INDEX,
-    INDEX_COLUMNS,
-    LABEL,
     PLAN,
     SHARDS,
     WEIGHTS,
     WEIGHTS_PART,
     format_version,
-    index_cell,
 )
+from inr_cli.formats.set_index import INDEX_COLUMNS, LABEL, index_cell
 from inr_cli.sets.partial import PARTIAL
 from inr_cli.sets.plan import Plan
 from inr_cli.sets.set_folder import SetFolder
