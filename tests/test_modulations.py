@@ -311,6 +311,8 @@ def test_what_a_base_cannot_take_is_refused_in_one_line(tmp_path):
     for args, message in (
             (["fit-many", str(folder), "-o", str(tmp_path / "a"), "--init", str(path), "--batch-size", "16"],
              "--batch-size 16: the latents over a base are fitted on every pixel"),
+            (["fit-many", str(folder), "-o", str(tmp_path / "f"), "--init", str(path), "--lr", "0.01"],
+             "optimizer.lr: the latents over a base step with the rates learned with it"),
             (["fit-many", str(folder), "-o", str(tmp_path / "b"), "--init", str(path), "--hidden", "16"],
              "its network is not the one these settings fit (hidden 8 (the start) vs 16)"),
             (["meta-init", str(folder), "-o", str(tmp_path / "c.safetensors"), "--modulations", "4", "--ray", "local"],

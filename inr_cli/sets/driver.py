@@ -86,7 +86,7 @@ def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, pre
     given = given_keys(config_file, values, preset)
     base = base_of(config.training.init)
     if base is not None:  # a set of latents: the base says the network and the steps
-        config = latent_settings(config, base, given)
+        config = latent_settings(config, base, given, {key for key, value in values.items() if value is not None})
         given = given | set(base.spec.settings())
     if add:  # the new images apart, with the set's own settings (checked as a rerun's), then joined
         def fit_new(scratch: Path, names: set[str]) -> None:

@@ -31,9 +31,16 @@ def base_of(init: str) -> ModulatedBase | None:
     return read_base(start_file(init))[0]
 
 
-def latent_settings(config: Config, base: ModulatedBase, given: set[str] | None) -> Config:
+def latent_settings(config: Config, base: ModulatedBase, given: set[str] | None,
+                    said: set[str] = frozenset()) -> Config:
     """fit-many's settings over a base: the network and --steps the command does not give are the
-    base's; a mini-batch or outputs at the mean (which the latents draw) are refused."""
+    base's; a mini-batch, outputs at the mean (which the latents draw) or an optimizer setting the
+    command says itself (`said`: its flags and --set keys; the latents step with the base's rates)
+    are refused."""
+    optimizer = sorted(key for key in said if key.startswith("optimizer."))
+    if optimizer:
+        raise UsageError(f"{optimizer[0]}: the latents over a base step with the rates learned with it, not an "
+                         f"optimizer's; leave it out (or learn another base)")
     if config.training.batch_size:
         raise UsageError(f"--batch-size {config.training.batch_size}: the latents over a base are fitted on every "
                          f"pixel; leave it at 0")
