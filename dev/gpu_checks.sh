@@ -56,7 +56,7 @@
 #            the repository: before the call, `mkdir -p bench-results && cp -r ../shared/kodak
 #            bench-results/`, and carry bench-results/kodak (15 MB)
 #   kodakpeers (at most 8 min) Kodak at GaussianImage's budgets (300k and 560k float32 parameters'
-#            bytes) on the first 8 photos: the hashgrid preset (float16), the siren preset at the
+#            bytes) on the first 3 photos: the hashgrid preset (float16), the siren preset at the
 #            same bytes and the PyTorch hash grid, with the 2x renders against Lanczos; carry
 #            bench-results/kodak as for kodak
 #   functa   (at most 8 min) sets of latents at the network sizes a CPU cannot reach: a base SIREN
@@ -220,7 +220,7 @@ for part in "${parts[@]}"; do
         run 450 "$py" benchmarks/kodak.py --kodak "$kodak" --device "$device" "${goal[@]}" --budgets image \
           --contestants hashgrid hashgrid-f32 --no-upscale --out "$out/kodak-goal.json"
       else
-        if [ "$dry" = 1 ]; then peers=(--images 1 --size 384 --steps 4 --siren-steps 3 --check 2); else peers=(--images 8 --steps 2000); fi
+        if [ "$dry" = 1 ]; then peers=(--images 1 --size 256 --steps 4 --siren-steps 3 --check 2); else peers=(--images 3 --steps 2000); fi
         run 450 "$py" benchmarks/kodak.py --kodak "$kodak" --device "$device" "${peers[@]}" --budgets 300k 560k \
           --contestants hashgrid siren torch-hashgrid --out "$out/kodak-budgets.json"
       fi
