@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import ROOT, environment, save_json  # noqa: E402
+from inr_cli.config import read_toml  # noqa: E402
 
 
 def main() -> None:
@@ -38,7 +39,10 @@ def main() -> None:
             sys.exit(f"{' '.join(command)} failed: {done.stderr.strip()}")
         with open(Path(tmp) / "runs" / "sample" / "metrics.csv", newline="") as f:
             last = list(csv.DictReader(f))[-1]
-    result = {"environment": environment(), "command": " ".join(command[:-1]), "steps": int(last["step"]),
+        saved = read_toml(Path(tmp) / "runs" / "sample" / "config.toml")
+    network = f"{saved['network.model']} {saved['network.layers']}x{saved['network.hidden']}, {saved['encoding.name']}"
+    result = {"environment": environment(), "command": " ".join(command[:-1]), "network": network,
+              "steps": int(last["step"]),
               "psnr": float(last["psnr"]), "training_seconds": float(last["seconds"]),
               "wall_seconds": round(wall, 1)}
     print(result)

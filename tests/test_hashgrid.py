@@ -21,9 +21,9 @@ def run(*args):
 
 @pytest.fixture
 def large_from(monkeypatch):
-    """Images of at least this many pixels count as large (the real threshold is a megapixel)."""
+    """Images of at least this many pixels train the hash grid (the real threshold is 96x64)."""
     def set_threshold(pixels: int) -> None:
-        monkeypatch.setattr(start, "LARGE_IMAGE_PIXELS", pixels)
+        monkeypatch.setattr(start, "HASH_GRID_PIXELS", pixels)
     return set_threshold
 
 
@@ -37,7 +37,7 @@ def test_a_large_image_trains_the_hash_grid_and_a_small_one_siren(tmp_path, larg
         saved = read_toml(tmp_path / image.stem / "config.toml")
         assert saved["encoding.name"] == ("hashgrid" if expected == "hashgrid" else "none")
         assert saved["network.model"] == ("relu" if expected == "hashgrid" else "siren")
-    assert "megapixels: training the hashgrid preset" in result.output
+    assert "24x20: training the hashgrid preset" in result.output
 
 
 @pytest.mark.parametrize("named", [["--preset", "siren"], ["--model", "siren"], ["--encoding", "none"],
@@ -50,6 +50,19 @@ def test_a_named_preset_model_or_encoding_wins_over_the_size(tmp_path, large_fro
     result = run("train", image, "--steps", "2", "--device", "cpu", "-q", "--run-dir", tmp_path / "r", *named)
     assert result.exit_code == 0, result.output
     assert read_toml(tmp_path / "r" / "config.toml")["encoding.name"] == "none"
+
+
+def test_eval_train_size_takes_the_road_inr_train_takes(tmp_path, large_from):
+    """inr eval --train-size trains the preset inr train would for the shrunk image, and says so; a
+    named preset wins."""
+    large_from(20 * 20)
+    image = make_image(tmp_path / "photo.png", "RGB", (48, 40))
+    for train_size, named, expected in ((24, [], "hashgrid"), (16, [], "none"), (24, ["--preset", "siren"], "none")):
+        run_dir = tmp_path / f"eval-{train_size}-{len(named)}"
+        result = run("eval", run_dir, image, "--train-size", train_size, "--steps", "2", "--device", "cpu", *named)
+        assert result.exit_code == 0, result.output
+        assert read_toml(run_dir / "config.toml")["encoding.name"] == expected
+        assert ("24x20: training the hashgrid preset" in result.output) == (expected == "hashgrid")
 
 
 def test_a_file_start_wins_over_the_size(tmp_path, large_from):

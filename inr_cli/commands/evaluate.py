@@ -19,6 +19,7 @@ from inr_cli.formats.data import load_training_data
 from inr_cli.formats.images import fit_longer_side, resample, resize
 from inr_cli.outputs import folder_output
 from inr_cli.runs.directory import holds_run
+from inr_cli.runs.start import preset_for_size, sized_preset_note
 from inr_cli.runs.training import run_training
 
 NAME = "eval"
@@ -38,7 +39,8 @@ def command(
     train_size: Optional[int] = typer.Option(None, "--train-size", metavar="N",
                                              help="Train on the reference shrunk so its longer side is N."),
     preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME", help="Preset for the training run "
-                                         "(default: siren; inr presets lists them)."),
+                                         "(default: inr train's for the shrunk image: hashgrid from 96x64 pixels, "
+                                         "else siren; inr presets lists them)."),
     steps: Optional[int] = typer.Option(None, "--steps", metavar="N", help="Steps for the training run (default: "
                                         "the preset's)."),
 ) -> None:
@@ -49,10 +51,13 @@ def command(
         run_dir = run.parent if run.suffix == ".npz" else run  # RUN may name the checkpoint to be
         folder_output(run_dir, holds_run, "run of inr train", "RUN")
         small = resize(ref, train_size)
+        sized = None if preset else preset_for_size(small.width, small.height)  # the road inr train takes
         config = build_config(None, flags_to_values({"steps": steps, "device": device,
                                                      "source": str(reference.resolve()),
-                                                     "size": train_size, "preview_every": 0}), preset)
+                                                     "size": train_size, "preview_every": 0}), preset or sized)
         if not as_json:
+            if sized:
+                info(sized_preset_note(small.width, small.height, sized))
             info(f"training {config.network.model} on {reference.name} at {small.width}x{small.height} -> "
                  f"{shown_path(run)}")
         run_training(config, small, run_dir, None, quiet=as_json)

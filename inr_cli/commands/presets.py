@@ -9,7 +9,7 @@ import typer
 
 from inr_cli.config import MODEL_PRESETS, SET_PRESETS, build_config, presets, to_toml
 from inr_cli.console import info
-from inr_cli.runs.start import LARGE_IMAGE_PRESET
+from inr_cli.runs.start import HASH_GRID_PIXELS, HASH_GRID_PRESET
 
 NAME = "presets"
 HELP = ("List the packaged presets (what --preset NAME starts from); with NAME, print that preset with every "
@@ -32,8 +32,8 @@ def command(
                        for i, (model, preset) in enumerate(MODEL_PRESETS.items()))
     for_sets = ", ".join(f"{preset} for {model}" for model, preset in SET_PRESETS.items()
                          if MODEL_PRESETS[model] != preset)
-    info(f"Without --preset: {chosen} (for an image of a megapixel or more, with no --model either, "
-         f"{LARGE_IMAGE_PRESET}); inr fit-many and inr meta-init: {for_sets}.")
+    info(f"Without --preset: {chosen} (for an image of {HASH_GRID_PIXELS:,} pixels or more, with no --model either, "
+         f"{HASH_GRID_PRESET}); inr fit-many and inr meta-init: {for_sets}.")
     info("inr presets NAME prints one with every key: a file to edit and pass to --config.")
 
 

@@ -28,7 +28,7 @@ def command(
                                                "NAME prints one to start from)."),
     preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME", help="Start from a packaged preset: "
                                          "siren, sigmoid, fourier, hashgrid (inr presets lists them; default: "
-                                         "the model's, or hashgrid for a megapixel or more)."),
+                                         "hashgrid for an image of 96x64 pixels or more, else the model's)."),
     overrides: list[str] = set_option(),
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", metavar="DIR",
                                            help="Where to write the run (default: runs/<name>)."),

@@ -23,12 +23,15 @@ from inr_cli.runs.wall_time import WallTime
 RESUMABLE = settings.RESUMABLE
 
 
-# From this many pixels up, `inr train IMAGE` with no preset, model, encoding or config file trains
-# the hashgrid preset: on a large photo it reaches a sharp image many times sooner than SIREN, whose
-# every step costs every pixel times its width squared. Smaller images keep the siren preset, which
-# draws better between the pixels when rendered larger (BENCHMARKS.md, "Seconds to a sharp photo").
-LARGE_IMAGE_PIXELS = 1 << 20
-LARGE_IMAGE_PRESET = "hashgrid"
+# From this many pixels up (a 96x64 photo), `inr train IMAGE` with no preset, model, encoding or config
+# file trains the hashgrid preset. It draws between the pixels level with Lanczos or ahead at 2x, 4x
+# and 8x where the siren preset falls behind (from 96 px on photos, in SSIM; on drawings of text, by
+# a decibel), fits the pixels as well in fewer seconds, and on a large photo reaches a sharp image many
+# times sooner than SIREN, whose every step costs every pixel times its width squared. Smaller images
+# keep the siren preset, ahead of the hash grid between the pixels at 64 px (BENCHMARKS.md, "Drawing
+# larger: 2x, 4x and 8x").
+HASH_GRID_PIXELS = 96 * 64
+HASH_GRID_PRESET = "hashgrid"
 # Flags that say which network is meant, where the size then does not choose one: a model, an encoding,
 # or what only SIREN or Fourier features take (a file start, --init PATH, names its network too).
 NETWORK_FLAGS = {"model", "encoding", "omega0", "weight_scale", "fourier_features", "fourier_sigma"}
@@ -36,7 +39,13 @@ NETWORK_FLAGS = {"model", "encoding", "omega0", "weight_scale", "fourier_feature
 
 def preset_for_size(width: int, height: int) -> str | None:
     """The preset an image of this size trains with when nothing else names one (None: the model's)."""
-    return LARGE_IMAGE_PRESET if width * height >= LARGE_IMAGE_PIXELS else None
+    return HASH_GRID_PRESET if width * height >= HASH_GRID_PIXELS else None
+
+
+def sized_preset_note(width: int, height: int, preset: str) -> str:
+    """What `inr train` and `inr eval --train-size` say when the size chose the preset."""
+    return (f"{width}x{height}: training the {preset} preset, inr's from {HASH_GRID_PIXELS:,} pixels up (a trained "
+            f"hash grid: sharp soon, and level with Lanczos or ahead when drawn larger); --preset siren trains a SIREN")
 
 
 def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> TrainingResult:
@@ -59,9 +68,7 @@ def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> Training
     if sized is not None:
         config = resolved_start(build_config(None, values, sized))
         if not quiet:
-            info(f"{image.width}x{image.height} is {image.width * image.height / 1e6:.1f} megapixels: training the "
-                 f"{sized} preset (a trained hash grid, random batches of {config.training.batch_size:,} pixels), "
-                 f"many times faster than siren at this size; --preset siren draws smoother between the pixels")
+            info(sized_preset_note(image.width, image.height, sized))
     if (preset is None and flags.get("model") == "relu" and "encoding" not in flags
             and config.encoding.name == "fourier"):
         notice("--model relu starts from the fourier preset: Fourier features (sigma "
