@@ -90,6 +90,9 @@ SETTINGS = (
     Setting("network.weight_scale", float, 1.0, "Multiply every initial weight but the output layer's by this "
             "(weight scaling, Yeom et al. 2024): fewer steps to a sharp fit, at a cost between the pixels above 1.5",
             bound=POSITIVE, legacy=1.0),
+    Setting("network.linear_output", bool, False, "A linear output layer (the render clips it to [0, 1]) in place "
+            "of the relu and sigmoid models' sigmoid, which a white sky or page can drive into saturation, where it "
+            "stops learning (siren's is linear already)", legacy=False),
     Setting("network.max_bytes", str, "", "The most bytes the network's parameters may take, stored as --dtype "
             "says: 500k, 1.5M, 2MiB, or image (the training image's 8-bit bytes); the budget sizes the hash grid's "
             "tables, or the hidden width (and the Fourier features) of any other network; empty = none (a hash grid "

@@ -87,13 +87,15 @@ def test_fourier_relu_gradients_and_frozen_frequencies():
     np.testing.assert_allclose(ws.encoded, np.concatenate([np.cos(angle), np.sin(angle)], axis=2), rtol=1e-10)
 
 
-@pytest.mark.parametrize("shared_x", [True, False])
-def test_hash_grid_gradients_match_finite_differences(shared_x):
+@pytest.mark.parametrize("shared_x, linear_output", [(True, True), (False, True), (True, False)])
+def test_hash_grid_gradients_match_finite_differences(shared_x, linear_output):
     """The hash grid's table is trained: its gradient, scattered onto the corners of each point's
-    cells, and the ReLU MLP's after it, match finite differences, on dense levels and on hashed ones
-    (a table of 2^5 entries: vertices collide) with points on cell edges and the image's border."""
+    cells, and the ReLU MLP's after it (a linear output, the preset's, or the model's sigmoid), match
+    finite differences, on dense levels and on hashed ones (a table of 2^5 entries: vertices collide)
+    with points on cell edges and the image's border."""
     spec = spec_for("hashgrid", 2, hidden=6, layers=2, hash_levels=3, hash_features=2, hash_log2_size=5,
-                    hash_min_res=2, hash_max_res=9)
+                    hash_min_res=2, hash_max_res=9, linear_output=linear_output)
+    assert spec.activations() == ["relu", "relu", "linear" if linear_output else "sigmoid"]
     levels = spec_levels(spec)
     assert not levels[0, 3] and levels[-1, 3], "a dense level and a hashed one"
     rng = np.random.default_rng(4)

@@ -65,6 +65,18 @@ def test_eval_train_size_takes_the_road_inr_train_takes(tmp_path, large_from):
         assert ("24x20: training the hashgrid preset" in result.output) == (expected == "hashgrid")
 
 
+def test_the_docs_say_where_inr_train_picks_the_hash_grid():
+    """The threshold the guides and the help quote is the one start.py holds: a change to it fails
+    here until the words follow."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    assert start.HASH_GRID_PIXELS == 96 * 64
+    for doc in ("README.md", "docs/hashgrid.md", "docs/training.md", "docs/upscaling.md"):
+        assert "96x64 pixels" in " ".join((root / doc).read_text(encoding="utf-8").split()), doc
+    assert "96x64 pixels" in run("train", "--help").output
+
+
 def test_a_file_start_wins_over_the_size(tmp_path, large_from):
     """--init START names its network: a large image trains from it, not the hash grid."""
     pytest.importorskip("safetensors")

@@ -41,10 +41,6 @@ class Model(ABC):
     def init_layer(self, index: int, last: bool, weight, bias, rng) -> None:
         """Draw layer `index`'s weight [out, in] and bias [out] (float32 views) from rng."""
 
-    @abstractmethod
-    def output_bias(self, mean: np.ndarray) -> np.ndarray:
-        """The output biases that start the network at the colour `mean` (per channel)."""
-
 
 class Siren(Model):
     """Sine hidden layers, a linear output, and the SIREN paper's initialisation (Sitzmann et al. 2020):
@@ -71,9 +67,6 @@ class Siren(Model):
         bias_bound = 1.0 / math.sqrt(in_f)
         bias[...] = rng.uniform(-bias_bound, bias_bound, bias.shape)
 
-    def output_bias(self, mean: np.ndarray) -> np.ndarray:
-        return mean
-
 
 class GlorotSigmoidOutput(Model):
     """A sigmoid output, and Glorot uniform weights U(±sqrt(6/(in+out))) with zero biases (the
@@ -89,13 +82,6 @@ class GlorotSigmoidOutput(Model):
         weight[...] = rng.uniform(-bound, bound, weight.shape)
         bias[...] = 0.0
 
-    def output_bias(self, mean: np.ndarray) -> np.ndarray:
-        # The logit of the mean. A mostly white drawing otherwise starts at 0.5 and drives every
-        # output, and with it the hidden layers, into saturation before any stroke is learnt (a
-        # blank page).
-        mean = np.clip(mean, 0.01, 0.99)
-        return np.log(mean / (1.0 - mean))
-
 
 class Sigmoid(GlorotSigmoidOutput):
     name, hidden_activation = "sigmoid", "sigmoid"
@@ -103,6 +89,17 @@ class Sigmoid(GlorotSigmoidOutput):
 
 class Relu(GlorotSigmoidOutput):
     name, hidden_activation = "relu", "relu"
+
+
+def output_bias(activation: str, mean: np.ndarray) -> np.ndarray:
+    """The output biases that start a network whose output layer has this activation at the colour
+    `mean` (per channel): the mean itself for a linear output, its logit for a sigmoid one. A mostly
+    white drawing otherwise starts a sigmoid at 0.5 and drives every output, and with it the hidden
+    layers, into saturation before any stroke is learnt (a blank page)."""
+    if activation == "linear":
+        return mean
+    mean = np.clip(mean, 0.01, 0.99)
+    return np.log(mean / (1.0 - mean))
 
 
 MODEL_CLASSES: dict[str, type[Model]] = {kind.name: kind for kind in (Siren, Sigmoid, Relu)}

@@ -25,7 +25,7 @@ import numpy as np
 
 from inr_cli.config import BY_KEY, Config
 from inr_cli.core.encodings import create_encoding
-from inr_cli.core.models import ACTIVATIONS, create_model, model_class  # noqa: F401 (ACTIVATIONS: said here too)
+from inr_cli.core.models import ACTIVATIONS, create_model, model_class, output_bias  # noqa: F401 (ACTIVATIONS: said here too)
 from inr_cli.errors import UsageError
 from inr_cli.limits import MAX_PARAMETERS
 
@@ -37,7 +37,8 @@ IN_FEATURES = 2  # (u, v): the network's input is a point of the image plane
 # The setting each of NetworkSpec's fields comes from (from_config); the Fourier features' and the
 # hash grid's only with that encoding (0 without it).
 SETTING_OF = {"model": "network.model", "hidden": "network.hidden", "layers": "network.layers",
-              "omega0": "network.omega0", "encoding": "encoding.name", "fourier_features": "encoding.features",
+              "omega0": "network.omega0", "linear_output": "network.linear_output",
+              "encoding": "encoding.name", "fourier_features": "encoding.features",
               "fourier_sigma": "encoding.sigma", "hash_levels": "encoding.levels",
               "hash_features": "encoding.level_features", "hash_log2_size": "encoding.log2_table_size",
               "hash_min_resolution": "encoding.min_resolution", "hash_max_resolution": "encoding.max_resolution"}
@@ -66,6 +67,7 @@ class NetworkSpec:
     hash_log2_size: float = 0  # log2 of the entries of a level's table (encodings.table_entries)
     hash_min_resolution: int = 0  # cells across the coarsest level
     hash_max_resolution: int = 0  # and the finest
+    linear_output: bool = False  # the output layer linear whatever the model's own (False in specs saved before it)
 
     @classmethod
     def from_config(cls, config: Config, out_features: int) -> "NetworkSpec":
@@ -101,7 +103,7 @@ class NetworkSpec:
     def activations(self) -> list[str]:
         """Each layer's activation, one of ACTIVATIONS."""
         model = model_class(self.model)
-        return [model.hidden_activation] * self.layers + [model.output_activation]
+        return [model.hidden_activation] * self.layers + ["linear" if self.linear_output else model.output_activation]
 
     def encoding_size(self) -> int:
         """Entries of the encoding's parameters (Fourier: B; the hash grid: its tables) at the front of the
@@ -117,6 +119,8 @@ class NetworkSpec:
         fields = asdict(self)
         if self.encoding != "hashgrid":
             fields = {name: value for name, value in fields.items() if not name.startswith("hash_")}
+        if not self.linear_output:  # as networks were described before it
+            del fields["linear_output"]
         return json.dumps(fields, sort_keys=True)
 
     @classmethod
@@ -186,10 +190,10 @@ def init_parameters(spec: NetworkSpec, seed: int, output_mean=None, weight_scale
 def set_output_means(spec: NetworkSpec, params: np.ndarray, means) -> None:
     """The output biases of [N, P] parameters set, in place, so that network i starts at the colour
     means[i] (per channel): its logit for a sigmoid output, itself for a linear one."""
-    model = create_model(spec)
+    activation = spec.activations()[-1]
     bias = layer_views(spec, params)[-1][1]
     for row, mean in zip(bias, means, strict=True):
-        row[...] = model.output_bias(np.asarray(mean, dtype=np.float64))
+        row[...] = output_bias(activation, np.asarray(mean, dtype=np.float64))
 
 
 def init_networks(spec: NetworkSpec, seeds, output_means=None, weight_scale: float = 1.0) -> np.ndarray:

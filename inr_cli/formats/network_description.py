@@ -15,9 +15,10 @@ HASH_FIELDS = ("hash_levels", "hash_features", "hash_log2_size", "hash_min_resol
 
 FIELD_TYPES = {"model": str, "out_features": int, "hidden": int, "layers": int, "omega0": float, "encoding": str,
                "fourier_features": int, "fourier_sigma": float, "in_features": int,
-               **{name: int for name in HASH_FIELDS}, "hash_log2_size": float}
-# in_features came later (always 2), the hash grid's fields with it (a description without a hash grid leaves them out).
-REQUIRED = tuple(name for name in FIELD_TYPES if name != "in_features" and name not in HASH_FIELDS)
+               **{name: int for name in HASH_FIELDS}, "hash_log2_size": float, "linear_output": bool}
+# in_features came later (always 2), the hash grid's fields with it (a description without a hash grid leaves them
+# out), and linear_output later still (left out where False).
+REQUIRED = tuple(name for name in FIELD_TYPES if name not in ("in_features", "linear_output", *HASH_FIELDS))
 
 
 class BadDescription(ValueError):
@@ -54,8 +55,8 @@ def _typed(name: str, value):
     expected = FIELD_TYPES[name]
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
-    if isinstance(value, bool) or not isinstance(value, expected):
-        kind = {str: "text", int: "an integer", float: "a number"}[expected]
+    if (isinstance(value, bool) and expected is not bool) or not isinstance(value, expected):
+        kind = {str: "text", int: "an integer", float: "a number", bool: "true or false"}[expected]
         raise BadDescription(f"'{name}' is {_shown(value)}, expected {kind}")
     return value
 
