@@ -1,9 +1,10 @@
 """Make docs/before-after.png: a small photo, its Lanczos upscale, and the network's render.
 
-    PYTHONPATH=. python benchmarks/before_after.py [--train-size 96] [--steps 1500] [--device auto]
+    PYTHONPATH=. python benchmarks/before_after.py [--train-size 96] [--steps N] [--device auto]
 
-Everything goes through the `inr` commands themselves (train on the shrunk photo, render at the
-original size), then the three panels are put side by side with their PSNR against the original.
+Everything goes through the `inr` commands themselves (train on the shrunk photo with inr eval's
+default road, or --preset's, for the preset's steps or --steps; render at the original size), then
+the panels are put side by side with their PSNR against the original.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--photo", default="coffee")
     parser.add_argument("--train-size", type=int, default=96)
-    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--steps", type=int, help="default: the preset's")
+    parser.add_argument("--preset", help="default: the one inr eval --train-size picks")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "before-after.png")
     args = parser.parse_args()
@@ -37,8 +39,10 @@ def main() -> None:
     photo = PHOTOS[args.photo]
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
+        chosen = [*(["--steps", str(args.steps)] if args.steps else []),
+                  *(["--preset", args.preset] if args.preset else [])]
         result = runner.invoke(app, ["eval", str(run_dir), str(photo), "--train-size", str(args.train_size),
-                                     "--steps", str(args.steps), "--device", args.device, "--json"])
+                                     *chosen, "--device", args.device, "--json"])
         assert result.exit_code == 0, result.output
         scores = json.loads(result.stdout.strip().splitlines()[-1])
         width, height = scores["width"], scores["height"]

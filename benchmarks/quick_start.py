@@ -1,9 +1,10 @@
 """The README's quick start as a new user runs it: `inr train --steps 300` on the built-in sample, in a
 fresh folder, through the installed command. The PSNR it reaches is the figure the README quotes.
 
-    PYTHONPATH=. python benchmarks/quick_start.py [--steps 300] [--device auto] [--out FILE]
+    PYTHONPATH=. python benchmarks/quick_start.py [--steps 300] [--device auto] [--preset NAME] [--out FILE]
 
-With --steps 1000 it is the siren preset's whole budget (BENCHMARKS.md quotes that one on a GPU).
+`inr train` picks the hashgrid preset for the 192x128 sample; --preset siren --steps 1000 is the siren
+preset's whole budget (BENCHMARKS.md quotes that one on a GPU).
 """
 
 from __future__ import annotations
@@ -27,9 +28,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--preset", help="default: the one inr train picks")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    command = ["inr", "train", "--steps", str(args.steps), "--device", args.device, "-q"]
+    command = ["inr", "train", "--steps", str(args.steps), *(["--preset", args.preset] if args.preset else []),
+               "--device", args.device, "-q"]
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "inr_cli", *command[1:]], cwd=tmp, capture_output=True,

@@ -145,7 +145,7 @@ for part in "${parts[@]}"; do
         "[{\"name\": \"gpu-60s\", $length}]"
       # the sample with the siren preset's whole budget, as a user runs it (BENCHMARKS.md quotes it)
       run 45 "$py" benchmarks/quick_start.py --device "$device" --steps "$([ "$dry" = 1 ] && echo 3 || echo 1000)" \
-        --out "$out/quick-start-$device-1000.json"
+        --preset siren --out "$out/quick-start-$device-1000.json"
       ;;
     fitmany)
       if [ "$dry" = 1 ]; then many=(--size 8 --pack 4 --images 8 --steps 5); else many=(--size 64 --pack 2048 --images 10000 --steps 500); fi
