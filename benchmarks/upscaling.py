@@ -223,6 +223,8 @@ def job(device: str, workers: int, variant: str, name: str, size: int, scales: l
         trainer.step()
     seconds = time.perf_counter() - start
     params = trainer.params[:1]
+    if config.network.dtype == "float16":  # what a finished run's checkpoint holds, and `inr render` draws
+        params = (params.get() if hasattr(params, "get") else np.asarray(params)).astype(np.float16).astype(np.float32)
     fit = psnr(render_float(backend, trainer.spec, params, small.width, small.height), small.values)
     factors = {}
     for scale in scales:
