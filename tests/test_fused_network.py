@@ -22,7 +22,8 @@ from inr_cli.core.network import NetworkSpec, init_networks
 from tests.test_networks import config_for, images, train_together
 
 
-def spec_for(model="siren", hidden=16, layers=2, out=3, encoding="none", features=0, omega0=30.0, **grid):
+def spec_for(model="siren", hidden=16, layers=2, out=3, encoding="none", features=0, omega0=30.0,
+             linear_output=False, **grid):
     """features: Fourier features; grid: a hash grid's levels and level_features (and the rest as
     NetworkSpec's hash_ fields)."""
     if encoding == "hashgrid":
@@ -30,7 +31,8 @@ def spec_for(model="siren", hidden=16, layers=2, out=3, encoding="none", feature
                     hash_log2_size=grid.get("log2_size", 7), hash_min_resolution=2,
                     hash_max_resolution=grid.get("max_resolution", 24))
     return NetworkSpec(model=model, out_features=out, hidden=hidden, layers=layers, omega0=omega0, encoding=encoding,
-                       fourier_features=features, fourier_sigma=3.0 if features else 0.0, **grid)
+                       fourier_features=features, fourier_sigma=3.0 if features else 0.0,
+                       linear_output=linear_output, **grid)
 
 
 def one_pass(backend, spec, params, x, t, fused: bool):
@@ -103,11 +105,13 @@ def test_a_first_layer_wider_than_the_kernels_runs_on_its_own(emulated, emulated
 
 @pytest.mark.parametrize("precision", ["fp32", "tf32"])
 def test_a_hash_grid_gets_its_gradient_from_the_kernels(emulated, emulated_tf32, precision):
-    """The hashgrid preset's shape (a ReLU network on a hash grid's features): the kernels hand back
-    dL/d(encoding) and the table's gradient is scattered from it, for a pack of networks on their own
-    mini-batches and on one table of coordinates; the tables' gradients are held with the layers'."""
+    """The hashgrid preset's shape (a ReLU network with a linear output on a hash grid's features): the
+    kernels hand back dL/d(encoding) and the table's gradient is scattered from it, for a pack of networks
+    on their own mini-batches and on one table of coordinates; the tables' gradients are held with the
+    layers'."""
     backend = emulated if precision == "fp32" else emulated_tf32
-    spec = spec_for("relu", 32, 2, encoding="hashgrid", levels=4, level_features=2)
+    spec = spec_for("relu", 32, 2, encoding="hashgrid", levels=4, level_features=2, linear_output=True)
+    assert spec.activations()[-1] == "linear"
     plan = check_fused_pass(backend, spec, networks=3, batch=150, shared_x=False)
     assert plan.first == 0 and plan.in0 == 8
     check_fused_pass(backend, spec, networks=2, batch=70, shared_x=True)

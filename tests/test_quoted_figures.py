@@ -167,3 +167,21 @@ def test_the_latents_figures_the_guides_quote():
     assert f"letters ({letters:.1%}, {latents('3x64-letters')['accuracy']['linear']:.1%} over a 3x64 base" in guide
     side = latents("2x32-letters")["side_by_side"]
     assert f"**{side['latents_images_per_second_over_whole']:.1f}x the images per second**" in table
+
+
+def test_the_picture_sizes_the_hash_grid_guide_says():
+    """The sizes docs/hashgrid.md gives for previews and the run's pictures are the limits inr draws them within."""
+    from inr_cli.limits import MAX_PICTURE_PIXELS, MAX_PICTURE_SIDE, MAX_PREVIEW_PIXELS
+    from inr_cli.runs.pictures import picture_size, preview_factor
+
+    def megapixels(count: int) -> str:
+        return "a megapixel" if count == 1 << 20 else f"{count / (1 << 20):g} megapixels"
+
+    guide = " ".join(text("docs/hashgrid.md").split())
+    assert (f"previews within {megapixels(MAX_PREVIEW_PIXELS)}, `render.png` and each of the three panels of "
+            f"`comparison.png` (the image, the render, the error) within {megapixels(MAX_PICTURE_PIXELS)} and "
+            f"{MAX_PICTURE_SIDE} px a side") in guide
+    # the 13.4-megapixel photo the guide follows: its pictures at every 2nd pixel, its previews within the limit
+    assert picture_size(4224, 3168) == (2112, 1584) and "(the photo's every 2nd pixel each way)" in guide
+    k = preview_factor(4224, 3168)
+    assert -(-4224 // k) * -(-3168 // k) <= MAX_PREVIEW_PIXELS and "The previews (a megapixel at most)" in guide
