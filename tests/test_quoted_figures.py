@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -81,12 +82,16 @@ def presets_rows() -> list[tuple[str, str]]:
     fourier = result("upscaling-cpu-256-fourier-mean.json")["results"]
     sigmoid = [row for run in result("upscaling-cpu-sigmoid-sigma.json")["runs"]  # sigma 6.9: the size's at 256 px
                if run["set"] == {"fourier_sigma": 6.9} for row in run["results"]]
-    # The preset's settings at 512 px (sized: 8 levels, float16), and before it was sized (tables of 2^19)
-    hashgrid = result("hashgrid-sized-variants-cpu-512.json")["summary"]["512"]["hg-L8-f16"]
+    # The preset at 512 px (sized: 8 levels, float16; its linear output and learning rate), and before it
+    # was sized (tables of 2^19)
+    run = result("hashgrid-linear-output-cpu-512.json")
+    hashgrid = run["summary"]["512"]["hg-lr5e-3"]
     before = result("hashgrid-lr-cpu-512.json")["summary"]["512"]["hg-lr2e-2"]
-    preset = build_config(None, {}, "hashgrid")
-    assert preset.optimizer.lr == 2e-2 and preset.network.dtype == "float16"
-    assert fit_to_image(preset, 512, 341, 3)[0].encoding.levels == 8
+    preset = fit_to_image(build_config(None, {}, "hashgrid"), 512, 512, 3)[0]  # as time_to_quality.py sizes it
+    measured = json.loads(run["results"][0]["key"])[2]  # the configuration the run trained
+    for section in ("network", "encoding", "optimizer"):
+        assert measured[section] == asdict(getattr(preset, section)), section
+    assert preset.encoding.levels == 8 and preset.network.dtype == "float16" and preset.network.linear_output
     sets = {row["dataset"]: row["held_out"]["mean_psnr"] for row in result("weights-suite-cpu-32-lr3e-3.json")["rows"]
             if (row["recipe"], row["start"]) == ("default", "shared")}
 
