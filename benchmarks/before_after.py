@@ -1,10 +1,11 @@
 """Make docs/before-after.png: a small photo, its Lanczos upscale, and the network's render.
 
-    PYTHONPATH=. python benchmarks/before_after.py [--train-size 96] [--steps N] [--device auto]
+    PYTHONPATH=. python benchmarks/before_after.py [--train-size 96] [--steps N] [--device auto] [--results FILE]
 
 Everything goes through the `inr` commands themselves (train on the shrunk photo with inr eval's
 default road, or --preset's, for the preset's steps or --steps; render at the original size), then
-the panels are put side by side with their PSNR against the original.
+the panels are put side by side with their PSNR against the original. The scores (inr eval's JSON)
+go to --results, which the README's caption quotes (benchmarks/results/before-after-cpu.json).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from typer.testing import CliRunner  # noqa: E402
 
-from benchmarks.common import PHOTOS, ROOT  # noqa: E402
+from benchmarks.common import PHOTOS, ROOT, environment, save_json  # noqa: E402
 from inr_cli.cli import app  # noqa: E402
 
 
@@ -34,6 +35,7 @@ def main() -> None:
     parser.add_argument("--preset", help="default: the one inr eval --train-size picks")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "before-after.png")
+    parser.add_argument("--results", type=Path, help="where the scores go as JSON (default: none)")
     args = parser.parse_args()
     runner = CliRunner()
     photo = PHOTOS[args.photo]
@@ -61,6 +63,10 @@ def main() -> None:
         compose(panels, args.out)
         print(json.dumps(scores))
         print(f"saved {args.out}")
+        if args.results:
+            command = " ".join(["python benchmarks/before_after.py", *sys.argv[1:]])
+            save_json({"environment": environment(), "command": command, "photo": args.photo, **scores}, args.results)
+            print(f"saved {args.results}")
 
 
 def compose(panels: list[tuple[Image.Image, str]], out: Path, columns: int = 2) -> None:

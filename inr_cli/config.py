@@ -346,6 +346,8 @@ def unused_settings(config: Config, one_network: bool = True) -> dict[str, str]:
     unused = {}
     if config.network.model != "siren":
         unused["network.omega0"] = "a SIREN's frequency"
+    else:
+        unused["network.linear_output"] = "a SIREN's output is linear already"
     for keys, name, whose in ((FOURIER_KEYS, "fourier", "Fourier features'"), (HASH_GRID_KEYS, "hashgrid",
                                                                                 "the hash grid's")):
         if config.encoding.name != name:

@@ -80,7 +80,7 @@ def reference_forward(spec, params: np.ndarray, coords: np.ndarray) -> np.ndarra
             h = h if last else np.sin(spec.omega0 * h)
         elif spec.model == "relu" and not last:
             h = np.maximum(h, 0)
-        else:
+        elif not last or not spec.linear_output:
             h = 1 / (1 + np.exp(-h))
     assert at == params.size
     return np.clip(h, 0, 1)

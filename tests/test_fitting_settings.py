@@ -36,6 +36,7 @@ CHANGED = {
     "network.init_output_at_mean": (False, {}),  # on by default
     "network.start_output_at_mean": (True, {"training.init": START_FILE}),  # a file start's own biases by default
     "network.weight_scale": (2.0, {}),
+    "network.linear_output": (True, {"network.model": "relu"}),  # a SIREN's output is linear either way
     "network.max_bytes": ("1000", {"network.hidden": 16}),  # 1,484 bytes at 16 wide: narrowed to fit
     # A hash grid sized to a budget gets twice the entries in float16
     "network.dtype": ("float16", {"encoding.name": "hashgrid", "encoding.levels": 3, "network.max_bytes": "2k"}),

@@ -165,11 +165,11 @@ def test_help_lists_every_command_whole_and_options_with_their_defaults_and_meta
         assert not [line for line in options if "<" in line.split("  ")[1]], (name, options)
     train = " ".join(runner.invoke(app, ["train", "--help"], env={"COLUMNS": "80"}).output.split())
     assert "--hidden N Neurons per hidden layer. Default: 256 (hashgrid preset: 64; sigmoid preset: 128)." in train
-    assert "Default: 0.0004 (fourier, sets, sigmoid presets: 0.003; hashgrid preset: 0.02)." in train
+    assert "Default: 0.0004 (fourier, sets, sigmoid presets: 0.003; hashgrid preset: 0.005)." in train
     assert "--gray / --no-gray Train on one grey channel. Default: false." in train
     for name in ("fit-many", "meta-init"):  # a set's commands start from the sets preset, and say so
         shown = " ".join(runner.invoke(app, [name, "--help"], env={"COLUMNS": "80"}).output.split())
-        assert "Default: 0.003 (hashgrid preset: 0.02; siren preset: 0.0004)." in shown, name
+        assert "Default: 0.003 (hashgrid preset: 0.005; siren preset: 0.0004)." in shown, name
         assert "Default: 30 (hashgrid, siren presets: 0)." in shown, name
 
 

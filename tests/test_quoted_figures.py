@@ -190,3 +190,45 @@ def test_the_picture_sizes_the_hash_grid_guide_says():
     assert picture_size(4224, 3168) == (2112, 1584) and "(the photo's every 2nd pixel each way)" in guide
     k = preview_factor(4224, 3168)
     assert -(-4224 // k) * -(-3168 // k) <= MAX_PREVIEW_PIXELS and "The previews (a megapixel at most)" in guide
+
+
+def upscaling_rows() -> list[str]:
+    """The table of the default road between the pixels by factor (BENCHMARKS.md, docs/upscaling.md):
+    over the held-out photos and drawings trained at 96 px, render minus Lanczos (mean and worst) in
+    PSNR and SSIM, and render minus bicubic."""
+    run = result("upscaling-cpu-held-out-96.json")
+    assert {r["preset"] for r in run["results"]} == {"hashgrid"} and run["set"] == {}  # the preset as it is
+    rows = []
+    for factor in ("2", "4", "8"):
+        for kind in ("photos", "drawings"):
+            scores = [(r["image"], r["factors"][factor]) for r in run["results"]
+                      if r["image"].startswith("kodim") == (kind == "photos")]
+            psnr = [(s["inr"]["psnr"] - s["lanczos"]["psnr"], image) for image, s in scores]
+            ssim = [(s["inr"]["ssim"] - s["lanczos"]["ssim"], image) for image, s in scores]
+            bicubic = sum(s["inr"]["psnr"] - s["bicubic"]["psnr"] for _, s in scores) / len(scores)
+            rows.append(f"| {factor}x | {len(scores)} {kind} | {sum(g for g, _ in psnr) / len(psnr):+.2f} dB "
+                        f"({min(psnr)[0]:+.2f}, {min(psnr)[1]}) | {sum(g for g, _ in ssim) / len(ssim):+.4f} "
+                        f"({min(ssim)[0]:+.4f}, {min(ssim)[1]}) | {bicubic:+.2f} dB |")
+    return rows
+
+
+@pytest.mark.parametrize("doc", ["BENCHMARKS.md", "docs/upscaling.md"])
+def test_the_upscaling_table_quotes_its_run(doc):
+    quoted = text(doc)
+    for row in upscaling_rows():
+        assert row in quoted, f"{doc} should quote: {row}"
+
+
+def test_the_before_after_picture_quotes_its_run():
+    """The README's caption of docs/before-after.png and the upscaling guide's account of it quote the
+    scores benchmarks/before_after.py made it with, for the preset inr train picks for a 96x64 image."""
+    from inr_cli.runs.start import preset_for_size
+
+    run = result("before-after-cpu.json")
+    assert (run["train_width"], run["train_height"]) == (96, 64) and preset_for_size(96, 64) == "hashgrid"
+    readme = " ".join(text("README.md").split())
+    assert f"Lanczos upscaling ({run['lanczos']['psnr']:.2f} dB)" in readme
+    assert f"the hash grid ({run['psnr']:.2f} dB)" in readme
+    guide = " ".join(text("docs/upscaling.md").split())
+    assert f"Lanczos upscaling: {run['lanczos']['psnr']:.2f} dB / SSIM {run['lanczos']['ssim']:.3f}" in guide
+    assert f"rendered by `inr render`: {run['psnr']:.2f} dB / SSIM {run['ssim']:.3f}" in guide

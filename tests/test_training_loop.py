@@ -61,7 +61,7 @@ def test_a_blow_up_before_any_checkpoint_leaves_no_run_and_names_the_presets_rat
         "--lr 0.003 (the sigmoid preset's rate)")
     # a hash grid's network (a ReLU MLP, whose model's preset is fourier's) is given the hashgrid preset's
     assert suggested_rate(build_config(None, flags_to_values({"lr": 1.0}), "hashgrid")) == (
-        "--lr 0.02 (the hashgrid preset's rate)")
+        "--lr 0.005 (the hashgrid preset's rate)")
 
 
 def test_a_bare_resume_passes_by_a_run_that_blew_up(photo, tmp_path, monkeypatch):

@@ -24,12 +24,11 @@ RESUMABLE = settings.RESUMABLE
 
 
 # From this many pixels up (a 96x64 photo), `inr train IMAGE` with no preset, model, encoding or config
-# file trains the hashgrid preset. It draws between the pixels level with Lanczos or ahead at 2x, 4x
-# and 8x where the siren preset falls behind (from 96 px on photos, in SSIM; on drawings of text, by
-# a decibel), fits the pixels as well in fewer seconds, and on a large photo reaches a sharp image many
-# times sooner than SIREN, whose every step costs every pixel times its width squared. Smaller images
-# keep the siren preset, ahead of the hash grid between the pixels at 64 px (BENCHMARKS.md, "Drawing
-# larger: 2x, 4x and 8x").
+# file trains the hashgrid preset. Drawn 2x to 8x larger it is a little ahead of Lanczos on the mean of
+# photos and drawings, where the siren preset falls behind on drawings of text; it fits the pixels in
+# fewer seconds, and on a large photo reaches a sharp image many times sooner than SIREN, whose every
+# step costs every pixel times its width squared. Smaller images keep the siren preset, further ahead
+# of Lanczos than the hash grid at 64 px (BENCHMARKS.md, "Drawing larger: 2x, 4x and 8x").
 HASH_GRID_PIXELS = 96 * 64
 HASH_GRID_PRESET = "hashgrid"
 # Flags that say which network is meant, where the size then does not choose one: a model, an encoding,
@@ -45,7 +44,7 @@ def preset_for_size(width: int, height: int) -> str | None:
 def sized_preset_note(width: int, height: int, preset: str) -> str:
     """What `inr train` and `inr eval --train-size` say when the size chose the preset."""
     return (f"{width}x{height}: training the {preset} preset, inr's from {HASH_GRID_PIXELS:,} pixels up (a trained "
-            f"hash grid: sharp soon, and level with Lanczos or ahead when drawn larger); --preset siren trains a SIREN")
+            f"hash grid: sharp soon, and level with Lanczos when drawn larger); --preset siren trains a SIREN")
 
 
 def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> TrainingResult:
