@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from inr_cli.cli import app
 from inr_cli.formats import checkpoint as ckpt
+from inr_cli.formats import npz
 from inr_cli.runs.directory import RunLock
 from tests.conftest import make_image
 
@@ -106,17 +107,17 @@ def test_disk_full_keeps_previous_checkpoint(tmp_path, image, monkeypatch):
     run = tmp_path / "run"
     assert runner.invoke(app, ["train", str(image), "--steps", "4", "--run-dir", str(run), *NET]).exit_code == 0
     before = ckpt.load(run)
-    real_savez = np.savez
+    real_write = npz.write
 
-    def full_disk(handle, **arrays):
-        real_savez(handle, **arrays)  # bytes written, then the disk fills before the end
+    def full_disk(handle, members):
+        real_write(handle, members)  # bytes written, then the disk fills before the end
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(np, "savez", full_disk)
+    monkeypatch.setattr(npz, "write", full_disk)
     result = runner.invoke(app, ["train", str(run), "--resume", "--steps", "8", "-q"])
     assert result.exit_code == 1
     assert "No space left on device" in result.output and "previous checkpoint is intact" in result.output
-    monkeypatch.setattr(np, "savez", real_savez)
+    monkeypatch.setattr(npz, "write", real_write)
     after = ckpt.load(run)
     assert after.step == before.step and np.array_equal(after.params, before.params)
     assert not list(run.glob(".*.tmp"))

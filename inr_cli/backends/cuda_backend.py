@@ -86,6 +86,7 @@ class CudaBackend(KernelBackend):
         self._functions: dict = {}
         self.sm_count = cupy.cuda.Device().attributes["MultiProcessorCount"]
         self.use_cublas = matmul == "cublas"
+        self._reading_stream = None  # host_reader's, made at its first call
 
     # --- memory ------------------------------------------------------------------------------------
     def empty(self, shape, dtype=np.float32):
@@ -107,6 +108,22 @@ class CudaBackend(KernelBackend):
 
     def to_host(self, array) -> np.ndarray:
         return self._cupy.asnumpy(array, stream=self.stream)  # waits for the stream: a sync point
+
+    def copy(self, out, array) -> None:
+        out.data.copy_from_device_async(array.data, array.nbytes, stream=self.stream)
+
+    def host_reader(self):
+        # The reads go through a stream of their own that waits for what was launched so far: on the
+        # loop's stream they would wait for its later steps, or be captured into its graph.
+        if self._reading_stream is None:
+            self._reading_stream = self._cupy.cuda.Stream(non_blocking=True)
+        stream, launched = self._reading_stream, self.stream.record()
+
+        def read(array) -> np.ndarray:
+            stream.wait_event(launched)
+            return self._cupy.asnumpy(array, stream=stream)  # waits for the copy
+
+        return read
 
     def broadcast(self, array, networks: int):
         return self._cupy.broadcast_to(array, (networks, *array.shape[1:]))

@@ -56,7 +56,7 @@ def command(
             info(f"training {config.network.model} on {reference.name} at {small.width}x{small.height} -> "
                  f"{shown_path(run)}")
         run_training(config, small, run_dir, None, quiet=as_json)
-    saved = ckpt.load(run)
+    saved = ckpt.load(run, moments=False)
     if saved.channels == ("l",) and ref.channels != ("l",):
         ref = load_training_data(str(reference), gray=True)
     if ref.n_channels != saved.spec.out_features:

@@ -50,6 +50,18 @@ class Backend(ABC):
         """The array as a host NumPy array; waits for the operations before it."""
 
     @abstractmethod
+    def copy(self, out, array) -> None:
+        """out[...] = array, both on the device, in the order of the backend's other operations (a
+        checkpoint's snapshot of the step, taken without the host)."""
+
+    @abstractmethod
+    def host_reader(self):
+        """A function array -> host NumPy array for another thread (the background writer): it gives
+        each device array handed to it once every operation launched before this call has finished,
+        without joining the order of the operations launched after it (the loop's next steps, a CUDA
+        graph captured meanwhile). For arrays that those later operations do not write."""
+
+    @abstractmethod
     def broadcast(self, array, networks: int):
         """A read-only view of a stack of one [1, ...] as `networks` of it [networks, ...], its stride
         between networks 0: one base network's weights seen by the operations as every network's."""
