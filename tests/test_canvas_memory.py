@@ -1,10 +1,14 @@
 """A large canvas never held as floats: inr eval scores a strip of rows at a time (PSNR and SSIM over
 every pixel), net.render() draws a region or writes tiles beyond a size, integer renders are
-rounded a chunk at a time."""
+rounded a chunk at a time; inr render cleans its temporary file on a signal."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -82,4 +86,17 @@ def test_eval_train_size_refuses_a_reference_too_large_to_hold_as_floats(tmp_pat
     result = runner.invoke(app, ["eval", str(tmp_path / "run"), str(tmp_path / "ref.png"), "--train-size", "10"])
     assert result.exit_code == 2 and "without --train-size" in result.output
     assert not (tmp_path / "run").exists()
+
+
+def test_sigterm_to_inr_render_leaves_no_temporary_file(small_run, tmp_path):  # noqa: F811
+    """A signal while the picture is written: the command stops with 128 + the signal and its
+    temporary file is gone, the output never half-written."""
+    out = tmp_path / "part.png"
+    process = subprocess.run([sys.executable, "-m", "inr_cli", "render", str(small_run), "--width", "30",
+                              "--height", "20", "--device", "cpu", "-o", str(out)], capture_output=True, text=True,
+                             env={**os.environ, "INR_HOOKS": "tests.failpoints",
+                                  "INR_FAILPOINT": "signal-on-write=SIGTERM@part.png"}, timeout=120)
+    assert process.returncode == 128 + signal.SIGTERM, process.stderr
+    assert "SIGTERM" in process.stderr and "Traceback" not in process.stderr
+    assert not list(tmp_path.iterdir())
 
