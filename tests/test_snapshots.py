@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import threading
+import types
 
 import numpy as np
 import pytest
@@ -107,12 +108,43 @@ def test_a_checkpoint_still_waiting_behind_a_preview_is_replaced_in_the_same_sna
     assert len(written) == 1 and written[0][0] == 1 and np.array_equal(written[0][1], trainer.params)
 
 
-def test_a_small_model_keeps_two_snapshots_a_large_one_one(monkeypatch):
+def test_a_small_model_keeps_two_snapshots_a_large_one_one_none_in_host_memory(monkeypatch):
     writer = BackgroundWriter()
+    on_a_device = types.SimpleNamespace(in_host_memory=False)
     assert Snapshots(CpuBackend(), (1, 1000), writer).count == 2
     monkeypatch.setattr(snapshots_module, "SMALL_SNAPSHOT_BYTES", 3 * 4 * 1000 - 1)
-    assert Snapshots(CpuBackend(), (1, 1000), writer).count == 1
+    assert Snapshots(on_a_device, (1, 1000), writer).count == 1
+    assert Snapshots(CpuBackend(), (1, 1000), writer).count == 0
     writer.close()
+
+
+def test_a_large_model_in_host_memory_writes_its_checkpoints_from_the_trainers_arrays(tmp_path):
+    """No snapshot (three more copies of a large model in host memory): each checkpoint due is
+    written from the trainer's own arrays, the steps waiting until the file is whole; the file then
+    holds its step bit for bit, nothing copied."""
+    trainer, spec = tiny_trainer(steps=5)
+    written, at_step = [], {}
+
+    def write(state, read):
+        assert state.params is trainer.params  # the trainer's arrays, no copy
+        written.append(state.step)
+        write_checkpoint(checkpoint_of(trainer, spec, state), tmp_path / str(state.step), "float32", read)
+
+    def on_step(step):
+        assert written == [due for due in (2, 4) if due < step]  # each written before the next step
+        at_step[step] = (trainer.params.copy(), trainer.moment1.copy())
+
+    with BackgroundWriter() as writer:
+        snapshots = Snapshots(trainer.backend, trainer.params.shape, writer, count=0)
+        for step in (2, 4):
+            (tmp_path / str(step)).mkdir()
+        run_steps(trainer, Signals(), 1, on_step=on_step, checkpoint=lambda step: snapshots.take(trainer, write),
+                  checkpoint_every=2, can_checkpoint=snapshots.ready)
+    assert written == [2, 4] and not snapshots.held
+    for step in (2, 4):
+        saved = ckpt.load(tmp_path / str(step))
+        assert saved.step == step and np.array_equal(saved.state.params, at_step[step][0])
+        assert np.array_equal(saved.state.moment1, at_step[step][1])
 
 
 def trainer_on(backend, steps: int = 8):

@@ -11,6 +11,8 @@ from inr_cli.core.backend import Backend
 class HostMemory(Backend):
     """The memory part of Backend (the operations are the engine's own)."""
 
+    in_host_memory = True
+
     def empty(self, shape, dtype=np.float32):
         return np.empty(shape, dtype=dtype)
 

@@ -22,6 +22,7 @@ import numpy as np
 
 class Backend(ABC):
     name: ClassVar[str]  # what --device and the messages call it
+    in_host_memory: ClassVar[bool] = False  # its arrays are the host's (a copy of one costs host memory)
 
     # --- memory: arrays on the backend's device --------------------------------------------------
     @abstractmethod

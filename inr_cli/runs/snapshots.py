@@ -10,6 +10,10 @@ copied at the first step after that write ends (the loop never waits for the dis
 second snapshot), and one falling due while the last one still waits (behind a preview) takes its
 place, in the same memory. The run's last checkpoint, written once the steps are over, needs no copy:
 the writer reads the trainer's own arrays.
+
+On a backend whose arrays are the host's (the CPU), a large model's snapshot would be three more
+copies of it in host memory, beside the four the training holds: it has none (count 0), and its
+checkpoints are written from the trainer's own arrays while the steps wait for the file.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from dataclasses import dataclass, field
 from inr_cli.core.state import TrainingState
 from inr_cli.runs.writer import BackgroundWriter, Job
 
-# A model whose snapshot takes up to this many bytes has two snapshots; a larger one, one.
+# A model whose snapshot takes up to this many bytes has two snapshots; a larger one, one (none in
+# host memory).
 SMALL_SNAPSHOT_BYTES = 64 << 20
 
 
@@ -40,7 +45,9 @@ class Snapshot:
 class Snapshots:
     def __init__(self, backend, shape: tuple[int, int], writer: BackgroundWriter, count: int | None = None):
         self.backend, self.shape, self.writer = backend, shape, writer
-        self.count = count or (2 if 3 * 4 * math.prod(shape) <= SMALL_SNAPSHOT_BYTES else 1)
+        if count is None:
+            count = 2 if 3 * 4 * math.prod(shape) <= SMALL_SNAPSHOT_BYTES else 0 if backend.in_host_memory else 1
+        self.count = count
         self.held: list[Snapshot] = []
 
     def available(self) -> Snapshot | None:
@@ -59,13 +66,20 @@ class Snapshots:
         return None
 
     def ready(self) -> bool:
-        """Whether a checkpoint can be copied now (see available)."""
-        return (any(snapshot.free for snapshot in self.held) or len(self.held) < self.count
+        """Whether a checkpoint can be copied now (see available), or written in place."""
+        return (self.count == 0 or any(snapshot.free for snapshot in self.held) or len(self.held) < self.count
                 or any(snapshot.job.state == "waiting" for snapshot in self.held))
 
     def take(self, trainer, write: Callable[[TrainingState, Callable], None]) -> bool:
         """Copy the trainer's state now and hand write(state, read) to the writer (read: the backend's
-        host_reader for the copy); False, with nothing copied, while no snapshot is available."""
+        host_reader for the copy); False, with nothing copied, while no snapshot is available. With no
+        snapshot (count 0), the trainer's own arrays written, this waiting until they are."""
+        if self.count == 0:
+            state = trainer.device_state()
+            read = self.backend.host_reader()
+            self.writer.submit(lambda: write(state, read), "checkpoints", latest_only=True)
+            self.writer.drain()  # the next step changes the arrays the file is read from
+            return True
         snapshot = self.available()
         if snapshot is None:
             return False
