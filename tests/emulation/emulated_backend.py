@@ -87,9 +87,10 @@ def build_library(sources: list[Path] | None = None, defines: dict | None = None
                 f"unsigned bz, {decl}) {{ return emu::result(emu::launch(dim3(gx, gy, gz), dim3(bx, by, bz), "
                 f"[&] {{ {name}({call}); }})); }}"
             )
-        source = cache_dir / f"{library.stem}.cpp"
+        # pytest-xdist workers may build it at once: each its own source and library, renamed into place
+        source = cache_dir / f"{library.stem}.{os.getpid()}.cpp"
         source.write_text("\n".join(lines) + "\n")
-        tmp = library.with_suffix(f".{os.getpid()}.tmp.so")  # pytest-xdist workers may build it at once
+        tmp = library.with_suffix(f".{os.getpid()}.tmp.so")
         subprocess.run(["g++", "-std=c++20", "-O1", "-fno-strict-aliasing", "-shared", "-fPIC", "-pthread", "-w",
                         *flags, "-o", str(tmp), str(source)], check=True, capture_output=True, text=True)
         tmp.replace(library)
