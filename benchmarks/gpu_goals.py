@@ -235,17 +235,17 @@ class LaunchTimer:
         self.launch = backend.launch
         backend.launch = self
 
-    def __call__(self, name, grid, block, args):
+    def __call__(self, name, grid, block, args, shared=0):
         if self.dry:
             start = time.perf_counter()
-            self.launch(name, grid, block, args)
+            self.launch(name, grid, block, args, shared)
             self.laps.append((name, grid, block, args, start, time.perf_counter()))
             return
         import cupy
 
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
         start.record(self.backend.stream)
-        self.launch(name, grid, block, args)
+        self.launch(name, grid, block, args, shared)
         end.record(self.backend.stream)
         self.laps.append((name, grid, block, args, start, end))
 

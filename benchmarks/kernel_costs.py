@@ -390,7 +390,7 @@ class LaunchRecorder(HostMemory, KernelBackend):
         self.sm_count = sm_count
         self.launches: list[tuple[str, tuple, tuple, tuple]] = []
 
-    def launch(self, name: str, grid, block, args) -> None:
+    def launch(self, name: str, grid, block, args, shared: int = 0) -> None:
         self.launches.append((name, tuple(grid), tuple(block), tuple(args)))
 
 

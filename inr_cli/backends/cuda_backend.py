@@ -84,7 +84,10 @@ class CudaBackend(KernelBackend):
         self.module = load_module(defines)
         self.fused_module = None  # compiled at the first fused launch
         self._functions: dict = {}
-        self.sm_count = cupy.cuda.Device().attributes["MultiProcessorCount"]
+        self._shared_allowed: dict[str, int] = {}  # dynamic shared memory each kernel is let have, past 48 KB
+        attributes = cupy.cuda.Device().attributes
+        self.sm_count = attributes["MultiProcessorCount"]
+        self.shared_per_block = attributes["MaxSharedMemoryPerBlockOptin"]
         self.use_cublas = matmul == "cublas"
         self._reading_stream = None  # host_reader's, made at its first call
 
@@ -141,7 +144,7 @@ class CudaBackend(KernelBackend):
         return self.free_memory() // 2
 
     # --- kernels -----------------------------------------------------------------------------------
-    def launch(self, name: str, grid, block, args) -> None:
+    def launch(self, name: str, grid, block, args, shared: int = 0) -> None:
         function = self._functions.get(name)
         if function is None:
             module = self.module
@@ -150,7 +153,9 @@ class CudaBackend(KernelBackend):
                     self.fused_module = load_module(self.defines, fused=True)
                 module = self.fused_module
             function = self._functions[name] = module.get_function(name)
-        function(tuple(grid), tuple(block), args, stream=self.stream)
+        if shared > self._shared_allowed.get(name, 48 * 1024):  # past 48 KB a kernel must be let have more
+            function.max_dynamic_shared_size_bytes = self._shared_allowed[name] = shared
+        function(tuple(grid), tuple(block), args, stream=self.stream, shared_mem=shared)
 
     def matmul(self, a, b, out, trans_a: bool = False, trans_b: bool = False) -> None:
         if self.use_cublas:
