@@ -251,3 +251,24 @@ def test_kodak_budgets_scale_with_the_photo_and_the_report_judges_the_goal():
                    "photo, 2000 steps (goal: 43.9 dB in at most 5 s a photo: met)"]
     slow = gpu_goals.kodak_lines({"rows": [row("hashgrid", 44.5, 5.5), row("hashgrid-f32", 40.0, 4.0)]}, "k.json")
     assert "**not met**" in slow[0] and "goal" not in slow[1]
+
+
+def test_half_precision_rounds_bf16_as_torch_does():
+    """benchmarks/half_precision.py's BF16 rounding (to nearest, ties to even, on the top 16 bits)
+    against PyTorch's conversion, bit for bit: ties both ways, the largest finite values, subnormals,
+    infinities and NaN."""
+    torch = pytest.importorskip("torch")
+    import numpy as np
+
+    from benchmarks.half_precision import round_bf16
+
+    rng = np.random.default_rng(0)
+    bits = np.concatenate([rng.integers(0, 2**32, 4000, dtype=np.uint64).astype(np.uint32),
+                           np.array([0x3F808000, 0x3F818000, 0x7F7FFFFF, 0xFF7FFFFF, 0x00000001, 0x007FFFFF,
+                                     0x7F800000, 0xFF800000, 0x7FC00000], np.uint32)])
+    x = bits.view(np.float32)
+    theirs = torch.from_numpy(x.copy()).to(torch.bfloat16).to(torch.float32).numpy()
+    ours = round_bf16(x)
+    nan = np.isnan(theirs)
+    assert np.array_equal(np.isnan(ours), nan)
+    assert np.array_equal(ours[~nan].view(np.uint32), theirs[~nan].view(np.uint32))
