@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -41,7 +42,10 @@ def inr(*args) -> list[str]:
 
 def measured(command: list[str], stop_when=None) -> dict:
     """Run a command: its wall seconds, exit code, peak resident set (os.wait4's ru_maxrss: its own
-    high-water mark) and its last lines. stop_when() -> True sends it SIGINT, once."""
+    high-water mark) and its last lines. stop_when() -> True sends it SIGINT, once. Linux carries this
+    process's own high-water mark into a child's ru_maxrss across the exec: a child's figure is its
+    own only above `driver_peak_gb`, which is why this process never reads a checkpoint's arrays."""
+    driver_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
@@ -60,6 +64,7 @@ def measured(command: list[str], stop_when=None) -> dict:
     reader.join(10)
     return {"command": " ".join(map(str, command[2:])), "seconds": round(time.perf_counter() - start, 1),
             "exit": process.returncode, "peak_rss_gb": round(ended["usage"].ru_maxrss / 2**20, 3),
+            "driver_peak_gb": round(driver_peak / 2**20, 3),
             "tail": [line.rstrip() for line in lines[-8:]]}
 
 
@@ -134,7 +139,7 @@ def psnr_checks(run: Path, image_path: Path, device: str) -> dict:
     from inr_cli.formats import checkpoint as ckpt
     from inr_cli.formats.data import load_training_data
 
-    saved = ckpt.load(run)
+    saved = ckpt.load(run, moments=False)
     image = load_training_data(str(image_path))
     backend = make_backend(device, quiet=True)
     result = {"subsets": {}}
@@ -203,9 +208,9 @@ def main(argv=None) -> int:
         save()
     from inr_cli.formats import checkpoint as ckpt
 
-    saved = ckpt.load(args.run_dir)
-    report["model_gb"] = round(saved.params.nbytes / 2**30, 3)
-    report["parameters"] = int(saved.params.size)
+    saved = ckpt.load(args.run_dir, moments=False, deferred=True)  # no array read here (see measured)
+    report["parameters"] = saved.spec.parameter_count()
+    report["model_gb"] = round(report["parameters"] * 4 / 2**30, 3)  # float32, as it trains
     report["training_seconds"] = round(saved.state.seconds, 1)
     height, width = saved.data_shape[:2]
     left, top = max(0, width // 2 - 1024), max(0, height // 2 - 1024)
@@ -220,7 +225,7 @@ def main(argv=None) -> int:
         report["psnr"] = psnr_checks(args.run_dir, args.image, args.device)
         save()
     if args.extend:
-        step = ckpt.load(args.run_dir).step
+        step = ckpt.load(args.run_dir, moments=False, deferred=True).step
         report["extend"] = measured(inr("train", "--resume", args.run_dir, "--steps", step + args.extend,
                                         "--until-psnr", 0))
         save()

@@ -15,16 +15,18 @@ schedule as ours for PyTorch; benchmarks/torch_reference.py):
                  and torch.compile in TF32. Goal: ours TF32 at most 0.5x PyTorch TF32 eager, and
                  faster than torch.compile TF32.
   fused-sigmoid  the sigmoid 2x64 network on x, y at 200x200 grey (the original system): ours fused
-                 and layer by layer, PyTorch eager. Goal: fused at least 20x PyTorch eager.
-  fused-pack     2048 SIREN 3x64 on 32x32 crops, a step of the whole pack: ours fused (FP32, TF32) and
-                 layer by layer, PyTorch batched (stacked weights, batched matmuls). Goal: fused at
-                 least 3x PyTorch.
+                 (the two kernels a step, the engine's, and one kernel a step) and layer by layer,
+                 PyTorch eager. Goal: fused at least 20x PyTorch eager, and faster than layer by layer.
+  fused-pack     2048 SIREN 3x64 on 32x32 crops, a step of the whole pack: ours fused (FP32, TF32; two
+                 kernels and one) and layer by layer, PyTorch batched (stacked weights, batched matmuls).
+                 Goal: fused at least 3x PyTorch.
   matmul         our FP32 matmul against cuBLAS on each product of the tf32-step setting's step, and
                  our TF32 one. Goal: FP32 at least 0.9x cuBLAS on each.
   kernels        every kernel of each setting of BENCHMARKS.md's H200 baseline (benchmarks/kernel_costs.py:
                  the sigmoid 2x64, the pack of 2048 SIREN 3x64, SIREN 3x256 in FP32 and TF32, fit-many's
-                 pack at 64 px, the hash grid) timed launch by launch (CUDA events, eager steps), beside
-                 the cost model's floor for the same launches: which kernels are furthest from it.
+                 pack at 64 px, the hash grid; the fused ones in both designs) timed launch by launch (CUDA
+                 events, eager steps), beside the cost model's floor and prediction for the same
+                 launches: which kernels are furthest from it.
   hashgrid-step  the hash grid's step (2^18 random pixels of a 768x512 image, 16 levels, ReLU 2x64):
                  ours fused in each variant of the hash grid's kernels, fused TF32 and layer by layer,
                  the PyTorch hash grid. Goal: at most 1.0 ms.
@@ -43,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -54,6 +57,7 @@ import numpy as np  # noqa: E402
 
 from benchmarks.bench_step import SETTINGS, bench_ours, bench_torch, setting_config, time_matmul  # noqa: E402
 from benchmarks.common import configure, environment, make_trainer, photo, timed  # noqa: E402
+from inr_cli.backends.launch import FUSED_VARIANTS  # noqa: E402
 from inr_cli.core.metrics import psnr_from_mse  # noqa: E402
 from inr_cli.core.network import NetworkSpec  # noqa: E402
 
@@ -69,14 +73,19 @@ class Run:
         self.torch_device = "cpu" if dry else "cuda"
         out.mkdir(parents=True, exist_ok=True)
 
-    def ours(self, precision="fp32", fused=True, matmul="kernel"):
+    def ours(self, precision="fp32", fused=True, matmul="kernel", fused_variant=FUSED_VARIANTS[0]):
+        """Our kernels; fused_variant: the fused network's design (launch.FUSED_VARIANTS; the first is the
+        engine's)."""
         if self.dry:
             from tests.emulation.emulated_backend import EmulatedBackend
 
-            return EmulatedBackend(precision=precision, fused=fused)
-        from inr_cli.backends.cuda_backend import CudaBackend
+            backend = EmulatedBackend(precision=precision, fused=fused)
+        else:
+            from inr_cli.backends.cuda_backend import CudaBackend
 
-        return CudaBackend(matmul=matmul, precision=precision, fused=fused)
+            backend = CudaBackend(matmul=matmul, precision=precision, fused=fused)
+        backend.fused_variant = fused_variant
+        return backend
 
     def cublas(self):
         """Our kernels with cuBLAS's products (dry: the NumPy backend, FP32 summed in another order too)."""
@@ -119,8 +128,7 @@ def step_times(run: Run, measurement: str, name: str, ours: dict, peers: list[st
     image = photo("coffee", setting["size"], setting["size"], gray=setting["gray"])
     for who, backend in ours.items():
         seconds, trainer = bench_ours(backend, setting, image, run.steps)
-        run.record(measurement, who=who, ms=round(seconds * 1e3, 4), setting=name,
-                   training_pass=type(trainer.training_pass).__name__)
+        run.record(measurement, who=who, ms=round(seconds * 1e3, 4), setting=name, **training_pass(trainer))
     torch = run.torch()
     for peer in peers:
         try:
@@ -137,9 +145,16 @@ def tf32_step(run: Run) -> None:
                ["eager", "eager-tf32", "compile-tf32"])
 
 
+def training_pass(trainer) -> dict:
+    """What a trainer's step runs: its training pass, and the fused network's design where fused."""
+    plan = getattr(trainer.training_pass, "plan", None)
+    return {"training_pass": type(trainer.training_pass).__name__, **({"fused": plan.variant} if plan else {})}
+
+
 def fused_sigmoid(run: Run) -> None:
-    step_times(run, "fused-sigmoid", "sigmoid-200", {"ours-fused": run.ours(), "ours-layers": run.ours(fused=False)},
-               ["eager"])
+    step_times(run, "fused-sigmoid", "sigmoid-200",
+               {"ours-fused": run.ours(), "ours-fused-one-kernel": run.ours(fused_variant="one-kernel"),
+                "ours-layers": run.ours(fused=False)}, ["eager"])
 
 
 def fused_pack(run: Run) -> None:
@@ -153,13 +168,14 @@ def fused_pack(run: Run) -> None:
     images = crops(networks, size)
     setting = {"networks": networks, "size": size, "network": "siren 3x64"}
     for who, backend in (("ours-fused", run.ours()), ("ours-fused-tf32", run.ours("tf32")),
+                         ("ours-fused-one-kernel", run.ours(fused_variant="one-kernel")),
+                         ("ours-fused-tf32-one-kernel", run.ours("tf32", fused_variant="one-kernel")),
                          ("ours-layers", run.ours(fused=False))):
         trainer = make_trainer(backend, config, images, seeds=range(networks))
         for _ in range(3):
             trainer.step()
         seconds = timed(trainer.step, run.steps, backend.synchronize)
-        run.record("fused-pack", who=who, ms=round(seconds * 1e3, 4), **setting,
-                   training_pass=type(trainer.training_pass).__name__)
+        run.record("fused-pack", who=who, ms=round(seconds * 1e3, 4), **setting, **training_pass(trainer))
         del trainer
     torch = run.torch()
     spec = NetworkSpec.from_config(config, 3)
@@ -235,17 +251,17 @@ class LaunchTimer:
         self.launch = backend.launch
         backend.launch = self
 
-    def __call__(self, name, grid, block, args):
+    def __call__(self, name, grid, block, args, shared=0):
         if self.dry:
             start = time.perf_counter()
-            self.launch(name, grid, block, args)
+            self.launch(name, grid, block, args, shared)
             self.laps.append((name, grid, block, args, start, time.perf_counter()))
             return
         import cupy
 
         start, end = cupy.cuda.Event(), cupy.cuda.Event()
         start.record(self.backend.stream)
-        self.launch(name, grid, block, args)
+        self.launch(name, grid, block, args, shared)
         end.record(self.backend.stream)
         self.laps.append((name, grid, block, args, start, end))
 
@@ -275,10 +291,11 @@ def kernels(run: Run) -> None:
     device = DEVICES["H200"]
     steps = 2 if run.dry else 20
     chosen = os.environ.get("INR_DRY_SETTINGS", "") if run.dry else ""
-    for setting in [s for s in SETTINGS if chosen in s.name]:
+    pattern = re.compile(os.environ.get("INR_KERNEL_SETTINGS", ""))  # a part that times some settings only
+    for setting in [s for s in SETTINGS if chosen in s.name and pattern.search(s.name)]:
         setting = dry_setting(setting) if run.dry else setting
         config = configure(setting.preset, setting.size, steps=100000, cuda_graph=False, **setting.flags)
-        backend = run.ours(setting.precision, setting.fused)
+        backend = run.ours(setting.precision, setting.fused, fused_variant=setting.fused_variant)
         backend.hashgrid_variant = setting.hashgrid
         trainer = make_trainer(backend, config, [blank_image(setting.size, setting.channels)] * setting.networks,
                                seeds=range(setting.networks))
@@ -291,20 +308,22 @@ def kernels(run: Run) -> None:
         by_kernel: dict = {}
         for lap in timer.laps:
             name, grid, block, args = lap[:4]
-            ms, floor = by_kernel.get(name, (0.0, 0.0))
-            by_kernel[name] = (ms + timer.ms(lap) / steps,
-                               floor + cost_of(name, grid, block, args).floor(device)[0] * 1e3 / steps)
-        for name, (ms, floor) in sorted(by_kernel.items(), key=lambda item: -item[1][0]):
+            ms, floor, predicted = by_kernel.get(name, (0.0, 0.0, 0.0))
+            cost = cost_of(name, grid, block, args)
+            by_kernel[name] = (ms + timer.ms(lap) / steps, floor + cost.floor(device)[0] * 1e3 / steps,
+                               predicted + cost.predicted(device) * 1e3 / steps)
+        for name, (ms, floor, predicted) in sorted(by_kernel.items(), key=lambda item: -item[1][0]):
             run.record("kernels", setting=setting.name, kernel=name, kernel_ms=float(f"{ms:.4g}"),
-                       floor_ms=float(f"{floor:.4g}"), times_floor=float(f"{ms / floor:.3g}"))
+                       floor_ms=float(f"{floor:.4g}"), times_floor=float(f"{ms / floor:.3g}"),
+                       predicted_ms=float(f"{predicted:.4g}"))
         del trainer, backend
 
 
 def hashgrid_step(run: Run) -> None:
     """The hash grid preset's step on a 768x512 image (2^18 random pixels a step): ours fused in each
     variant of the hash grid's kernels (launch.HASHGRID_VARIANTS: "ours-fused" is the engine's, "rows";
-    "any" the baseline's), fused TF32 and layer by layer, and the PyTorch hash grid
-    (benchmarks/torch_hashgrid.py)."""
+    "any" the baseline's), the fused network in one kernel a step, fused TF32 and layer by layer, and the
+    PyTorch hash grid (benchmarks/torch_hashgrid.py)."""
     from benchmarks.torch_hashgrid import TorchHashGridTrainer
     from inr_cli.backends.launch import HASHGRID_VARIANTS
 
@@ -313,6 +332,7 @@ def hashgrid_step(run: Run) -> None:
     config = configure("hashgrid", max(width, height), steps=100000)
     setting = {"size": f"{width}x{height}", "batch": config.training.batch_size}
     contestants = [("ours-fused", run.ours(), "rows"),
+                   ("ours-fused-one-kernel", run.ours(fused_variant="one-kernel"), "rows"),
                    *((f"ours-fused-{v}", run.ours(), v) for v in HASHGRID_VARIANTS if v != "rows"),
                    ("ours-fused-tf32", run.ours("tf32"), "rows"), ("ours-layers", run.ours(fused=False), "rows")]
     for who, backend, variant in contestants:
@@ -322,7 +342,7 @@ def hashgrid_step(run: Run) -> None:
             trainer.step()
         seconds = timed(trainer.step, run.steps, backend.synchronize)
         run.record("hashgrid-step", who=who, ms=round(seconds * 1e3, 4), **setting, hashgrid=variant,
-                   training_pass=type(trainer.training_pass).__name__)
+                   **training_pass(trainer))
         del trainer
     from inr_cli.core.coords import pixel_grid
     from inr_cli.core.network import init_networks
@@ -400,8 +420,20 @@ def goal_rows(rows: list[dict]) -> list[tuple[str, str, str, str]]:
          lambda v: v <= 0),
         ("Fused sigmoid 2x64: fused / layer by layer (ms)", ratio(sigmoid, "ours-fused", "ours-layers"), "< 1",
          lambda v: v < 1),
+        ("Fused sigmoid 2x64: one kernel / two kernels (ms)", ratio(sigmoid, "ours-fused-one-kernel", "ours-fused"),
+         "< 1", lambda v: v < 1),
+        ("Fused sigmoid 2x64: PyTorch eager / ours in one kernel",
+         ratio(sigmoid, "torch-eager", "ours-fused-one-kernel"), ">= 20", lambda v: v >= 20),
+        ("Fused pack: one kernel / two kernels (ms)", ratio(pack, "ours-fused-one-kernel", "ours-fused"), "< 1",
+         lambda v: v < 1),
+        ("Fused pack TF32: one kernel / two kernels (ms)",
+         ratio(pack, "ours-fused-tf32-one-kernel", "ours-fused-tf32"), "< 1", lambda v: v < 1),
+        ("Fused pack: PyTorch bmm / ours in one kernel", ratio(pack, "torch-batched", "ours-fused-one-kernel"), ">= 3",
+         lambda v: v >= 3),
         ("Hash grid step, 2^18 samples, 16 levels, ReLU 2x64: ours fused (ms)", hashgrid.get("ours-fused"),
          "<= 1.0", lambda v: v <= 1.0),
+        ("Hash grid step: ours in one kernel (ms)", hashgrid.get("ours-fused-one-kernel"), "<= 1.0",
+         lambda v: v <= 1.0),
         ("Hash grid step: PyTorch hash grid / ours", ratio(hashgrid, "torch-hashgrid", "ours-fused"), "> 1",
          lambda v: v > 1),
     ]
@@ -506,9 +538,10 @@ def report(out: Path, command: str) -> str:
     timed_kernels = [r for r in rows if r["measurement"] == "kernels" and "kernel_ms" in r]
     if timed_kernels:
         lines += ["", "Each kernel against its floor (benchmarks/kernel_costs.py), furthest first:", "",
-                  "| setting | kernel | ms per step | floor (ms) | times the floor |",
-                  "| --- | --- | ---: | ---: | ---: |"]
-        lines += [f"| {r['setting']} | {r['kernel']} | {r['kernel_ms']} | {r['floor_ms']} | {r['times_floor']} |"
+                  "| setting | kernel | ms per step | floor (ms) | times the floor | predicted (ms) |",
+                  "| --- | --- | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {r['setting']} | {r['kernel']} | {r['kernel_ms']} | {r['floor_ms']} | {r['times_floor']} | "
+                  f"{r.get('predicted_ms', '-')} |"
                   for r in sorted(timed_kernels, key=lambda r: -(r["times_floor"] or 0))]
     fits = [r for r in rows if r["measurement"] == "tf32-fit" and "psnr" in r]
     if fits:

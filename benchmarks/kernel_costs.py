@@ -11,11 +11,18 @@ kernel's code (kernels/*.cu, read with the launch's arguments):
            sectors for scattered 4- and 8-byte accesses, one sector per atomic;
   fp32     FP32 arithmetic (a fused multiply-add counts 2), tf32 the tensor cores' (2 per MAC);
   sfu      special-function results (sine, cosine, exponent, reciprocal, square root);
-  atomics  atomic adds to global memory.
+  atomics  atomic adds to global memory;
+  shared   bytes the fused network's products read through shared memory (its banks' wavefronts of
+           128 bytes: what its inner loops ask per multiply-add, SHARED_PER_MAC; the other kernels'
+           are left out).
 A launch's floor is the largest of those over the device's rate for each (DEVICES), the arithmetic
 rates scaled by the share of SMs its grid can fill; its `bound` names which. A step's floor is the sum
-of its launches'. Every figure is a floor, not a prediction: the distance from it to a measured time
-is what a better kernel could win.
+of its launches'. The distance from the floor to a measured time is what a better kernel could win.
+
+Beside the floor, a prediction: each launch's time at EFFICIENCY of each rate (what kernels of its kind
+reach: bandwidth nearly, register-tiled FMAs about 60%, mma.sync fed from shared memory less) plus
+LAUNCH_SECONDS for a kernel of a CUDA graph to start and drain. It is a guess to choose between
+designs before a GPU times them, checked against the measured steps it is printed beside.
 
     PYTHONPATH=. python benchmarks/kernel_costs.py [--device H200] [--out benchmarks/results/kernel-costs-h200.json]
 
@@ -92,23 +99,34 @@ class Cost:
     tf32: float = 0.0
     sfu: float = 0.0
     atomics: float = 0.0
+    shared: float = 0.0
     blocks: int = 1
 
     def __add__(self, other: Cost) -> Cost:
-        return Cost(*(getattr(self, f) + getattr(other, f) for f in ("hbm", "l2", "fp32", "tf32", "sfu", "atomics")),
-                    blocks=max(self.blocks, other.blocks))
+        return Cost(*(getattr(self, f) + getattr(other, f) for f in RESOURCES), blocks=max(self.blocks, other.blocks))
 
     def times(self, device: Device) -> dict[str, float]:
-        """Seconds each resource alone needs; arithmetic on the share of SMs the grid fills."""
+        """Seconds each resource alone needs; an SM's resources on the share of SMs the grid fills."""
         fill = min(1.0, self.blocks / device.sms)
         return {"hbm": self.hbm / device.hbm, "l2": self.l2 / device.l2, "fp32": self.fp32 / (device.fp32 * fill),
                 "tf32": self.tf32 / (device.tf32 * fill), "sfu": self.sfu / (device.sfu * fill),
-                "atomics": self.atomics / device.atomics}
+                "atomics": self.atomics / device.atomics, "shared": self.shared / (device.shared * fill)}
 
     def floor(self, device: Device) -> tuple[float, str]:
         times = self.times(device)
         bound = max(times, key=times.get)
         return times[bound], bound
+
+    def predicted(self, device: Device) -> float:
+        """Seconds the launch is predicted to take (the module's docstring)."""
+        times = self.times(device)
+        return max(times[r] / EFFICIENCY[r] for r in times) + LAUNCH_SECONDS
+
+
+RESOURCES = ("hbm", "l2", "fp32", "tf32", "sfu", "atomics", "shared")
+# The share of each rate a well-written kernel of the engine's kinds reaches (the prediction's guess).
+EFFICIENCY = {"hbm": 0.8, "l2": 0.6, "fp32": 0.6, "tf32": 0.4, "sfu": 0.5, "atomics": 0.5, "shared": 0.7}
+LAUNCH_SECONDS = 2e-6
 
 
 # ---- counts, one function per kernel, from its code and its launch's arguments ------------------------
@@ -296,6 +314,17 @@ def fused_layers(args, backward: bool) -> list[tuple[int, int]]:
     return [(in0 if j == 0 else hidden, out if j == layers - 1 else hidden) for j in range(layers)]
 
 
+# Bytes of shared-memory wavefronts (and, for the two kernels, L1 reads of the weights, through the same
+# pipe) a product's multiply-add asks of each design's inner loop, counted per warp and k-step from
+# fused_network.cu. Two kernels: FP32, a lane's 4 outputs of a 16x8 tile read 16 + 16 values per 8
+# multiply-adds (A from shared memory, 8 rows a wavefront; B from the L1), 2 bytes a multiply-add; TF32,
+# a fragment a tile (4 tiles of 16 rows, 2 of 8 columns), 0.375. One kernel: FP32, a thread's 4x4 outputs
+# read as 8 float4s per 4 k (12 wavefronts a warp per 2048 multiply-adds), 0.75; TF32, a warp's 32x16
+# outputs from 12 fragment loads per k-step of 4096 multiply-adds, a few 2-way bank conflicts, 0.45.
+SHARED_PER_MAC = {("two-kernels", False): 2.0, ("two-kernels", True): 0.375, ("one-kernel", False): 0.75,
+                  ("one-kernel", True): 0.45}
+
+
 def network_forward(name: str, grid, block, args) -> Cost:
     """One chunk of rows a block: the input read once, each layer's z and a written once; the layer's
     weights read by every block (from the L2). Each layer's product in FP32 or on the tensor cores
@@ -316,7 +345,8 @@ def network_forward(name: str, grid, block, args) -> Cost:
         else:
             macs_fp32 += 2 * rows * i * o * nets
     sfu = nets * rows * sum(o * activation_sfu(kinds[j == len(layers) - 1]) for j, (_, o) in enumerate(layers))
-    return Cost(hbm=hbm, l2=l2, fp32=macs_fp32, tf32=macs_tf32, sfu=sfu, blocks=blocks(grid))
+    shared = (macs_fp32 * SHARED_PER_MAC["two-kernels", False] + macs_tf32 * SHARED_PER_MAC["two-kernels", True]) / 2
+    return Cost(hbm=hbm, l2=l2, fp32=macs_fp32, tf32=macs_tf32, sfu=sfu, shared=shared, blocks=blocks(grid))
 
 
 def network_backward(name: str, grid, block, args) -> Cost:
@@ -343,7 +373,45 @@ def network_backward(name: str, grid, block, args) -> Cost:
     macs_tf32 = (macs - first_fp32) * nets if name.endswith("_tf32") else 0
     bias_sums = nets * rows * sum(o for _, o in layers)
     sfu = nets * rows * (out * derivative_sfu(kinds[1]) + sum(i * derivative_sfu(kinds[0]) for i, _ in layers[1:]))
-    return Cost(hbm=hbm, l2=l2, fp32=macs * nets - macs_tf32 + bias_sums, tf32=macs_tf32, sfu=sfu,
+    shared = ((macs * nets - macs_tf32) * SHARED_PER_MAC["two-kernels", False]
+              + macs_tf32 * SHARED_PER_MAC["two-kernels", True]) / 2
+    return Cost(hbm=hbm, l2=l2, fp32=macs * nets - macs_tf32 + bias_sums, tf32=macs_tf32, sfu=sfu, shared=shared,
+                blocks=blocks(grid))
+
+
+def network_train(name: str, grid, block, args) -> Cost:
+    """One kernel a step: per network the input (once, where the networks share it) and the targets
+    read, the weights read by every block (from the L2 after the first), each block's gradient sums and
+    share of the loss written once, the gradient at the stack's input written (and z before it read)
+    where asked for; nothing else leaves the chip. Multiplied: each layer forward, its weight gradient,
+    and its input gradient (but the first layer's, unless asked for); the hidden-to-hidden layers on the
+    tensor cores under TF32 (unless no wider than the coordinates), the first and last layers' and
+    every FP32 product in FP32 FMAs; the bias gradients' sums. Special functions: each activation and,
+    for a sine, its derivative (a cosine)."""
+    layers_n, in0, hidden, out = (scalar(a) for a in args[7:11])
+    hidden_kind, out_kind = scalar(args[12]), scalar(args[13])
+    rows, groups, nets = scalar(args[24]), grid[0], grid[1]
+    layers = [(in0 if j == 0 else hidden, out if j == layers_n - 1 else hidden) for j in range(layers_n)]
+    input_grad = scalar(args[23]) != 0 if isinstance(args[23], np.generic) else args[23] is not None
+    z_in = scalar(args[21]) != 0 if isinstance(args[21], np.generic) else args[21] is not None
+    params = sum(i * o + o for i, o in layers)
+    shared_x = scalar(args[1]) == 0
+    hbm = F * (rows * in0 * (1 if shared_x else nets) + nets * rows * out + nets * params
+               + nets * groups * (params + 1) + nets * rows * in0 * (int(input_grad) + int(z_in)))
+    l2 = hbm + F * nets * (groups - 1) * params
+    tf32 = name.endswith("_tf32") and hidden > 2
+    macs_fp32 = macs_tf32 = 0
+    for j, (i, o) in enumerate(layers):
+        products = 3 if j > 0 or input_grad else 2
+        if tf32 and 0 < j < layers_n - 1:
+            macs_tf32 += products * rows * i * o * nets
+        else:
+            macs_fp32 += products * rows * i * o * nets
+    bias_sums = nets * rows * sum(o for _, o in layers)
+    per_row = sum(o * (activation_sfu(hidden_kind) + derivative_sfu(hidden_kind)) for _, o in layers[:-1])
+    sfu = nets * rows * (per_row + out * (activation_sfu(out_kind) + derivative_sfu(out_kind)))
+    shared = macs_fp32 * SHARED_PER_MAC["one-kernel", False] + macs_tf32 * SHARED_PER_MAC["one-kernel", True]
+    return Cost(hbm=hbm, l2=l2, fp32=2 * macs_fp32 + bias_sums, tf32=2 * macs_tf32, sfu=sfu, shared=shared,
                 blocks=blocks(grid))
 
 
@@ -374,6 +442,8 @@ def cost_of(name: str, grid, block, args) -> Cost:
         return network_forward(name, grid, block, args)
     if name.startswith("network_backward_"):
         return network_backward(name, grid, block, args)
+    if name.startswith("network_train_"):
+        return network_train(name, grid, block, args)
     raise KeyError(f"no cost model for kernel {name!r}: add one to benchmarks/kernel_costs.py")
 
 
@@ -390,7 +460,7 @@ class LaunchRecorder(HostMemory, KernelBackend):
         self.sm_count = sm_count
         self.launches: list[tuple[str, tuple, tuple, tuple]] = []
 
-    def launch(self, name: str, grid, block, args) -> None:
+    def launch(self, name: str, grid, block, args, shared: int = 0) -> None:
         self.launches.append((name, tuple(grid), tuple(block), tuple(args)))
 
 
@@ -417,18 +487,28 @@ class Setting:
     measured_ms: float | None = None
     peer: str = ""
     hashgrid: str = "rows"  # the hash grid's kernels (launch.HASHGRID_VARIANTS)
+    fused_variant: str = "two-kernels"  # the fused network's design (launch.FUSED_VARIANTS)
 
 
 SIREN_PAPER = dict(omega0=30.0, lr=1e-4)
+SIGMOID_2X64 = dict(hidden=64, layers=2, encoding="none", lr=1e-3)
+PACK_3X64 = dict(hidden=64, layers=3, **SIREN_PAPER)
 SETTINGS = [
-    Setting("sigmoid 2x64, 200x200 grey, fused", "sigmoid", 200, 1,
-            dict(hidden=64, layers=2, encoding="none", lr=1e-3), measured_ms=0.283, peer="PyTorch eager 1.547"),
-    Setting("sigmoid 2x64, 200x200 grey, layer by layer", "sigmoid", 200, 1,
-            dict(hidden=64, layers=2, encoding="none", lr=1e-3), fused=False, measured_ms=0.222),
-    Setting("2048 SIREN 3x64, 32x32, fused", "siren", 32, 3, dict(hidden=64, layers=3, **SIREN_PAPER),
-            networks=2048, measured_ms=10.73, peer="PyTorch batched 10.88"),
-    Setting("2048 SIREN 3x64, 32x32, fused TF32", "siren", 32, 3, dict(hidden=64, layers=3, **SIREN_PAPER),
-            networks=2048, precision="tf32", measured_ms=8.91),
+    # The fused network's two kernels (the engine's, the baseline's) and one kernel a step (waits for a GPU).
+    Setting("sigmoid 2x64, 200x200 grey, fused", "sigmoid", 200, 1, SIGMOID_2X64, measured_ms=0.283,
+            peer="PyTorch eager 1.547"),
+    Setting("sigmoid 2x64, 200x200 grey, fused, one kernel", "sigmoid", 200, 1, SIGMOID_2X64,
+            peer="goal 0.077 (20x PyTorch eager)", fused_variant="one-kernel"),
+    Setting("sigmoid 2x64, 200x200 grey, layer by layer", "sigmoid", 200, 1, SIGMOID_2X64, fused=False,
+            measured_ms=0.222),
+    Setting("2048 SIREN 3x64, 32x32, fused", "siren", 32, 3, PACK_3X64, networks=2048, measured_ms=10.73,
+            peer="PyTorch batched 10.88"),
+    Setting("2048 SIREN 3x64, 32x32, fused TF32", "siren", 32, 3, PACK_3X64, networks=2048, precision="tf32",
+            measured_ms=8.91),
+    Setting("2048 SIREN 3x64, 32x32, fused, one kernel", "siren", 32, 3, PACK_3X64, networks=2048,
+            peer="goal 3.6 (3x PyTorch batched)", fused_variant="one-kernel"),
+    Setting("2048 SIREN 3x64, 32x32, fused TF32, one kernel", "siren", 32, 3, PACK_3X64, networks=2048,
+            precision="tf32", fused_variant="one-kernel"),
     Setting("2048 SIREN 3x64, 32x32, layer by layer", "siren", 32, 3, dict(hidden=64, layers=3, **SIREN_PAPER),
             networks=2048, fused=False, measured_ms=10.38),
     Setting("SIREN 3x256, 512x512, FP32", "siren", 512, 3, dict(hidden=256, layers=3, **SIREN_PAPER),
@@ -438,6 +518,8 @@ SETTINGS = [
     # fit-many's pack of 2048 at 64 px (--pack 2048): 97.5 images/s over 500 steps is 21.0 ms a step
     Setting("fit-many pack, 2048 SIREN 3x64, 64x64", "sets", 64, 3, dict(hidden=64, layers=3, lr=1e-3),
             networks=2048, measured_ms=2048 / 97.5 / 500 * 1e3, peer="PyTorch batched 88.2 images/s"),
+    Setting("fit-many pack, 2048 SIREN 3x64, 64x64, one kernel", "sets", 64, 3, dict(hidden=64, layers=3, lr=1e-3),
+            networks=2048, peer="goal 15.5 (3x PyTorch batched, 264.6 images/s)", fused_variant="one-kernel"),
     # The baseline ran the kernels now called hashgrid_*_any, on tables of 2^19 entries (the preset's
     # then; it now sizes them to the image); each variant after it waits for a GPU.
     Setting("hash grid, 2^18 samples, 16 levels, ReLU 2x64 (768 px)", "hashgrid", 768, 3, dict(hash_log2_size=19),
@@ -445,6 +527,8 @@ SETTINGS = [
     *(Setting(f"hash grid, 2^18 samples, 16 levels, ReLU 2x64 (768 px), {variant} kernels", "hashgrid", 768, 3,
               dict(hash_log2_size=19), peer="goal 1.0 ms", hashgrid=variant)
       for variant in ("rows", "levels", "rows-scalar")),
+    Setting("hash grid, 2^18 samples, 16 levels, ReLU 2x64 (768 px), rows kernels, one kernel", "hashgrid", 768, 3,
+            dict(hash_log2_size=19), peer="goal 1.0 ms", fused_variant="one-kernel"),
 ]
 
 
@@ -454,7 +538,7 @@ def record_step(setting: Setting) -> LaunchRecorder:
 
     config = configure(setting.preset, setting.size, steps=1000, **setting.flags)
     backend = LaunchRecorder(setting.precision, setting.fused)
-    backend.hashgrid_variant = setting.hashgrid
+    backend.hashgrid_variant, backend.fused_variant = setting.hashgrid, setting.fused_variant
     image = blank_image(setting.size, setting.channels)
     trainer = make_trainer(backend, config, [image] * setting.networks, seeds=range(setting.networks))
     trainer.step()
@@ -485,9 +569,10 @@ def kernel_table(launches, device: Device) -> list[dict]:
         for c in costs:
             total = total + c
         rows.append({"kernel": name, "launches": len(costs), "floor_ms": sum(f for f, _ in floors) * 1e3,
+                     "predicted_ms": sum(c.predicted(device) for c in costs) * 1e3,
                      "bound": max(floors)[1], "hbm_mb": total.hbm / 1e6, "l2_mb": total.l2 / 1e6,
                      "gflop_fp32": total.fp32 / 1e9, "gflop_tf32": total.tf32 / 1e9, "sfu_m": total.sfu / 1e6,
-                     "atomics_m": total.atomics / 1e6})
+                     "atomics_m": total.atomics / 1e6, "shared_gb": total.shared / 1e9})
     return sorted(rows, key=lambda r: -r["floor_ms"])
 
 
@@ -498,36 +583,39 @@ def model(device: Device, settings=SETTINGS) -> dict:
         kernels = kernel_table(launches, device)
         floor = sum(k["floor_ms"] for k in kernels)
         results.append({"setting": setting.name, "launches": len(launches), "floor_ms": floor,
+                        "predicted_ms": sum(k["predicted_ms"] for k in kernels),
                         "measured_ms": setting.measured_ms, "peer": setting.peer,
                         "times_floor": setting.measured_ms / floor if setting.measured_ms else None,
                         "hashgrid": setting.hashgrid if setting.preset == "hashgrid" else None,
-                        "kernels": kernels})
+                        "fused_variant": setting.fused_variant if setting.fused else None, "kernels": kernels})
     products = []
     for op, cublas, ours in (("nt", 0.753, 0.931), ("nn", 0.749, 0.935)):
         kernels = kernel_table(product_launches(262144, 256, 256, op).launches, device)
         floor = sum(k["floor_ms"] for k in kernels)
-        products.append({"setting": f"matmul 262144 x 256 x 256 {op}, FP32", "floor_ms": floor, "measured_ms": ours,
+        products.append({"setting": f"matmul 262144 x 256 x 256 {op}, FP32", "floor_ms": floor,
+                         "predicted_ms": sum(k["predicted_ms"] for k in kernels), "measured_ms": ours,
                          "cublas_ms": cublas, "times_floor": ours / floor, "cublas_times_floor": cublas / floor,
                          "kernels": kernels})
     return {"device": asdict(device), "steps": results, "products": products}
 
 
 def markdown(result: dict) -> str:
-    lines = ["| setting | launches | floor (ms) | bound by | measured (ms) | measured / floor |",
-             "| --- | ---: | ---: | --- | ---: | ---: |"]
+    lines = ["| setting | launches | floor (ms) | bound by | predicted (ms) | measured (ms) | measured / floor |",
+             "| --- | ---: | ---: | --- | ---: | ---: | ---: |"]
     for r in sorted(result["steps"] + result["products"], key=lambda r: -(r["times_floor"] or 0)):
         top = r["kernels"][0]
         measured = (f"{r['measured_ms']:.3f} | {r['times_floor']:.1f}x" if r["measured_ms"] else
                     "waits for a GPU | -")
         lines.append(f"| {r['setting']} | {r.get('launches', 1)} | {r['floor_ms']:.3f} | {top['kernel']} "
-                     f"({top['bound']}) | {measured} |")
-    lines += ["", "| setting | kernel | launches | floor (ms) | bound | HBM MB | L2 MB | GFLOP FP32 | GFLOP TF32 "
-                  "| SFU M | atomics M |", "| --- | --- " + "| ---: " * 2 + "| --- " + "| ---: " * 6 + "|"]
+                     f"({top['bound']}) | {r['predicted_ms']:.3f} | {measured} |")
+    lines += ["", "| setting | kernel | launches | floor (ms) | bound | predicted (ms) | HBM MB | L2 MB | GFLOP FP32 "
+                  "| GFLOP TF32 | SFU M | atomics M | shared GB |",
+              "| --- | --- " + "| ---: " * 2 + "| --- " + "| ---: " * 8 + "|"]
     for r in result["steps"] + result["products"]:
         for k in r["kernels"]:
             lines.append(f"| {r['setting']} | {k['kernel']} | {k['launches']} | {k['floor_ms']:.4f} | {k['bound']} | "
-                         f"{k['hbm_mb']:.1f} | {k['l2_mb']:.1f} | {k['gflop_fp32']:.2f} | {k['gflop_tf32']:.2f} | "
-                         f"{k['sfu_m']:.1f} | {k['atomics_m']:.1f} |")
+                         f"{k['predicted_ms']:.4f} | {k['hbm_mb']:.1f} | {k['l2_mb']:.1f} | {k['gflop_fp32']:.2f} | "
+                         f"{k['gflop_tf32']:.2f} | {k['sfu_m']:.1f} | {k['atomics_m']:.1f} | {k['shared_gb']:.2f} |")
     return "\n".join(lines) + "\n"
 
 

@@ -4,7 +4,8 @@ registers, spills, shared memory, the occupancy those allow, and its instruction
 
     PYTHONPATH=. python benchmarks/kernel_figures.py [--families] [--out FILE.json] [KERNEL_FILE.cu...]
 
-ptxas (`nvcc -cubin -Xptxas -v`) gives the registers, spills and shared memory. The occupancy is
+ptxas (`nvcc -cubin -Xptxas -v`) gives the registers, spills and static shared memory (a kernel's
+dynamic shared memory, at the shape its design is stated for, is added from launch.KERNEL_DESIGNS). The occupancy is
 computed from them and the block size the launchers use (inr_cli/backends/launch.py, KERNEL_DESIGNS)
 with sm_90's limits: 65536 registers (allocated per warp in units of 256), 228 KB of shared memory
 (1 KB of it reserved per block), 2048 threads, 32 blocks and 64 warps per SM. The instruction mix
@@ -155,6 +156,7 @@ def kernel_figures(build_dir: Path, sources=None, with_mix: bool = True) -> list
         for name, f in sorted(figures.items()):
             design = design_of(name)
             f.threads, f.design_blocks = design.threads, design.blocks_per_sm
+            f.shared += design.dynamic_shared  # at the design's shape (launch.KERNEL_DESIGNS)
             f.blocks_per_sm, f.limited_by = occupancy(f.registers, f.shared, f.threads)
             f.occupancy = f.blocks_per_sm * -(-f.threads // 32) / WARPS
             f.mix = dict(mixes.get(name, {}))

@@ -9,8 +9,9 @@
 #            among them, and against the FP32 path), the commands' GPU paths (fit-many --until-psnr,
 #            meta-init, view's tiles, to_torch().cuda(), tune), the PyTorch peer; then the goals'
 #            figures (benchmarks/gpu_goals.py): the fused sigmoid 2x64 and the fused pack of 2048
-#            SIREN 3x64 against PyTorch, our matmul against cuBLAS, the TF32 step against PyTorch
-#            TF32 eager and torch.compile
+#            SIREN 3x64 against PyTorch (the fused network in both designs: the two kernels a step,
+#            the engine's, and one kernel a step), our matmul against cuBLAS, the TF32 step against
+#            PyTorch TF32 eager and torch.compile
 #   second   (at most 8.5 min) TF32's fits against FP32's spread; seconds to 30 and 40 dB on the
 #            512-px photo with the siren preset, beside PyTorch; the seed's drawing for 60 s; the
 #            sample with the siren preset's 1000 steps, as the quick start runs it
@@ -19,11 +20,18 @@
 #   steps    (at most 8 min) the step-time table of every setting (ours fused, layer by layer, TF32,
 #            cuBLAS; PyTorch eager and compiled), the 8192-px render, the matmul variants
 #   kernels  (at most 8 min) every kernel of each baseline setting timed launch by launch beside the
-#            cost model's floor (benchmarks/kernel_costs.py), furthest first, the hash grid's in each
-#            variant of its kernels (rows, levels, rows-scalar, any); the hash grid's step in each
-#            variant (those four fused, fused TF32, layer by layer) beside the PyTorch hash grid; and
-#            the model's own table for the record. INR_DRY_SETTINGS=TEXT keeps, in a dry run, the settings
-#            whose name holds TEXT (the test runs one)
+#            cost model's floor and prediction (benchmarks/kernel_costs.py), furthest first, the fused
+#            network's in both designs (two kernels, one), the hash grid's in each variant of its
+#            kernels (rows, levels, rows-scalar, any); the hash grid's step in each variant (those
+#            four fused, the fused network in one kernel, fused TF32, layer by layer) beside the
+#            PyTorch hash grid; and the model's own table for the record. INR_DRY_SETTINGS=TEXT keeps,
+#            in a dry run, the settings whose name holds TEXT (the test runs one)
+#   fused    (at most 7 min) the fused network in one kernel a step against the two kernels, the
+#            engine's: its GPU tests (both designs against NumPy, TF32's coordinates); whole steps of
+#            the fused sigmoid 2x64, the pack of 2048 SIREN 3x64 (FP32, TF32) and the hash grid
+#            (2^18 samples, 16 levels, ReLU 2x64) in both designs, layer by layer and in PyTorch
+#            (eager, batched, the PyTorch hash grid); then the fused settings' kernels one by one
+#            beside the cost model's floor and prediction
 #   hashgrid (at most 8 min) the hash grid at Kodak's size: a 768x512 photo to 40 and 44 dB with the
 #            hashgrid preset, beside the PyTorch hash grid and the siren preset. The photo is not in
 #            the repository: before the call, on a machine with Debian's packages,
@@ -74,7 +82,7 @@
 # printed and in benchmarks-block.md. The device tool copies the tree without its git history: name
 # the commit in INR_COMMIT, so the files say which code they measured. A call brings back 8 files at
 # most: first alone, second and fitmany together (where the call's time allows), steps alone, kernels
-# alone, hashgrid alone, gigapixel alone, walltime alone, kodak alone, kodakpeers alone, functa alone.
+# alone, fused alone, hashgrid alone, gigapixel alone, walltime alone, kodak alone, kodakpeers alone, functa alone.
 #
 #   bash dev/gpu_checks.sh --dry-run first second fitmany steps walltime
 #
@@ -82,13 +90,13 @@
 # CPU, the GPU tests skipped): the script, its result files and its report, proven without a GPU.
 # PYTHON names the interpreter (default python3, the GPU machine's, with CuPy, PyTorch and pytest).
 set -uo pipefail
-usage="usage: bash dev/gpu_checks.sh [--dry-run] PART... (PART: first second fitmany steps kernels hashgrid gigapixel walltime kodak kodakpeers functa)"
+usage="usage: bash dev/gpu_checks.sh [--dry-run] PART... (PART: first second fitmany steps kernels fused hashgrid gigapixel walltime kodak kodakpeers functa)"
 dry=0
 parts=()
 for arg in "$@"; do
   case "$arg" in
     --dry-run) dry=1 ;;
-    first | second | fitmany | steps | kernels | hashgrid | gigapixel | walltime | kodak | kodakpeers | functa) parts+=("$arg") ;;
+    first | second | fitmany | steps | kernels | fused | hashgrid | gigapixel | walltime | kodak | kodakpeers | functa) parts+=("$arg") ;;
     *) echo "unknown part '$arg'; $usage" >&2; exit 2 ;;
   esac
 done
@@ -169,6 +177,13 @@ for part in "${parts[@]}"; do
       run 300 "$py" benchmarks/gpu_goals.py kernels "${goals[@]}"
       run 120 "$py" benchmarks/gpu_goals.py hashgrid-step "${goals[@]}"
       [ "$dry" = 1 ] || run 60 "$py" benchmarks/kernel_costs.py --out "$out/kernel-costs.json"  # the CPU's: not dry
+      ;;
+    fused)
+      # correctness on the hardware first: a design that fails here is timed all the same, and says so
+      run 150 "$py" -m pytest tests/test_gpu.py -k "fused_network or coordinates" -v --tb=short -rfEs \
+        -p no:cacheprovider "${workers[@]}"
+      run 180 "$py" benchmarks/gpu_goals.py fused-sigmoid fused-pack hashgrid-step "${goals[@]}"
+      INR_KERNEL_SETTINGS="fused|pack|rows kernels" run 90 "$py" benchmarks/gpu_goals.py kernels "${goals[@]}"
       ;;
     hashgrid)
       photo=bench-results/sunset_by_Aitzol_Berasategi.jpg

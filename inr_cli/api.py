@@ -76,19 +76,48 @@ class TrainedNetwork:
         return _evaluate(self.spec, self.params[None], coords, clip)[0]
 
     def render(self, size: int | None = None, width: int | None = None, height: int | None = None,
-               depth: int = 8, device: str = "auto") -> np.ndarray:
+               depth: int = 8, device: str = "auto", region: tuple[int, int, int, int] | None = None) -> np.ndarray:
         """[H, W, C]: the very pixels `inr render` writes with the same options (uint8; depth=16:
         uint16; depth=32: float32, not clipped). No size: the training size; size: the longer side,
-        the aspect ratio kept; width and height: exactly that canvas."""
+        the aspect ratio kept; width and height: exactly that canvas. region (left, top, right,
+        bottom): that part of the canvas only (`inr render --region`). A canvas of more than 64
+        megapixels is drawn by region, or written in tiles by write_tiles()."""
         from inr_cli.backends import make_backend
-        from inr_cli.core.canvas import canvas_size
+        from inr_cli.core.canvas import WHOLE_CANVAS_PIXELS, canvas_size, check_region
         from inr_cli.core.render import render_at_depth
 
         if depth not in (8, 16, 32):
             raise UsageError(f"depth is 8, 16 or 32 bits per channel, got {depth}")
         w, h = canvas_size(self.width, self.height, size, width, height)
+        if region is not None:
+            region = check_region(tuple(region), w, h, "region")
+        elif w * h > WHOLE_CANVAS_PIXELS:
+            raise UsageError(f"a {w}x{h} canvas is more than {WHOLE_CANVAS_PIXELS >> 20} megapixels to hold as one "
+                             f"array: draw a part of it with region=(left, top, right, bottom) (all of it: "
+                             f"region=(0, 0, {w}, {h})), or write it in tiles with write_tiles(path) "
+                             f"(inr render --tiles)")
         backend = make_backend(device, quiet=True)
-        return render_at_depth(backend, self.spec, self.params, w, h, depth)
+        return render_at_depth(backend, self.spec, self.params, w, h, depth, region=region)
+
+    def write_tiles(self, path: PathLike, size: int | None = None, width: int | None = None,
+                    height: int | None = None, device: str = "auto", force: bool = False) -> Path:
+        """The canvas (sized as render's) written as a tiled pyramidal TIFF, a strip of rows drawn at a
+        time, as `inr render --tiles` writes it: any size in bounded memory. An existing file is
+        replaced only with force=True. Returns the path."""
+        from inr_cli.backends import make_backend
+        from inr_cli.core.canvas import canvas_size
+        from inr_cli.core.render import tile_rows
+        from inr_cli.formats.tiled_tiff import write_pyramid
+        from inr_cli.outputs import output_target
+
+        path = Path(path)
+        if path.suffix.lower() not in (".tif", ".tiff"):
+            raise UsageError(f"{path}: a tiled pyramid is written as a TIFF (use .tif)")
+        w, h = canvas_size(self.width, self.height, size, width, height)
+        target = output_target(path, None, force, [self.run_dir / CHECKPOINT] if self.run_dir else [])
+        backend = make_backend(device, quiet=True)
+        write_pyramid(target, w, h, self.spec.out_features, tile_rows(backend, self.spec, self.params))
+        return target
 
     def to_torch(self, clip: bool = True):
         """A torch.nn.Module: coords [rows, 2] -> colours [rows, C], the same function as __call__,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
+import signal
 import sys
 import threading
 from typing import NoReturn
@@ -14,6 +16,7 @@ from typer.core import TyperGroup
 
 from inr_cli import __version__
 from inr_cli.console import error
+from inr_cli.core.training_loop import Interrupted
 from inr_cli.errors import InrError
 
 # The exit status when standard output was closed before all was written (`inr info | head -0`):
@@ -88,13 +91,41 @@ def root(
     _debug["on"] = debug
 
 
+@contextlib.contextmanager
+def _stopping_signals():
+    """SIGTERM and SIGHUP raise Interrupted as Ctrl-C raises KeyboardInterrupt, so that a command
+    stopped by one unwinds: a file being written loses its temporary (formats/atomic.py) instead of
+    leaving it behind. A signal ignored from the start (nohup) stays ignored; a command with its own
+    handling (training's Signals) sets its own, and gets these back after."""
+    def stop(signum, frame):
+        raise Interrupted(signum)
+
+    previous = {}
+    for name in ("SIGTERM", "SIGHUP"):
+        number = getattr(signal, name, None)
+        try:
+            if number is not None and signal.getsignal(number) == signal.SIG_DFL:
+                previous[number] = signal.signal(number, stop)
+        except ValueError:  # not the main thread
+            pass
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
 def handles_errors(command):
     """Turn an InrError into one line on stderr and its exit code; --debug shows the traceback."""
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
         try:
-            return command(*args, **kwargs)
+            with _stopping_signals():
+                return command(*args, **kwargs)
+        except Interrupted as exc:  # SIGTERM or SIGHUP where the command does not handle it
+            error(f"{exc}: stopped; nothing half-written is left")
+            raise typer.Exit(128 + exc.signum) from None
         except InrError as exc:
             if _debug["on"]:
                 raise

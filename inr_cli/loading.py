@@ -38,6 +38,6 @@ def one_network(run: Path, image: str | None) -> OneNetwork:
                           int(entry["height"]), f"render-{Path(image).stem}")
     if image is not None:
         raise UsageError(f"--image names an image of an inr fit-many folder; {run} is a single run")
-    saved = ckpt.load(run)
+    saved = ckpt.load(run, moments=False)
     height, width, _ = saved.data_shape
     return OneNetwork(saved.spec, saved.params, saved.channels, width, height, "render", saved.config.network.dtype)

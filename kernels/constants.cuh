@@ -23,6 +23,17 @@
 #define FUSED_ROW_ELEMENTS 4096
 #define FUSED_MAX_ROWS 64
 
+// The one-kernel training pass (fused_network.cu, network_train): a block of FUSED_TRAIN_THREADS
+// threads carries a tile of FUSED_TRAIN_TILE_ELEMENTS / width rows (at most FUSED_TRAIN_MAX_ROWS;
+// halved, down to FUSED_TRAIN_MIN_ROWS, until its shared memory fits the device) through the whole
+// pass; a network's rows are split between blocks of at least FUSED_TRAIN_GROUP_TILES tiles each
+// (launch.plan_fused_network). A tile's products are at most 16 values a thread (4x4).
+#define FUSED_TRAIN_THREADS 256
+#define FUSED_TRAIN_TILE_ELEMENTS 4096
+#define FUSED_TRAIN_MAX_ROWS 128
+#define FUSED_TRAIN_MIN_ROWS 16
+#define FUSED_TRAIN_GROUP_TILES 4
+
 // Under --precision tf32, a product over at most this many terms stays FP32 (numpy_ops.matmul, the
 // matmul plans, the fused network's first layer): K = 2 is the coordinates (u, v), the input of a
 // first layer or of the Fourier projection, which TF32's 10 mantissa bits would move (past 2048 px

@@ -106,8 +106,6 @@ __device__ __forceinline__ void fetch_tile(const float* __restrict__ G, long lon
     }
 }
 
-__device__ __forceinline__ float tf32_value(float x) { return __uint_as_float(to_tf32(x)); }
-
 // Registers -> shared; with ROUND every element rounded to TF32 on the way (once per element, not
 // once per use).
 template <int SO, int SC, int THREADS, bool C_IS_K, int WIDTH, bool ROUND>

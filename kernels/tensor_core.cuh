@@ -36,6 +36,10 @@ __device__ __forceinline__ unsigned int to_tf32(float x)
     return cvt_rna_tf32(__uint_as_float(bits));
 }
 
+// to_tf32's value as a float (its 13 low mantissa bits 0): what a product's FP32 FMAs read where they
+// stand in for the tensor cores, or an operand rounded once as it is stored.
+__device__ __forceinline__ float tf32_value(float x) { return __uint_as_float(to_tf32(x)); }
+
 // mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: d = A B + c for one warp, A 16x8 (row
 // major), B 8x8 (column major), c and d 16x8 in FP32, every lane holding a fragment of each. With
 // g = lane / 4 and t = lane % 4 (the PTX ISA's groupID and threadID_in_group):

@@ -11,9 +11,18 @@ from PIL import Image
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups
 def pytest_collection_modifyitems(config, items):
     from inr_cli.backends.gpu_probe import gpu_unavailable_reason
 
+    # Under pytest-xdist (--dist loadgroup, pyproject.toml): the Ray clusters one at a time on one
+    # worker (each takes both cores while it runs), and the tests that share the session's nvcc
+    # builds (nvcc_builds) on one worker, so that each file is compiled once.
+    for item in items:
+        if "cluster" in item.keywords:
+            item.add_marker(pytest.mark.xdist_group("ray"))
+        elif "nvcc_builds" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("nvcc"))
     reason = gpu_unavailable_reason()
     if reason is None:
         return

@@ -13,6 +13,8 @@ failpoint in INR_FAILPOINT, it signals a process at that point (SIGKILL, unless 
     hang-on=RESOURCE    the worker of the Ray node that declares RESOURCE waits for ever when it
                         starts its first shard: a straggler
     assembly-killed     the Ray task that assembles a set at a URL, as it starts
+    signal-on-write=SIGNAL@SUFFIX  the process sends itself SIGNAL once a file whose name ends with
+                        SUFFIX is written in full, before it takes its name (formats/atomic.py)
 
 A real kill (or hang) of a real process, at a moment the test does not have to catch.
 """
@@ -35,6 +37,11 @@ def at(point: str, **details) -> None:
         if wanted.startswith("signal-at="):
             name, step = wanted.split("=", 1)[1].split("@")
             if details["step"] == int(step):
+                os.kill(os.getpid(), getattr(signal, name))
+    elif point == "file-written":
+        if wanted.startswith("signal-on-write="):
+            name, suffix = wanted.split("=", 1)[1].split("@")
+            if str(details["path"]).endswith(suffix):
                 os.kill(os.getpid(), getattr(signal, name))
     elif point == "assembly-task":
         if wanted == "assembly-killed":

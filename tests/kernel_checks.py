@@ -283,7 +283,7 @@ def check_tf32_keeps_the_coordinates(backend, width=8192):
         assert np.array_equal(engine.to_host(projection)[0, :, 0], u), f"{engine.name}: the projection rounds u"
 
     shapes = [(16, 2), (1, 16)]
-    plan = plan_fused_network(shapes, 0, width, "tf32")
+    plan = plan_fused_network(shapes, 0, width, "tf32", "two-kernels")
     params = np.zeros((1, sum(o * i + o for o, i in shapes)), np.float32)
     params[0, :2] = picks_u[0, 0]  # the first hidden neuron's z is u
     hz, ha = (backend.to_device(np.full((1, 1, width, 16), np.nan, np.float32)) for _ in range(2))
@@ -292,3 +292,18 @@ def check_tf32_keeps_the_coordinates(backend, width=8192):
                             1.0)
     assert plan.forward.endswith("_tf32")
     assert np.array_equal(backend.to_host(hz)[0, 0, :, 0], u), "the fused network's first layer rounds u"
+
+    # One kernel a step keeps no z: two neurons (a last layer over 2 terms stays FP32 too) pass u on to the
+    # output, whose target is u itself, so the loss and every gradient are exactly 0 unless a layer rounds u.
+    columns = 96  # (2 i + 1) / 96 has more bits than TF32 keeps
+    shapes = [(2, 2), (1, 2)]
+    plan = plan_fused_network(shapes, 0, columns, "tf32", "one-kernel", backend.sm_count, backend.shared_per_block)
+    params = np.zeros((1, 9), np.float32)
+    params[0, [0, 6]] = 1.0  # neuron 0 is u, the output is neuron 0
+    u = axis_centres(columns)
+    x = backend.to_device(np.stack([u, np.full_like(u, 0.25)], axis=1)[None])
+    grads, loss = backend.to_device(np.full((1, 9), np.nan, np.float32)), backend.to_device(np.ones(1, np.float32))
+    backend.network_train(plan, x, backend.to_device(u[None, :, None]), backend.to_device(params), grads, loss,
+                          "linear", "linear", 1.0)
+    assert plan.train.endswith("_tf32") and not np.array_equal(round_to_tf32(u), u)
+    assert backend.to_host(loss)[0] == 0 and not backend.to_host(grads).any(), "the fused network rounds u"

@@ -159,7 +159,9 @@ def test_kernel_cost_model_counts_every_launch_of_a_step():
     assert cost.hbm == 4 * (300 * 20 + 40 * 20 + 300 * 40)
     [(name, grid, block, args)] = product_launches(300, 64, 20, "nn", precision="tf32").launches
     assert cost_of(name, grid, block, args).tf32 == 2 * 300 * 64 * 20
-    settings = [Setting("sigmoid", "sigmoid", 16, 1, dict(hidden=16, layers=2, encoding="none"), networks=2),
+    sigmoid = dict(hidden=16, layers=2, encoding="none")
+    settings = [Setting("sigmoid", "sigmoid", 16, 1, sigmoid, networks=2, fused_variant="one-kernel"),
+                Setting("sigmoid", "sigmoid", 16, 1, sigmoid, networks=2),
                 Setting("siren", "siren", 16, 3, dict(hidden=32, layers=2), precision="tf32", fused=False),
                 Setting("siren", "siren", 16, 3, dict(hidden=32, layers=2), precision="tf32"),
                 Setting("hashgrid", "hashgrid", 32, 3, dict(hash_levels=4, hash_log2_size=8, batch_size=256)),
@@ -168,10 +170,16 @@ def test_kernel_cost_model_counts_every_launch_of_a_step():
     for setting in settings:
         rows = kernel_table(record_step(setting).launches, DEVICES["H200"])
         kernels |= {row["kernel"] for row in rows}
-        assert all(row["floor_ms"] > 0 and row["launches"] > 0 for row in rows), rows
-    assert {"network_forward_16_fp32", "network_backward_32_tf32", "hashgrid_backward_f2_rows",
+        assert all(row["floor_ms"] > 0 and row["launches"] > 0 and row["predicted_ms"] > row["floor_ms"]
+                   for row in rows), rows
+    assert {"network_train_fp32", "network_forward_16_fp32", "network_backward_32_tf32", "hashgrid_backward_f2_rows",
             "hashgrid_encode_f2_rows", "fourier_features", "sgd_update", "adam_update", "sample_batch_f32"} <= kernels
     assert any(k.startswith("linear_forward_tf32_") for k in kernels), kernels
+    # One kernel a step: 2 -> 16 -> 16 -> 1 on 256 rows of 2 networks: every layer forward and its weight
+    # gradient, every layer's input gradient but the first's, and the bias gradients' sums.
+    [train] = [launch for launch in record_step(settings[0]).launches if launch[0] == "network_train_fp32"]
+    macs_per_row = 2 * (2 * 16 + 16 * 16 + 16 * 1) + 16 * 16 + 16 * 1
+    assert cost_of(*train).fp32 == 2 * 256 * (2 * macs_per_row + 16 + 16 + 1)
 
 
 def test_kernel_cost_model_counts_the_hash_grid_kernels_by_variant():
@@ -206,18 +214,19 @@ def test_gpu_checks_kernels_part_runs_dry_on_the_cpu(tmp_path):
 
     from benchmarks.common import ROOT
 
-    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable, "INR_DRY_SETTINGS": "200x200 grey, fused"}
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable,
+           "INR_DRY_SETTINGS": "200x200 grey, fused, one kernel"}
     result = subprocess.run(["bash", str(ROOT / "dev" / "gpu_checks.sh"), "--dry-run", "kernels"], capture_output=True,
                             text=True, cwd=ROOT, env=env, timeout=600)
     rows = [json.loads(line) for line in (tmp_path / "goals.jsonl").read_text().splitlines()]
     timed = [r for r in rows if r["measurement"] == "kernels"]
-    assert {r["kernel"] for r in timed} >= {"network_forward_32_fp32", "network_backward_32_fp32", "adam_update"}
-    assert all(r["kernel_ms"] > 0 and r["floor_ms"] > 0 for r in timed), timed
+    assert {r["kernel"] for r in timed} >= {"network_train_fp32", "adam_update"}
+    assert all(r["kernel_ms"] > 0 and r["floor_ms"] > 0 and r["predicted_ms"] > 0 for r in timed), timed
     assert {r.get("who") for r in rows if r["measurement"] == "hashgrid-step"} == {
-        "ours-fused", "ours-fused-levels", "ours-fused-rows-scalar", "ours-fused-any", "ours-fused-tf32", "ours-layers",
-        "torch-hashgrid"}
+        "ours-fused", "ours-fused-levels", "ours-fused-rows-scalar", "ours-fused-any", "ours-fused-one-kernel",
+        "ours-fused-tf32", "ours-layers", "torch-hashgrid"}
     report = (tmp_path / "benchmarks-block.md").read_text()
-    assert "| sigmoid 2x64, 200x200 grey, fused | network_backward_32_fp32 |" in report
+    assert "| sigmoid 2x64, 200x200 grey, fused, one kernel | network_train_fp32 |" in report
     assert "Hash grid step, 2^18 samples, 16 levels, ReLU 2x64: ours fused (ms)" in report
     assert result.returncode == 0, result.stdout[-3000:]
 
@@ -242,3 +251,24 @@ def test_kodak_budgets_scale_with_the_photo_and_the_report_judges_the_goal():
                    "photo, 2000 steps (goal: 43.9 dB in at most 5 s a photo: met)"]
     slow = gpu_goals.kodak_lines({"rows": [row("hashgrid", 44.5, 5.5), row("hashgrid-f32", 40.0, 4.0)]}, "k.json")
     assert "**not met**" in slow[0] and "goal" not in slow[1]
+
+
+def test_half_precision_rounds_bf16_as_torch_does():
+    """benchmarks/half_precision.py's BF16 rounding (to nearest, ties to even, on the top 16 bits)
+    against PyTorch's conversion, bit for bit: ties both ways, the largest finite values, subnormals,
+    infinities and NaN."""
+    torch = pytest.importorskip("torch")
+    import numpy as np
+
+    from benchmarks.half_precision import round_bf16
+
+    rng = np.random.default_rng(0)
+    bits = np.concatenate([rng.integers(0, 2**32, 4000, dtype=np.uint64).astype(np.uint32),
+                           np.array([0x3F808000, 0x3F818000, 0x7F7FFFFF, 0xFF7FFFFF, 0x00000001, 0x007FFFFF,
+                                     0x7F800000, 0xFF800000, 0x7FC00000], np.uint32)])
+    x = bits.view(np.float32)
+    theirs = torch.from_numpy(x.copy()).to(torch.bfloat16).to(torch.float32).numpy()
+    ours = round_bf16(x)
+    nan = np.isnan(theirs)
+    assert np.array_equal(np.isnan(ours), nan)
+    assert np.array_equal(ours[~nan].view(np.uint32), theirs[~nan].view(np.uint32))

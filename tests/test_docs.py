@@ -79,6 +79,7 @@ def test_the_python_blocks_run(pictures):
     # what the blocks promise, seen from outside them
     assert readme["pixels"].shape == (384, 512, 3) and str(readme["pixels"].dtype) == "uint8"
     assert guide["pixels"].shape == (192, 256, 3) and str(guide["pixels"].dtype) == "uint8"
+    assert guide["part"].shape == (128, 256, 3) and (guide["net"].run_dir / "big.tif").is_file()
     assert guide["every"].shape == (3, 48 * 64, 3)
     assert guide["same"].shape == guide["colours"].shape == (3, 48 * 64, 3)
     assert formats["picture"].shape == (48, 64, 3)

@@ -210,3 +210,18 @@ def test_misuse_is_an_error_not_a_hang(warp_checks, kernel, message):
         warp_checks.launch(kernel, (1, 1, 1), (32, 1, 1), (np.zeros(32, np.float32),))
     out, expected = run_shuffles(warp_checks, 0, 1, 32)  # the next launch runs as usual
     np.testing.assert_array_equal(out, expected)
+
+
+def test_dynamic_shared_memory_is_undefined_until_written_and_guarded(warp_checks):
+    """A block's dynamic shared memory (`extern __shared__` on a GPU) holds NaN until the block writes
+    it, block after block (a GPU leaves it undefined: a kernel that reads what it never wrote fails its
+    test here), and a write past the bytes the launch gave stops the launch."""
+    from tests.emulation.emulated_backend import EmulationError
+
+    out = np.zeros(64, np.float32)
+    warp_checks.launch("dynamic_shared", (2, 1, 1), (32, 1, 1), (out, np.int32(0)), shared=32 * 4)
+    expected = np.array([b * 32 + (t + 1) % 32 for b in range(2) for t in range(32)], np.float32)
+    expected[[4, 36]] = np.nan  # the second block sees none of the first's values
+    np.testing.assert_array_equal(out, expected)
+    with pytest.raises(EmulationError, match="wrote past its 128 bytes of dynamic shared memory"):
+        warp_checks.launch("dynamic_shared", (1, 1, 1), (32, 1, 1), (out, np.int32(1)), shared=32 * 4)

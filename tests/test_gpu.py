@@ -213,24 +213,27 @@ def test_tf32_leaves_the_coordinates_as_they_are(gpu_tf32):
 @pytest.mark.parametrize("hidden,layers,batch", [(16, 2, 40000), (32, 1, 4097), (64, 3, 40000), (48, 2, 1000),
                                                  (128, 2, 20000)])
 @pytest.mark.parametrize("precision", ["fp32", "tf32"])
-def test_fused_network_matches_the_layer_by_layer_pass(gpu, gpu_tf32, hidden, layers, batch, precision):
-    """The fused kernels on the GPU against the NumPy reference (tests/test_fused_network.py's check,
-    at sizes that fill the device: many chunks, gradient groups and networks)."""
-    from tests.test_fused_network import check_fused_pass, spec_for
+@pytest.mark.parametrize("variant", ["one-kernel", "two-kernels"])
+def test_fused_network_matches_the_layer_by_layer_pass(gpu, gpu_tf32, hidden, layers, batch, precision, variant):
+    """The fused kernels, in both designs, on the GPU against the NumPy reference
+    (tests/test_fused_network.py's check, at sizes that fill the device: many tiles, gradient groups and
+    networks)."""
+    from tests.test_fused_network import check_fused_pass, spec_for, variant_of
 
-    backend = gpu if precision == "fp32" else gpu_tf32
+    backend = variant_of(gpu if precision == "fp32" else gpu_tf32, variant)
     check_fused_pass(backend, spec_for("siren", hidden, layers), networks=3, batch=batch)
     check_fused_pass(backend, spec_for("sigmoid", hidden, layers, out=1, encoding="fourier", features=128),
                      networks=2, batch=batch, shared_x=False)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "tf32"])
-def test_fused_network_on_a_hash_grid(gpu, gpu_tf32, precision):
+@pytest.mark.parametrize("variant", ["one-kernel", "two-kernels"])
+def test_fused_network_on_a_hash_grid(gpu, gpu_tf32, precision, variant):
     """The hashgrid preset's network (ReLU 2x64 on 16 levels of 2 features) in the fused kernels, the
     table's gradient scattered from the gradient they hand back, against the NumPy reference."""
-    from tests.test_fused_network import check_fused_pass, spec_for
+    from tests.test_fused_network import check_fused_pass, spec_for, variant_of
 
-    backend = gpu if precision == "fp32" else gpu_tf32
+    backend = variant_of(gpu if precision == "fp32" else gpu_tf32, variant)
     spec = spec_for("relu", 64, 2, encoding="hashgrid", levels=16, level_features=2, log2_size=14,
                     max_resolution=512)
     check_fused_pass(backend, spec, networks=3, batch=40000, shared_x=False)

@@ -216,7 +216,7 @@ def test_a_readings_bookkeeping_runs_while_the_next_step_does(tmp_path, monkeypa
     checkpoint and the run's end write it first."""
     from inr_cli.runs.metrics_csv import MetricsLog
 
-    events, launch, append, snapshot = [], Trainer.step, MetricsLog.append, Trainer.state
+    events, launch, append, snapshot = [], Trainer.step, MetricsLog.append, Trainer.copy_state
 
     def step(self):
         launch(self)
@@ -226,13 +226,13 @@ def test_a_readings_bookkeeping_runs_while_the_next_step_does(tmp_path, monkeypa
         events.append(("row", step))
         append(self, step, *values)
 
-    def state(self):
+    def state(self, *arrays):
         events.append(("checkpoint", self.step_done))  # taken as a checkpoint is handed to the writer
-        return snapshot(self)
+        return snapshot(self, *arrays)
 
     monkeypatch.setattr(Trainer, "step", step)
     monkeypatch.setattr(MetricsLog, "append", row)
-    monkeypatch.setattr(Trainer, "state", state)
+    monkeypatch.setattr(Trainer, "copy_state", state)
     image = make_image(tmp_path / "img.png", "RGB", size=(12, 10))
     result = run("train", image, "--steps", "9", "--log-every", "4", "--checkpoint-every", "8", "--preview-every",
                  "0", "--run-dir", tmp_path / "r", *SMALL)

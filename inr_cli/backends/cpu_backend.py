@@ -179,8 +179,22 @@ class CpuBackend(HostMemory):
     mse_loss = staticmethod(ops.mse_loss)
     sample_batch = staticmethod(ops.sample_batch)
     advance_schedule = staticmethod(ops.advance_schedule)
-    adam_update = staticmethod(ops.adam_update)
-    sgd_update = staticmethod(ops.sgd_update)
+
+    # --- the optimizer's update, in blocks of the flat parameters ----------------------------------
+    def adam_update(self, params, grads, m, v, hyper, beta1, beta2, eps) -> None:
+        """The reference's update on blocks of the flat [N, P] arrays: its temporaries a block's, not
+        three copies of a large table's; elementwise, so the same bits."""
+        self._flat_blocks(lambda p, g, a, b: ops.adam_update(p, g, a, b, hyper, beta1, beta2, eps), params, grads, m, v)
+
+    def sgd_update(self, params, grads, momentum_buf, hyper, momentum) -> None:
+        self._flat_blocks(lambda p, g, b: ops.sgd_update(p, g, b, hyper, momentum), params, grads, momentum_buf)
+
+    def _flat_blocks(self, function, *arrays) -> None:
+        """function(*blocks) over BLOCK_ELEMENTS-long blocks of the arrays' flat views, over the threads."""
+        flats = [array.reshape(-1) for array in arrays]
+        size = flats[0].size
+        self._run(lambda start: function(*(flat[start:start + BLOCK_ELEMENTS] for flat in flats)),
+                  [(start,) for start in range(0, size, BLOCK_ELEMENTS)], size)
 
     # --- the reference's operations, in blocks ---------------------------------------------------
     def matmul(self, a, b, out, trans_a: bool = False, trans_b: bool = False) -> None:

@@ -84,8 +84,12 @@ class CudaBackend(KernelBackend):
         self.module = load_module(defines)
         self.fused_module = None  # compiled at the first fused launch
         self._functions: dict = {}
-        self.sm_count = cupy.cuda.Device().attributes["MultiProcessorCount"]
+        self._shared_allowed: dict[str, int] = {}  # dynamic shared memory each kernel is let have, past 48 KB
+        attributes = cupy.cuda.Device().attributes
+        self.sm_count = attributes["MultiProcessorCount"]
+        self.shared_per_block = attributes["MaxSharedMemoryPerBlockOptin"]
         self.use_cublas = matmul == "cublas"
+        self._reading_stream = None  # host_reader's, made at its first call
 
     # --- memory ------------------------------------------------------------------------------------
     def empty(self, shape, dtype=np.float32):
@@ -108,6 +112,22 @@ class CudaBackend(KernelBackend):
     def to_host(self, array) -> np.ndarray:
         return self._cupy.asnumpy(array, stream=self.stream)  # waits for the stream: a sync point
 
+    def copy(self, out, array) -> None:
+        out.data.copy_from_device_async(array.data, array.nbytes, stream=self.stream)
+
+    def host_reader(self):
+        # The reads go through a stream of their own that waits for what was launched so far: on the
+        # loop's stream they would wait for its later steps, or be captured into its graph.
+        if self._reading_stream is None:
+            self._reading_stream = self._cupy.cuda.Stream(non_blocking=True)
+        stream, launched = self._reading_stream, self.stream.record()
+
+        def read(array) -> np.ndarray:
+            stream.wait_event(launched)
+            return self._cupy.asnumpy(array, stream=stream)  # waits for the copy
+
+        return read
+
     def broadcast(self, array, networks: int):
         return self._cupy.broadcast_to(array, (networks, *array.shape[1:]))
 
@@ -124,7 +144,7 @@ class CudaBackend(KernelBackend):
         return self.free_memory() // 2
 
     # --- kernels -----------------------------------------------------------------------------------
-    def launch(self, name: str, grid, block, args) -> None:
+    def launch(self, name: str, grid, block, args, shared: int = 0) -> None:
         function = self._functions.get(name)
         if function is None:
             module = self.module
@@ -133,7 +153,9 @@ class CudaBackend(KernelBackend):
                     self.fused_module = load_module(self.defines, fused=True)
                 module = self.fused_module
             function = self._functions[name] = module.get_function(name)
-        function(tuple(grid), tuple(block), args, stream=self.stream)
+        if shared > self._shared_allowed.get(name, 48 * 1024):  # past 48 KB a kernel must be let have more
+            function.max_dynamic_shared_size_bytes = self._shared_allowed[name] = shared
+        function(tuple(grid), tuple(block), args, stream=self.stream, shared_mem=shared)
 
     def matmul(self, a, b, out, trans_a: bool = False, trans_b: bool = False) -> None:
         if self.use_cublas:

@@ -11,6 +11,8 @@ from inr_cli.core.backend import Backend
 class HostMemory(Backend):
     """The memory part of Backend (the operations are the engine's own)."""
 
+    in_host_memory = True
+
     def empty(self, shape, dtype=np.float32):
         return np.empty(shape, dtype=dtype)
 
@@ -28,6 +30,12 @@ class HostMemory(Backend):
 
     def to_host(self, array) -> np.ndarray:
         return np.asarray(array)
+
+    def copy(self, out, array) -> None:
+        np.copyto(out, array)
+
+    def host_reader(self):
+        return np.asarray  # the operations ran as they were called: the array is the host's already
 
     def broadcast(self, array, networks: int):
         return np.broadcast_to(array, (networks, *array.shape[1:]))

@@ -22,8 +22,10 @@ import numpy as np
 
 from inr_cli.backends.launch import (
     ACTIVATION_CODES,
+    FUSED_VARIANTS,
     LOSS_MAX_BLOCKS,
     LOSS_THREADS,
+    SHARED_PER_BLOCK,
     FusedPlan,
     elementwise_grid,
     network_groups,
@@ -90,6 +92,10 @@ def group(array, first: int, stop: int):
 class KernelBackend(Backend):
     sm_count = 1
     hashgrid_variant = "rows"  # the hash grid's kernels (launch.HASHGRID_VARIANTS); the others are timed beside it
+    shared_per_block = SHARED_PER_BLOCK  # the most dynamic shared memory a block may take, in bytes
+    # The fused kernels' design (launch.FUSED_VARIANTS): "two-kernels", the engine's; "one-kernel" where
+    # its shared memory fits (else the two kernels), timed beside it.
+    fused_variant = FUSED_VARIANTS[0]
 
     def __init__(self, precision: str = "fp32", fused: bool = True):
         """precision: the layer products' (training.precision): "fp32", or "tf32" on tensor cores.
@@ -103,8 +109,9 @@ class KernelBackend(Backend):
 
     # --- what a subclass adds to the memory of backend.Backend -----------------------------------
     @abstractmethod
-    def launch(self, name: str, grid, block, args) -> None:
-        """Run kernel `name` on a grid of blocks (both (x, y, z)) with these arguments."""
+    def launch(self, name: str, grid, block, args, shared: int = 0) -> None:
+        """Run kernel `name` on a grid of blocks (both (x, y, z)) with these arguments, each block with
+        `shared` bytes of dynamic shared memory."""
 
     def scratch(self, key: str, n: int):
         """A reusable flat float32 buffer of at least n elements (grown, never shrunk)."""
@@ -372,11 +379,7 @@ class KernelBackend(Backend):
             if stack_stride(f"network_backward {what}", array, (n_net, rows, plan.out)) != stride_o:
                 raise LaunchError(f"network_backward: oz and {what} must share one layout")
         stride_grads = stack_stride("network_backward grads", grads, (n_net, params.shape[1]))
-        for what, array in (("input_grad", input_grad), ("z_in", z_in)):
-            if array is None:
-                continue
-            if stack_stride(f"network_backward {what}", array, (n_net, rows, plan.in0)) != stride_x:
-                raise LaunchError(f"network_backward: x and {what} must share one layout, one per network")
+        self._input_layouts("network_backward", stride_x, n_net, rows, plan.in0, input_grad=input_grad, z_in=z_in)
         networks_of("network_backward", x, params)
         target = grads[:, plan.offset:plan.offset + plan.parameters]
         if plan.groups > 1:
@@ -397,6 +400,50 @@ class KernelBackend(Backend):
         if plan.groups > 1:
             self.column_reduce(partial, target)
 
+    def network_train(self, plan: FusedPlan, x, targets, params, grads, loss, hidden_activation: str,
+                      output_activation: str, omega0: float, input_grad=None, z_in=None,
+                      input_activation: str = "linear") -> None:
+        """The stack of a one-kernel `plan` forward over x [N or 1, rows, in0], its mean squared error
+        against targets [N, rows, out] into loss [N], and back: its weight and bias gradients into
+        grads [N, P] (at plan.offset), and with input_grad [N, rows, in0] the gradient at the stack's
+        input, through input_activation's derivative at (z_in, x) when the stack starts after a layer."""
+        n_net, rows = targets.shape[:2]
+        stride_x = stack_stride("network_train x", x, (None, rows, plan.in0))
+        stride_t = stack_stride("network_train targets", targets, (n_net, rows, plan.out))
+        stride_params = stack_stride("network_train params", params, (n_net, None))
+        stride_grads = stack_stride("network_train grads", grads, (n_net, params.shape[1]))
+        contiguous("network_train loss", loss, (n_net,))
+        self._input_layouts("network_train", stride_x, n_net, rows, plan.in0, input_grad=input_grad, z_in=z_in)
+        networks_of("network_train", x, params)
+        target = grads[:, plan.offset:plan.offset + plan.parameters]
+        if plan.groups > 1:
+            slots = self.scratch("fused_partial", n_net * plan.groups * plan.parameters)
+            slots = slots.reshape(n_net, plan.groups, plan.parameters)
+            losses = self.scratch("fused_losses", n_net * plan.groups).reshape(n_net, plan.groups)
+            stride_slots = plan.groups * plan.parameters
+        else:  # one slot a network: its gradients and loss themselves
+            slots, losses, stride_slots = target, loss.reshape(n_net, 1), stride_grads
+        for first, stop in network_groups(n_net):
+            self.launch(plan.train, (plan.groups, stop - first, 1), plan.block,
+                        (group(x, first, stop), i64(stride_x), targets[first:stop], i64(stride_t), params[first:stop],
+                         i64(stride_params), i64(plan.offset), i32(plan.layers), i32(plan.in0), i32(plan.hidden),
+                         i32(plan.out), i32(plan.width), i32(ACTIVATION_CODES[hidden_activation]),
+                         i32(ACTIVATION_CODES[output_activation]), f32(omega0), f32(1.0 / (rows * plan.out)),
+                         i32(plan.rows_per_chunk), slots[first:stop], i64(stride_slots), losses[first:stop],
+                         i64(losses.shape[1]), NULL if z_in is None else z_in[first:stop],
+                         i32(ACTIVATION_CODES[input_activation]),
+                         NULL if input_grad is None else input_grad[first:stop], i32(rows)), shared=plan.shared)
+        if plan.groups > 1:
+            self.column_reduce(slots, target)
+            self.column_reduce(losses.reshape(n_net, plan.groups, 1), loss.reshape(n_net, 1))
+
+    @staticmethod
+    def _input_layouts(kernel: str, stride_x: int, n_net: int, rows: int, in0: int, **arrays) -> None:
+        """The arrays given (input_grad, z_in) laid out as x is, one per network."""
+        for what, array in arrays.items():
+            if array is not None and stack_stride(f"{kernel} {what}", array, (n_net, rows, in0)) != stride_x:
+                raise LaunchError(f"{kernel}: x and {what} must share one layout, one per network")
+
     @staticmethod
     def _hidden_stride(what: str, plan: FusedPlan, hz, ha, n_net: int, rows: int) -> int:
         if plan.layers == 1:
@@ -416,7 +463,7 @@ class KernelBackend(Backend):
         the fused kernels where the network is narrow enough (fused_pass.py), else a kernel per layer."""
         from inr_cli.backends.fused_pass import FusedPass, fused_plan
 
-        plan = fused_plan(spec, batch, self.precision) if self.fused else None
+        plan = fused_plan(spec, batch, self) if self.fused else None
         if plan is not None:
             return FusedPass(self, spec, params, grads, networks, batch, plan)
         return WholeBatchPass(self, spec, params, grads, networks, batch)

@@ -147,11 +147,22 @@ FUSED_MAX_GROUPS = 256
 # images then needs one slot each, written straight into the gradients).
 FUSED_PARTIAL_SHARE = 8
 
+# The fused kernels' two designs (fused_network.cu). "two-kernels": network_forward then network_backward,
+# each layer's z and a through global memory, the engine's (the first is the default); "one-kernel":
+# network_train, the whole pass in one launch with every activation on the chip, chosen by
+# backend.fused_variant where its shared memory fits the device (else the two kernels run), to be timed
+# beside the two before it becomes the default.
+FUSED_VARIANTS = ("two-kernels", "one-kernel")
+FUSED_TRAIN_THREADS = CONSTANTS["FUSED_TRAIN_THREADS"]
+# The most dynamic shared memory a block may take: sm_90's (the CUDA backend asks its device).
+SHARED_PER_BLOCK = 227 * 1024
+
 
 @dataclass(frozen=True)
 class FusedPlan:
     """How kernels/fused_network.cu runs a network's layers `first` .. the last (its "stack")."""
-    width: int  # the kernels' WIDTH: the smallest instantiated that holds every layer of the stack
+    variant: str  # FUSED_VARIANTS
+    width: int  # every layer of the stack is at most this wide (two-kernels: the kernels' WIDTH)
     first: int  # 0, or 1 where the first layer's input is wider than that (it then runs as a layer)
     layers: int  # layers in the stack
     in0: int
@@ -159,35 +170,91 @@ class FusedPlan:
     out: int
     offset: int  # where the stack's first weight sits in a network's parameters
     parameters: int  # the stack's parameters per network
-    rows_per_chunk: int
-    chunks: int  # per network: the forward kernel's grid.x
-    groups: int  # per network: the backward kernel's grid.x (1: its gradients written in place)
-    forward: str
+    rows_per_chunk: int  # rows a block carries through the layers at a time (one-kernel: a tile)
+    chunks: int  # per network (two-kernels: the forward kernel's grid.x)
+    groups: int  # blocks per network that add gradients, each into a slot of its own summed after (1: in place)
+    forward: str  # two-kernels: the kernels' names
     backward: str
+    train: str  # one-kernel: the kernel's name
     block: tuple[int, int, int]
+    shared: int = 0  # one-kernel: bytes of dynamic shared memory a block takes
+
+
+def fused_train_shared_floats(tile: int, layers: int, in0: int, width: int, out: int) -> int:
+    """The floats of network_train's shared memory (fused_network.cu's TrainLayout: the stack's weights
+    and gradient sums, padded rows; x; a and act'(z) of each layer but the last; G; a scratch)."""
+    def stride(n: int) -> int:
+        return ceil_div(n, 4) * 4 + 4
+
+    rows = [ceil_div(out, 4) * 4 if j == layers - 1 else width for j in range(layers)]
+    cols = [stride(in0 if j == 0 else width) for j in range(layers)]
+    weights = sum(r * c + r for r, c in zip(rows, cols))
+    return 2 * weights + tile * stride(in0) + (2 * (layers - 1) + 1) * tile * stride(width) + 32
 
 
 def plan_fused_network(layer_shapes: list[tuple[int, int]], encoding_size: int, batch: int,
-                       precision: str = "fp32") -> FusedPlan | None:
+                       precision: str = "fp32", variant: str = FUSED_VARIANTS[0], sm_count: int = 1,
+                       shared_per_block: int = SHARED_PER_BLOCK) -> FusedPlan | None:
     """The plan for a network of these layers ((out, in) each, as NetworkSpec.layer_shapes, its hidden
     layers all of one width) on a batch of `batch` rows, or None where its hidden layers are wider than
-    the kernels go. Like the matmul plans, it does not depend on the number of networks."""
+    the kernels go. "one-kernel" gives way to "two-kernels" where its shared memory would not fit
+    `shared_per_block`. Like the matmul plans, it depends on the device (its SMs, its shared memory) but
+    never on the number of networks, so a network's sums run in one order whichever pack it is in."""
+    if variant not in FUSED_VARIANTS:
+        raise ValueError(f"fused variant {variant!r} is not one of: {', '.join(FUSED_VARIANTS)}")
     hidden, in_features = layer_shapes[0]
     out = layer_shapes[-1][0]
-    width = next((w for w in FUSED_WIDTHS if w >= max(hidden, out)), None)
-    if width is None or len(layer_shapes) < 2:
+    if max(hidden, out) > CONSTANTS["FUSED_MAX_WIDTH"] or len(layer_shapes) < 2:
         return None
-    first = 0 if in_features <= width else 1
-    stack = layer_shapes[first:]
-    offset = encoding_size + sum(o * i + o for o, i in layer_shapes[:first])
-    parameters = sum(o * i + o for o, i in stack)
+    if variant == "one-kernel":
+        plan = _plan_one_kernel(layer_shapes, encoding_size, batch, precision, sm_count, shared_per_block)
+        if plan is not None:
+            return plan
+    width = next(w for w in FUSED_WIDTHS if w >= max(hidden, out))
+    first, stack, offset, parameters = _stack(layer_shapes, encoding_size, width)
     rows_per_chunk = min(CONSTANTS["FUSED_MAX_ROWS"], CONSTANTS["FUSED_ROW_ELEMENTS"] // width)
     chunks = ceil_div(batch, rows_per_chunk)
     activations = batch * sum(o for o, _ in stack)
     groups = max(1, min(chunks, FUSED_MAX_GROUPS, activations // (FUSED_PARTIAL_SHARE * parameters)))
-    return FusedPlan(width, first, len(stack), stack[0][1], hidden, out, offset, parameters, rows_per_chunk, chunks,
-                     groups, f"network_forward_{width}_{precision}", f"network_backward_{width}_{precision}",
-                     (2 * width, 1, 1))
+    return FusedPlan("two-kernels", width, first, len(stack), stack[0][1], hidden, out, offset, parameters,
+                     rows_per_chunk, chunks, groups, f"network_forward_{width}_{precision}",
+                     f"network_backward_{width}_{precision}", "", (2 * width, 1, 1))
+
+
+def _stack(layer_shapes, encoding_size: int, width: int):
+    """(first, the stack's layer shapes, its offset, its parameters): the first layer runs on its own
+    where its input is wider than `width`."""
+    first = 0 if layer_shapes[0][1] <= width else 1
+    stack = layer_shapes[first:]
+    offset = encoding_size + sum(o * i + o for o, i in layer_shapes[:first])
+    return first, stack, offset, sum(o * i + o for o, i in stack)
+
+
+def _plan_one_kernel(layer_shapes, encoding_size: int, batch: int, precision: str, sm_count: int,
+                     shared_per_block: int) -> FusedPlan | None:
+    """network_train's plan: a tile of rows as large as the products allow (16 outputs a thread) and the
+    shared memory fits, halved until it does; a network's tiles in groups of at least
+    FUSED_TRAIN_GROUP_TILES, at most one group an SM (one network alone then fills the device, a pack
+    of networks on small images keeps one or a few slots each)."""
+    hidden, out = layer_shapes[0][0], layer_shapes[-1][0]
+    width = ceil_div(max(hidden, out), 16) * 16  # the tensor cores' tiles; zeros past the layers
+    first, stack, offset, parameters = _stack(layer_shapes, encoding_size, width)
+    in0 = stack[0][1]
+    # A multiple of 32 rows (or 16): every product that overwrites its operand then takes one pass of the
+    # warps (mma_product's 32x16 outputs a warp, or 16x16), as fused_network.cu's in_place needs.
+    tile = min(CONSTANTS["FUSED_TRAIN_MAX_ROWS"], CONSTANTS["FUSED_TRAIN_TILE_ELEMENTS"] // width) // 32 * 32
+
+    def shared(rows: int) -> int:
+        return 4 * fused_train_shared_floats(rows, len(stack), in0, width, out)
+
+    while shared(tile) > shared_per_block and tile > CONSTANTS["FUSED_TRAIN_MIN_ROWS"]:
+        tile = max(CONSTANTS["FUSED_TRAIN_MIN_ROWS"], tile // 2)
+    if shared(tile) > shared_per_block:
+        return None
+    tiles = ceil_div(batch, tile)
+    groups = max(1, min(ceil_div(tiles, CONSTANTS["FUSED_TRAIN_GROUP_TILES"]), sm_count))
+    return FusedPlan("one-kernel", width, first, len(stack), in0, hidden, out, offset, parameters, tile, tiles, groups,
+                     "", "", f"network_train_{precision}", (FUSED_TRAIN_THREADS, 1, 1), shared(tile))
 
 
 # The hash grid's kernels (kernels/hashgrid.cu), by variant: "rows" (the engine's: a block's threads
@@ -238,6 +305,9 @@ class KernelDesign:
     threads: int
     blocks_per_sm: int
     why: str
+    # Bytes of dynamic shared memory a block takes at the shape the design is stated for (ptxas reports
+    # only the static): counted with them.
+    dynamic_shared: int = 0
 
 
 # A streaming kernel's few independent loads a thread, over 3/4 of an SM's warps, keep about the bytes
@@ -269,6 +339,12 @@ KERNEL_DESIGNS = {
                                                 "a chunk's layers are serial: at least 16 warps an SM to hide a "
                                                 "layer's barrier and loads")
        for kind in ("forward", "backward") for width in FUSED_WIDTHS},
+    # At the pack of SIREN 3x64 (2 -> 64 -> 64 -> 64 -> 3, tiles of 64 rows): 197 KB.
+    "network_train_": KernelDesign(FUSED_TRAIN_THREADS, 1, "its shared memory (the stack's weights and gradient "
+                                                           "sums, a tile's every activation) is most of an SM's: "
+                                                           "one block an SM, 8 warps whose 16 independent sums "
+                                                           "each keep the FMA pipes busy between barriers",
+                                   4 * fused_train_shared_floats(64, 4, 2, 64, 3)),
 }
 
 

@@ -11,8 +11,9 @@ from inr_cli.backends import make_backend
 from inr_cli.commands.paths import shown_path
 from inr_cli.config import Device, build_config, flags_to_values
 from inr_cli.console import info, notice
+from inr_cli.core.canvas import WHOLE_CANVAS_PIXELS
 from inr_cli.core.metrics import psnr, ssim
-from inr_cli.core.render import render_float
+from inr_cli.core.render import score_drawing
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.data import load_training_data
@@ -47,6 +48,10 @@ def command(
     if train_size is not None and train_size <= 0:
         raise UsageError(f"--train-size must be a positive number of pixels, got {train_size}")
     ref = load_training_data(str(reference))
+    if train_size is not None and ref.width * ref.height > WHOLE_CANVAS_PIXELS:
+        raise UsageError(f"--train-size compares against Lanczos and bicubic upscales held whole as floats; "
+                         f"{reference} is {ref.width}x{ref.height}, more than {WHOLE_CANVAS_PIXELS >> 20} megapixels: "
+                         f"score a trained run against it without --train-size")
     if train_size is not None and not ckpt.resolve_exists(run):
         run_dir = run.parent if run.suffix == ".npz" else run  # RUN may name the checkpoint to be
         folder_output(run_dir, holds_run, "run of inr train", "RUN")
@@ -61,7 +66,7 @@ def command(
             info(f"training {config.network.model} on {reference.name} at {small.width}x{small.height} -> "
                  f"{shown_path(run)}")
         run_training(config, small, run_dir, None, quiet=as_json)
-    saved = ckpt.load(run)
+    saved = ckpt.load(run, moments=False)
     if saved.channels == ("l",) and ref.channels != ("l",):
         ref = load_training_data(str(reference), gray=True)
     if ref.n_channels != saved.spec.out_features:
@@ -70,10 +75,10 @@ def command(
     if train_size is None:
         _say_shape_differs(saved.data_shape[1], saved.data_shape[0], ref.width, ref.height, reference)
     backend = make_backend(device, quiet=as_json)
-    rendered = render_float(backend, saved.spec, saved.params, ref.width, ref.height)
+    scores = score_drawing(backend, saved.spec, saved.params, ref)  # a strip at a time, every pixel
     result = {
-        "psnr": round(psnr(rendered, ref.values), 4),
-        "ssim": round(ssim(rendered, ref.values), 5),
+        "psnr": round(scores.psnr(), 4),
+        "ssim": round(scores.ssim(), 5),
         "step": saved.step,
         "params": saved.spec.parameter_count(),
         "width": ref.width,
@@ -85,9 +90,11 @@ def command(
             notice(f"{shown_path(run)} was trained at {saved.data_shape[1]}x{saved.data_shape[0]}, "
                    f"not at {small.width}x{small.height}; the baselines use the latter")
         result["train_width"], result["train_height"] = small.width, small.height
+        reference_values = ref.values
         for name, method in (("lanczos", Image.LANCZOS), ("bicubic", Image.BICUBIC)):
             upscaled = resample(small.values, ref.width, ref.height, method)
-            result[name] = {"psnr": round(psnr(upscaled, ref.values), 4), "ssim": round(ssim(upscaled, ref.values), 5)}
+            result[name] = {"psnr": round(psnr(upscaled, reference_values), 4),
+                            "ssim": round(ssim(upscaled, reference_values), 5)}
     if as_json:
         typer.echo(json.dumps(result))
         return

@@ -26,7 +26,7 @@ def command(
     if is_network_set(run):
         _set_info(run, as_json)
         return
-    saved = ckpt.load(run)
+    saved = ckpt.load(run, moments=False, deferred=True)  # its description: no array read but a scan
     spec, dtype = saved.spec, saved.config.network.dtype
     height, width, channels = saved.data_shape
     loss = saved.last_loss

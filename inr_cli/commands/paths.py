@@ -46,7 +46,7 @@ def run_sources(run: Path, image: str | None = None) -> list[Path]:
         return own + ([Path(folder) / image] if image and "://" not in folder else [])
     own = [ckpt.resolve(run)] if ckpt.resolve_exists(run) else []
     try:
-        source = ckpt.load(run).config.data.source
+        source = ckpt.load(run, deferred=True, moments=False).config.data.source
     except InrError:
         return own
     return own + ([Path(source)] if source else [])

@@ -13,8 +13,8 @@ from inr_cli.backends import make_backend
 from inr_cli.commands.paths import output_target, run_sources
 from inr_cli.config import Device
 from inr_cli.console import err, info
-from inr_cli.core.canvas import canvas_size
-from inr_cli.core.render import render_at_depth, render_uint8
+from inr_cli.core.canvas import WHOLE_CANVAS_PIXELS, canvas_size, check_region
+from inr_cli.core.render import render_at_depth, tile_rows
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.images import image_format, save_tiff, save_uint8, save_uint16
 from inr_cli.formats.tiled_tiff import pyramid_levels, write_pyramid
@@ -101,9 +101,7 @@ def command(
         typer.echo(str(target))
 
 
-# A canvas above this many pixels is written as a tiled pyramid unless -o names another file: one PNG of
-# it would be gigabytes that most viewers cannot open.
-TILED_DEFAULT_PIXELS = 1 << 26
+TILED_DEFAULT_PIXELS = WHOLE_CANVAS_PIXELS  # above it, a tiled pyramid unless -o names another file
 
 
 def parse_region(text: str, width: int, height: int) -> tuple[int, int, int, int]:
@@ -111,11 +109,7 @@ def parse_region(text: str, width: int, height: int) -> tuple[int, int, int, int
     parts = text.split(",")
     if len(parts) != 4 or not all(p.strip().isdigit() for p in parts):
         raise UsageError(f"--region is LEFT,TOP,RIGHT,BOTTOM in pixels of the canvas, got '{text}'")
-    left, top, right, bottom = (int(p) for p in parts)
-    if not (left < right <= width and top < bottom <= height):
-        raise UsageError(f"--region {text} is not a part of the {width}x{height} canvas (it needs left < right <= "
-                         f"{width} and top < bottom <= {height})")
-    return left, top, right, bottom
+    return check_region(tuple(int(p) for p in parts), width, height)
 
 
 def _check_tiles(kind: str, depth: int, part, to_stdout: bool, output) -> None:
@@ -130,10 +124,7 @@ def _check_tiles(kind: str, depth: int, part, to_stdout: bool, output) -> None:
 def _write_tiles(backend, network, width: int, height: int, target: Path, quiet: bool) -> None:
     """The canvas as a tiled pyramid, a strip of rows drawn at a time, a bar per level on a terminal."""
     levels = pyramid_levels(width, height)
-
-    def draw(w, h, top, bottom):
-        return render_uint8(backend, network.spec, network.params, w, h, region=(0, top, w, bottom))
-
+    draw = tile_rows(backend, network.spec, network.params)
     rows_before = np.cumsum([0] + [h for _, h in levels])  # the bar counts the rows of every level
     with _progress(f"render {width}x{height} in tiles", int(rows_before[-1]), quiet) as on_chunk:
         on_strip = None if on_chunk is None else lambda level, rows: on_chunk(int(rows_before[level]) + rows)

@@ -22,6 +22,7 @@ import numpy as np
 
 class Backend(ABC):
     name: ClassVar[str]  # what --device and the messages call it
+    in_host_memory: ClassVar[bool] = False  # its arrays are the host's (a copy of one costs host memory)
 
     # --- memory: arrays on the backend's device --------------------------------------------------
     @abstractmethod
@@ -48,6 +49,18 @@ class Backend(ABC):
     @abstractmethod
     def to_host(self, array):
         """The array as a host NumPy array; waits for the operations before it."""
+
+    @abstractmethod
+    def copy(self, out, array) -> None:
+        """out[...] = array, both on the device, in the order of the backend's other operations (a
+        checkpoint's snapshot of the step, taken without the host)."""
+
+    @abstractmethod
+    def host_reader(self):
+        """A function array -> host NumPy array for another thread (the background writer): it gives
+        each device array handed to it once every operation launched before this call has finished,
+        without joining the order of the operations launched after it (the loop's next steps, a CUDA
+        graph captured meanwhile). For arrays that those later operations do not write."""
 
     @abstractmethod
     def broadcast(self, array, networks: int):

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from inr_cli.core.pixels import fit_longer_side, within_limits
 from inr_cli.errors import UsageError
+
+# A canvas of more pixels is never drawn as one array: `inr render` writes it in tiles unless -o names
+# a file, net.render() draws a region of it or writes the tiles, `inr eval` scores it a strip at a
+# time. One PNG of a gigapixel would be gigabytes that most viewers cannot open.
+WHOLE_CANVAS_PIXELS = 1 << 26
 
 
 def canvas_size(train_width: int, train_height: int, size: int | None, width: int | None,
@@ -24,3 +31,14 @@ def canvas_size(train_width: int, train_height: int, size: int | None, width: in
     else:
         w, h = train_width, train_height
     return within_limits(w, h, "canvas")
+
+
+def check_region(region: tuple, width: int, height: int, name: str = "--region") -> tuple[int, int, int, int]:
+    """(left, top, right, bottom) if it is a part of the width x height canvas, else one line."""
+    if len(region) != 4 or not all(isinstance(v, (int, np.integer)) for v in region):
+        raise UsageError(f"{name} is (left, top, right, bottom) in pixels of the canvas, got {region}")
+    left, top, right, bottom = (int(v) for v in region)
+    if not (0 <= left < right <= width and 0 <= top < bottom <= height):
+        raise UsageError(f"{name} {','.join(map(str, region))} is not a part of the {width}x{height} canvas (it needs "
+                         f"left < right <= {width} and top < bottom <= {height})")
+    return left, top, right, bottom

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from inr_cli.core.coords import axis_centres, pixel_grid
+from inr_cli.core.metrics import StreamingScores
 from inr_cli.core.network import Network, NetworkSpec
+from inr_cli.core.pixels import PixelImage, as_floats
 from inr_cli.core.workspace import Workspace
 
 CHUNK_PIXELS = 1 << 16  # rows of the workspace; ~64 MB of activations at width 256
@@ -18,7 +20,7 @@ def render_rows(backend, spec: NetworkSpec, params, width: int, height: int, chu
     region (left, top, right, bottom): draw only that part of the W x H canvas (rows are then counted
     from its top, and values are (rows, right - left, C))."""
     if isinstance(params, np.ndarray):
-        params = backend.to_device(params)
+        params = backend.constant(params)  # read only: in host memory, not copied
     left, top, right, bottom = region if region is not None else (0, 0, width, height)
     columns = right - left
     network = Network(spec, params.reshape(1, -1))
@@ -33,6 +35,24 @@ def render_rows(backend, spec: NetworkSpec, params, width: int, height: int, chu
         # A copy: the workspace is reused by the next chunk.
         values = np.array(backend.to_host(out[0]), copy=True)
         yield row_start - top, row_stop - top, values.reshape(row_stop - row_start, columns, spec.out_features)
+
+
+SCORED_PIXELS = 1 << 20  # a strip of the canvas scored at a time
+
+
+def score_drawing(backend, spec: NetworkSpec, params, reference: PixelImage) -> StreamingScores:
+    """The network drawn on the reference's canvas and scored against it a strip of rows at a time:
+    PSNR and SSIM over every pixel (core/metrics.StreamingScores), neither the drawing nor a float
+    copy of the reference ever held whole."""
+    width, height = reference.width, reference.height
+    scores = StreamingScores(width, height, reference.n_channels)
+    strip, top = [], 0
+    for _, stop, values in render_rows(backend, spec, params, width, height):
+        strip.append(np.clip(values, 0.0, 1.0))
+        if (stop - top) * width >= SCORED_PIXELS or stop == height:
+            scores.add(np.concatenate(strip) if len(strip) > 1 else strip[0], as_floats(reference.pixels[top:stop]))
+            strip, top = [], stop
+    return scores
 
 
 def render_float(backend, spec, flat_params, width: int, height: int, clip: bool = True,
@@ -56,24 +76,31 @@ def render_uint8(backend, spec, flat_params, width: int, height: int, on_chunk=N
     """(H, W, C) uint8: a quarter of the float image's memory, for large canvases. region (left, top,
     right, bottom): only that part of the W x H canvas, the pixels the whole canvas has there (within
     one 8-bit level: its chunks have other shapes, see viewer/tiles.py)."""
-    left, top, right, bottom = region if region is not None else (0, 0, width, height)
-    image = np.empty((bottom - top, right - left, spec.out_features), dtype=np.uint8)
-    for start, stop, values in render_rows(backend, spec, flat_params, width, height, region=region):
-        image[start:stop] = np.round(np.clip(values, 0.0, 1.0) * 255.0)
-        if on_chunk is not None:
-            on_chunk(stop)
-    return image
+    return render_at_depth(backend, spec, flat_params, width, height, 8, on_chunk, region)
 
 
 def render_at_depth(backend, spec, flat_params, width: int, height: int, depth: int, on_chunk=None,
                     region: tuple[int, int, int, int] | None = None) -> np.ndarray:
     """What `inr render --depth` writes: (H, W, C) uint8 (8), uint16 (16) or float32 not clipped (32);
-    region (left, top, right, bottom): that part of the W x H canvas only."""
-    if depth == 8:
-        return render_uint8(backend, spec, flat_params, width, height, on_chunk=on_chunk, region=region)
-    values = render_float(backend, spec, flat_params, width, height, clip=depth == 16, on_chunk=on_chunk,
-                          region=region)
-    return np.round(values * 65535).astype(np.uint16) if depth == 16 else values
+    region (left, top, right, bottom): that part of the W x H canvas only. Integers are rounded a
+    chunk at a time: no float copy of the canvas."""
+    if depth == 32:
+        return render_float(backend, spec, flat_params, width, height, clip=False, on_chunk=on_chunk, region=region)
+    dtype, top_value = (np.uint8, 255.0) if depth == 8 else (np.uint16, 65535)
+    left, top, right, bottom = region if region is not None else (0, 0, width, height)
+    image = np.empty((bottom - top, right - left, spec.out_features), dtype=dtype)
+    for start, stop, values in render_rows(backend, spec, flat_params, width, height, region=region):
+        image[start:stop] = np.round(np.clip(values, 0.0, 1.0) * top_value)
+        if on_chunk is not None:
+            on_chunk(stop)
+    return image
+
+
+def tile_rows(backend, spec: NetworkSpec, params):
+    """draw(w, h, top, bottom): rows top to bottom of the network drawn on a w x h canvas, uint8, the
+    pixels `inr render` draws there: what formats/tiled_tiff.write_pyramid draws a level with."""
+    params = backend.constant(params) if isinstance(params, np.ndarray) else params
+    return lambda w, h, top, bottom: render_uint8(backend, spec, params, w, h, region=(0, top, w, bottom))
 
 
 def evaluate_points(backend, spec: NetworkSpec, params, coords: np.ndarray, clip: bool = True,
@@ -82,7 +109,7 @@ def evaluate_points(backend, spec: NetworkSpec, params, coords: np.ndarray, clip
     [N, rows, 2] (a table each), in the coordinate convention; (N, rows, C) float32 on the host,
     clipped to [0, 1] as a render is unless asked not to."""
     if isinstance(params, np.ndarray):
-        params = backend.to_device(params)
+        params = backend.constant(params)  # read only: in host memory, not copied
     n = params.shape[0]
     coords = np.asarray(coords, dtype=np.float32)
     table = coords[None] if coords.ndim == 2 else coords

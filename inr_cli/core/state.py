@@ -16,6 +16,9 @@ class TrainingState:
     back, and a checkpoint stores one. Mini-batches are a pure function of (seed, step), so the
     step is the whole random-generator state."""
 
+    # Each [N, P] array a host array, or where a checkpoint is read for a resume, its values left in the
+    # file until the trainer takes them (formats/checkpoint.StoredArray); a checkpoint being written may
+    # hold the trainer's device arrays.
     params: np.ndarray  # [N, P] float32
     moment1: np.ndarray | None  # [N, P]: Adam's m, or the SGD momentum buffer; None: zeros (a fresh run)
     moment2: np.ndarray | None  # [N, P]: Adam's v (zeros for SGD); None: zeros

@@ -69,7 +69,7 @@ class Trainer:
             self.coords = None
             self.targets = backend.constant(stored_targets(images))
         self.seeds = backend.to_device(np.asarray(seeds, dtype=np.uint64))
-        self.params = backend.to_device(state.params)
+        self.params = self._upload(state.params)
         # Nothing writes the gradient of the frozen Fourier frequencies, so it must start at zero.
         self.flat_grads = backend.empty(self.params.shape)
         backend.fill(self.flat_grads, 0.0)
@@ -87,10 +87,19 @@ class Trainer:
 
     def _moment(self, host):
         if host is not None:
-            return self.backend.to_device(host)
+            return self._upload(host)
         moment = self.backend.empty(self.params.shape)  # a fresh run: zeros made on the device
         self.backend.fill(moment, 0.0)
         return moment
+
+    def _upload(self, values):
+        """A state's [N, P] array on the device: a host array copied, or one left in its checkpoint
+        (formats/checkpoint.StoredArray) read into place a chunk at a time."""
+        if isinstance(values, np.ndarray):
+            return self.backend.to_device(values)
+        array = self.backend.empty(values.shape)
+        values.copy_to(self.backend, array)
+        return array
 
     def _step(self) -> None:
         b = self.backend
@@ -136,6 +145,18 @@ class Trainer:
         nor gives its state."""
         self.coords = self.targets = self.flat_grads = self.moment1 = self.moment2 = None
         self.batch_x = self.batch_t = self.training_pass = self._run_step = None
+
+    def copy_state(self, params, moment1, moment2) -> None:
+        """The parameters and moments now copied into these arrays of the backend (a checkpoint's
+        snapshot of the step, taken on the device)."""
+        for out, array in ((params, self.params), (moment1, self.moment1), (moment2, self.moment2)):
+            self.backend.copy(out, array)
+
+    def device_state(self, arrays=None) -> TrainingState:
+        """The state with its [N, P] arrays left on the device: the trainer's own, or (params, moment1,
+        moment2) copied from them by copy_state (what a checkpoint written from the device holds)."""
+        params, moment1, moment2 = arrays or (self.params, self.moment1, self.moment2)
+        return TrainingState(params, moment1, moment2, self.step_done, self.seconds, self.loss.copy())
 
     def state(self) -> TrainingState:
         to_host = self.backend.to_host

@@ -125,14 +125,16 @@ def reached_target(losses: np.ndarray, target_psnr: float) -> np.ndarray:
 
 def run_steps(trainer: Trainer, signals: Signals, log_every: int, on_reading=None, on_step=None,
               checkpoint=None, checkpoint_every: int = 0, checkpoint_seconds: float = 0.0,
-              target_psnr: float = 0.0, guard: DivergenceGuard | None = None) -> np.ndarray:
+              target_psnr: float = 0.0, guard: DivergenceGuard | None = None, can_checkpoint=None) -> np.ndarray:
     """Step the trainer to its total and return the last losses.
 
     The losses are read (the one host synchronisation) after the first step, every `log_every`
     steps and after the last; each reading is checked for divergence (Diverged) and handed to
     on_reading(step, losses, steps_per_second). on_step(step) runs after every step (previews).
     checkpoint(step) runs every `checkpoint_every` steps and whenever `checkpoint_seconds` have
-    passed since the last one, each time after a reading that shows the run sane.
+    passed since the last one, each time after a reading that shows the run sane. A checkpoint that
+    cannot be taken now (can_checkpoint() False, or checkpoint(step) returning False: its memory is
+    still being written) is taken at the first step after that where it can, the loop never waiting.
 
     With a target_psnr, a reading at a multiple of `log_every` where any network has reached it
     ends the loop early (the caller sees which through reached_target): the stopping step is then a
@@ -140,6 +142,7 @@ def run_steps(trainer: Trainer, signals: Signals, log_every: int, on_reading=Non
     carried over from an earlier call keeps judging divergence from the networks' own start."""
     total = trainer.total_steps
     guard = guard or DivergenceGuard(trainer)
+    owed = False  # a checkpoint fell due and could not be taken yet
     last_saved, last_reading = time.perf_counter(), (trainer.step_done, trainer.seconds)
     losses = trainer.loss
 
@@ -176,12 +179,14 @@ def run_steps(trainer: Trainer, signals: Signals, log_every: int, on_reading=Non
             if on_step is not None:
                 on_step(step)
             if checkpoint is not None and step < total:
-                due = (checkpoint_every and step % checkpoint_every == 0) or (
+                due = owed or (checkpoint_every and step % checkpoint_every == 0) or (
                     checkpoint_seconds and time.perf_counter() - last_saved >= checkpoint_seconds)
-                if due:
+                owed = bool(due)
+                if due and (can_checkpoint is None or can_checkpoint()):
                     if not read_now:  # a checkpoint is only written while the run is sane
                         losses = read(step)
-                    checkpoint(step)
-                    trainer.pause_clock()
-                    last_saved = time.perf_counter()
+                    if checkpoint(step) is not False:
+                        owed = False
+                        trainer.pause_clock()
+                        last_saved = time.perf_counter()
     return losses

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from inr_cli.errors import WriteError
+from inr_cli.hooks import hook
 
 
 def _umask() -> int:
@@ -54,6 +55,7 @@ def atomic_path(target: Path, suffix: str = ""):
         try:
             mode = stat.S_IMODE(os.stat(target).st_mode) if existed else 0o666 & ~UMASK
             yield tmp_path
+            hook("file-written", path=target)  # a test may signal the process here, the file not yet in place
             with open(tmp_path, "rb+") as handle:
                 os.fsync(handle.fileno())
             os.chmod(tmp_path, mode)

@@ -61,24 +61,29 @@ class Checkpoint:
         return float(self.state.loss[0])
 
 
-def save(checkpoint: Checkpoint, path: Path, dtype: str = "float32") -> None:
+def save(checkpoint: Checkpoint, path: Path, dtype: str = "float32", read=None) -> None:
     """The checkpoint, its parameters stored as dtype: float32 with Adam's moments (what a run resumes
     from, bit for bit), or float16 without them (a finished run's network at half the bytes: its
     parameters are the model; the second moment of a rarely reached table entry would underflow
-    float16, and a run extended from it starts its moments afresh)."""
+    float16, and a run extended from it starts its moments afresh).
+
+    The state's arrays may live on a backend's device, `read` its host_reader: they are written a
+    chunk at a time (formats/npz.write), never whole on the host; the file is the one np.savez
+    would write of the same values."""
     state = checkpoint.state
     stored = STORED_DTYPES[dtype]
+    read = read or np.asarray
     moments = {}
     if stored is np.float32:
-        zeros = np.zeros_like(state.params)
-        moments = {"moment1": np.asarray(zeros if state.moment1 is None else state.moment1, dtype=np.float32),
-                   "moment2": np.asarray(zeros if state.moment2 is None else state.moment2, dtype=np.float32)}
+        moments = {name: npz.Streamed(np.zeros(state.params.shape, dtype=np.float32) if array is None else array,
+                                      read, np.float32)
+                   for name, array in (("moment1", state.moment1), ("moment2", state.moment2))}
     arrays = {
         "magic": np.array(MAGIC),
         "format_version": np.array(2 if stored is np.float32 else FORMAT_VERSION, dtype=np.int64),
         "spec": np.array(checkpoint.spec.to_json()),
         "config": np.array(configuration.to_json(checkpoint.config)),
-        "params": np.asarray(state.params, dtype=stored),
+        "params": npz.Streamed(state.params, read, stored),
         **moments,
         "step": np.array(state.step, dtype=np.int64),
         "seconds": np.array(state.seconds, dtype=np.float64),
@@ -91,7 +96,7 @@ def save(checkpoint: Checkpoint, path: Path, dtype: str = "float32") -> None:
     path = Path(path)
     with atomic_path(path, suffix=".npz") as tmp:
         with open(tmp, "wb") as handle:
-            np.savez(handle, **arrays)
+            npz.write(handle, arrays)
 
 
 def resolve(path: Path) -> Path:
@@ -124,7 +129,31 @@ def training_data_kind(path: Path) -> str:
     return "an image" if suffix in Image.registered_extensions() else ""
 
 
-def load(path: Path) -> Checkpoint:
+@dataclass
+class StoredArray:
+    """[N, P] values left in the checkpoint file until they are put where they are used (a resumed
+    run's trainer): read a chunk at a time, as float32 whatever the file stores, so that the host
+    never holds them whole. The file stays open meanwhile: a checkpoint written since is not mixed in."""
+
+    stored: npz.Stored
+    shape: tuple[int, int]
+
+    def chunks(self):
+        """(first element, float32 values) of consecutive chunks of the flat values."""
+        for first, values in self.stored.chunks():
+            yield first, values.astype(np.float32, copy=False)
+
+    def copy_to(self, backend, out) -> None:
+        """out[...] = the values, out a backend's [N, P] float32 array."""
+        flat = out.reshape(-1)
+        for first, values in self.chunks():
+            backend.copy_from_host(flat[first:first + len(values)], values)
+
+
+def load(path: Path, moments: bool = True, deferred: bool = False) -> Checkpoint:
+    """The checkpoint at path (a run directory or the file). moments=False: the parameters alone
+    (drawing, exporting: Adam's moments are twice the parameters' bytes, never read); deferred: the
+    parameters and moments as StoredArray, read when the trainer takes them (a resume)."""
     path = resolve(path)
     if not path.is_file():  # a FIFO or a device would block or never end
         raise InrError(f"{path}: not a regular file, so not a checkpoint")
@@ -135,8 +164,12 @@ def load(path: Path) -> Checkpoint:
                              f"then give its run (runs/{path.stem})")
         raise InrError(f"{path}: not a readable checkpoint (not an .npz archive, or truncated)")
     try:
-        with npz.Archive(path, str(path), "checkpoint") as archive:
-            return _from_arrays(path, _CheckedArrays(path, archive))
+        archive = npz.Archive(path, str(path), "checkpoint")
+        try:
+            return _from_arrays(path, _CheckedArrays(path, archive), moments, deferred)
+        finally:
+            if not deferred:
+                archive.close()  # a deferred one is closed with its last StoredArray
     except OSError as exc:
         raise InrError(f"{path}: not a readable checkpoint ({exc.strerror or exc})") from None
 
@@ -164,7 +197,16 @@ class _CheckedArrays(Mapping):
     def __contains__(self, name) -> bool:  # from the directory: Mapping's own would read the array
         return name in self.archive.headers
 
+    def stored(self, name: str) -> npz.Stored:
+        self.check(name)
+        return self.archive.stored(name)
+
     def __getitem__(self, name: str) -> np.ndarray:
+        self.check(name)
+        return self.archive[name]
+
+    def check(self, name: str) -> None:
+        """The array's header against ARRAY_KINDS."""
         shape, dtype = self.archive.headers[name]
         kinds, dimensions = ARRAY_KINDS.get(name, (None, None))
         if kinds is not None and (dtype.kind not in kinds or len(shape) not in dimensions
@@ -173,7 +215,6 @@ class _CheckedArrays(Mapping):
             held = f"a {shape} array of {kind}" if shape else kind if dtype.kind == "U" else f"one {kind}"
             wanted = KIND_WORDS[kinds] + (" (one value)" if dimensions == (0,) else "")
             raise InrError(f"{self.path}: damaged checkpoint, '{name}' is {held}, expected {wanted}")
-        return self.archive[name]
 
     def __iter__(self):
         return iter(self.archive)
@@ -182,7 +223,7 @@ class _CheckedArrays(Mapping):
         return len(self.archive)
 
 
-def _from_arrays(path: Path, arrays: _CheckedArrays) -> Checkpoint:
+def _from_arrays(path: Path, arrays: _CheckedArrays, moments: bool = True, deferred: bool = False) -> Checkpoint:
     def need(name):
         if name not in arrays:
             raise InrError(f"{path}: damaged checkpoint, array '{name}' is missing")
@@ -223,11 +264,17 @@ def _from_arrays(path: Path, arrays: _CheckedArrays) -> Checkpoint:
         raise InrError(f"{path}: damaged checkpoint, the moments do not match the {shapes['params'][0]} networks' "
                        f"parameters")
     # Loaded as float32 whatever they were stored in: training and drawing run in float32.
-    flats = {name: need(name).reshape(shape).astype(np.float32, copy=False) for name, shape in shapes.items()}
-    if not np.isfinite(flats["params"]).all():  # nothing could be drawn from it, nor resumed
+    wanted = [name for name in shapes if moments or name == "params"]
+    if deferred:
+        flats = {name: StoredArray(arrays.stored(name), shapes[name]) for name in wanted}
+        finite = all(np.isfinite(values).all() for _, values in flats["params"].chunks())
+    else:
+        flats = {name: need(name).reshape(shapes[name]).astype(np.float32, copy=False) for name in wanted}
+        finite = all(np.isfinite(row).all() for row in flats["params"])
+    if not finite:  # nothing could be drawn from it, nor resumed
         raise InrError(f"{path}: the network's parameters hold NaN or infinite values (a damaged file, or a run "
                        f"that blew up); there is nothing to draw or resume")
-    networks = flats["params"].shape[0]
+    networks = shapes["params"][0]
     data_shape = tuple(int(v) for v in need("data_shape"))
     if len(data_shape) != 3 or min(data_shape) < 1 or data_shape[0] * data_shape[1] > MAX_IMAGE_PIXELS:
         raise InrError(f"{path}: damaged checkpoint, 'data_shape' is {data_shape[:4]}, not (height, width, "

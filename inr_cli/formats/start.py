@@ -91,7 +91,7 @@ def read_start(init: str) -> tuple[NetworkSpec, np.ndarray]:
             raise InrError(f"{path}: a set of {len(exported.params)} networks, not one start; export one "
                            f"network with inr export SET --image NAME")
         return exported.spec, exported.params[0]
-    saved = ckpt.load(path)
+    saved = ckpt.load(path, moments=False)
     return saved.spec, np.asarray(saved.params, dtype=np.float32)
 
 

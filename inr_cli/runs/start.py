@@ -100,7 +100,7 @@ def resume_run(data, flags, allow_data_change, quiet) -> TrainingResult | None:
     run = Path(data) if data else latest_run()
     if run.is_file() and run.suffix != ".npz":
         raise UsageError(f"{run} is not a run: --resume takes a run directory (runs/NAME) or its {ckpt.FILENAME}")
-    saved = ckpt.load(run)
+    saved = ckpt.load(run, deferred=True)  # the arrays read when the trainer takes them, to the device
     run_dir = run if run.is_dir() else run.parent
     config = with_values(saved.config, flags_to_values(flags))
     config = with_values(config, {"data.source": _image_of(run_dir, config.data.source)})

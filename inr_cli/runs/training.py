@@ -27,6 +27,7 @@ from inr_cli.errors import InrError
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.atomic import atomic_write_text
 from inr_cli.formats.data import fingerprint
+from inr_cli.formats.npz import CHUNK_BYTES
 from inr_cli.formats.start import initial_state
 from inr_cli.progress import TrainingProgress
 from inr_cli.runs.directory import BLEW_UP, RunLock
@@ -40,6 +41,7 @@ from inr_cli.runs.pictures import (
     write_previews_animation,
     write_psnr_svg,
 )
+from inr_cli.runs.snapshots import Snapshots
 from inr_cli.runs.wall_time import WallTime
 from inr_cli.runs.writer import BackgroundWriter
 
@@ -166,21 +168,28 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
     total = config.training.steps
     train = config.training
 
-    def save(trainer: Trainer, final: bool = False) -> None:
-        """The trainer's state now, written by the writer while the next steps run (in place of an
-        older one still waiting for it); the run's last (final) in network.dtype, its parameters
-        rounded to it in the trainer too, so that the run's pictures draw the network the file holds."""
+    def checkpoint_of(state: TrainingState) -> ckpt.Checkpoint:
+        return ckpt.Checkpoint(spec=spec, config=config, state=state, total_steps=total, data_fingerprint=data_id,
+                               data_shape=(image.height, image.width, image.n_channels), channels=image.channels)
+
+    def save(trainer: Trainer) -> bool:
+        """The trainer's state now, copied on its device into a snapshot (runs/snapshots.py) and
+        written by the writer while the next steps run; False while every snapshot is being written."""
+        with wall.phase("checkpoints"):
+            return snapshots.take(trainer, lambda state, read: write_checkpoint(checkpoint_of(state), run_dir,
+                                                                                 "float32", read))
+
+    def save_last(trainer: Trainer, final: bool = False) -> None:
+        """The trainer's state as the steps left it, written by the writer from the trainer's own arrays
+        (nothing copies them: the steps are over); the run's last (final) in network.dtype, its
+        parameters rounded to it in the trainer too, so that the run's pictures draw the network the
+        file holds."""
         with wall.phase("checkpoints"):
             dtype = config.network.dtype if final else "float32"
-            state = trainer.state()
             if dtype != "float32":
-                state.params = state.params.astype(ckpt.STORED_DTYPES[dtype]).astype(np.float32)
-                trainer.backend.copy_from_host(trainer.params, state.params)
-            checkpoint = ckpt.Checkpoint(spec=spec, config=config, state=state, total_steps=total,
-                                         data_fingerprint=data_id,
-                                         data_shape=(image.height, image.width, image.n_channels),
-                                         channels=image.channels)
-            writer.submit(partial(write_checkpoint, checkpoint, run_dir, dtype), "checkpoints", latest_only=True)
+                round_in_place(trainer.backend, trainer.params, ckpt.STORED_DTYPES[dtype])
+            writer.submit(partial(write_checkpoint, checkpoint_of(trainer.device_state()), run_dir, dtype,
+                                  trainer.backend.host_reader()), "checkpoints", latest_only=True)
 
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -197,6 +206,7 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
         except OSError as exc:
             raise InrError(f"cannot write to the run directory {run_dir} ({exc.strerror})") from None
         trainer = Trainer(backend, spec, config, [image], state, [seed])
+        snapshots = Snapshots(backend, trainer.params.shape, writer)
         # The trainer holds the run's state from here on: the start's copy goes, which for a resume is
         # the checkpoint read (parameters and both moments: three times a large table, for the run).
         start_seconds = state.seconds
@@ -251,7 +261,8 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
 
         def checkpoint(step):
             settle()  # its metrics row before it
-            save(trainer)
+            if not save(trainer):
+                return False
             last_saved["step"] = step
 
         metrics = MetricsLog(run_dir / "metrics.csv", trainer.step_done)
@@ -262,7 +273,8 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
             try:
                 try:
                     run_steps(trainer, signals, train.log_every, on_reading, on_step, checkpoint,
-                              train.checkpoint_every, train.checkpoint_seconds, train.target_psnr)
+                              train.checkpoint_every, train.checkpoint_seconds, train.target_psnr,
+                              can_checkpoint=snapshots.ready)
                 except Diverged as exc:
                     if not exc.ended:
                         writer.drain()  # the last good checkpoint is on disk before the run says so
@@ -273,8 +285,9 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
                 finally:
                     settle()
                     metrics.close()
-                save(trainer, final=True)
+                save_last(trainer, final=True)
                 finished = True
+                snapshots.release()
                 trainer.release_training_memory()  # room for the final render of a large image
                 with wall.phase("pictures"):
                     values = _draw(trainer, k)
@@ -288,7 +301,7 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
                 signals.ignore()  # a second Ctrl-C must not cut the last checkpoint short
                 progress.stop()
                 if not finished:
-                    save(trainer)
+                    save_last(trainer)
                 writer.drain()
                 if finished:
                     info(f"{exc} while drawing the final pictures: the checkpoint of step {trainer.step_done} is saved "
@@ -310,12 +323,22 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
                           psnr_read, wall, k, (image.width, image.height))
 
 
-def write_checkpoint(checkpoint: ckpt.Checkpoint, run_dir: Path, dtype: str = "float32") -> None:
+def write_checkpoint(checkpoint: ckpt.Checkpoint, run_dir: Path, dtype: str = "float32", read=None) -> None:
+    """read: the host_reader of the backend that holds the state's arrays (none: host arrays)."""
     try:
-        ckpt.save(checkpoint, run_dir / ckpt.FILENAME, dtype)
+        ckpt.save(checkpoint, run_dir / ckpt.FILENAME, dtype, read)
     except OSError as exc:
         raise InrError(f"cannot write the checkpoint in {run_dir} ({exc.strerror or exc}); "
                        f"the previous checkpoint is intact") from None
+
+
+def round_in_place(backend, array, dtype) -> None:
+    """array (a backend's float32) rounded to dtype's precision, a chunk at a time through the host."""
+    flat = array.reshape(-1)
+    step = CHUNK_BYTES // 4
+    for first in range(0, flat.size, step):
+        part = flat[first:first + step]
+        backend.copy_from_host(part, np.asarray(backend.to_host(part)).astype(dtype).astype(np.float32))
 
 
 def fresh_state(config: Config, spec: NetworkSpec, image: PixelImage) -> TrainingState:

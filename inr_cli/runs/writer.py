@@ -30,6 +30,7 @@ class Job:
     kind: str  # "pictures", "checkpoints": what the loop's waits for it are counted as
     warn_only: bool  # a failure is said, and the run goes on (a preview)
     latest_only: bool  # a newer job of its kind takes its place while it waits (a checkpoint)
+    state: str = "waiting"  # then "writing", then "done" (written, failed, skipped, replaced or withdrawn)
 
 
 class BackgroundWriter:
@@ -56,9 +57,10 @@ class BackgroundWriter:
         self.thread = threading.Thread(target=self._work, name="inr-writer", daemon=True)
         self.thread.start()
 
-    def submit(self, write: Callable[[], None], kind: str, warn_only: bool = False, latest_only: bool = False) -> None:
+    def submit(self, write: Callable[[], None], kind: str, warn_only: bool = False, latest_only: bool = False) -> Job:
         """Queue a job of a kind; waits while the queue is full (the disk is behind), unless it is
-        `latest_only` and an older job of its kind waits, which it then replaces."""
+        `latest_only` and an older job of its kind waits, which it then replaces. Returns the job,
+        whose `state` says how far it got."""
         self.check()
         self.last_kind = kind
         job = Job(write, kind, warn_only, latest_only)
@@ -68,6 +70,7 @@ class BackgroundWriter:
                 if latest_only:
                     for i, waiting in enumerate(self.waiting):
                         if waiting.kind == kind and waiting.latest_only:
+                            waiting.state = "done"
                             self.waiting[i] = job
                             return
                 while len(self.waiting) >= self.limit:
@@ -77,6 +80,19 @@ class BackgroundWriter:
                 self.changed.notify_all()
 
         self._waiting(put)
+        return job
+
+    def withdraw(self, job: Job) -> bool:
+        """Take back a job that still waits (its snapshot's memory is then the caller's again);
+        False when the thread has begun it or it is done."""
+        with self.changed:
+            if job.state != "waiting" or job not in self.waiting:
+                return False
+            self.waiting.remove(job)
+            job.state = "done"
+            self.unfinished -= 1
+            self.changed.notify_all()
+            return True
 
     def full(self) -> bool:
         with self.changed:
@@ -140,6 +156,7 @@ class BackgroundWriter:
                 if not self.waiting:
                     return
                 job = self.waiting.popleft()
+                job.state = "writing"
                 failed = self.failure is not None
                 self.changed.notify_all()  # room in the queue
             start = time.perf_counter()
@@ -155,5 +172,6 @@ class BackgroundWriter:
                 elif error is not None:
                     self.failure = error
                 self.busy[job.kind] = self.busy.get(job.kind, 0.0) + time.perf_counter() - start
+                job.state = "done"
                 self.unfinished -= 1
                 self.changed.notify_all()

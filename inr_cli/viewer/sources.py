@@ -145,7 +145,7 @@ class RunView:
             if stamp == self.stamp:
                 return
             try:
-                saved = ckpt.load(self.checkpoint_path)
+                saved = ckpt.load(self.checkpoint_path, moments=False)
             except InrError:
                 if self.saved is None:
                     raise

@@ -246,6 +246,36 @@ inline Fiber& fiber_slot(size_t index)
     return scheduler.fibers[index];
 }
 
+// Dynamic shared memory (`extern __shared__` on a GPU; kernels/fused_network.cu's INR_DYNAMIC_SHARED
+// here): the bytes the launch asks for (set_dynamic_shared, before the launch), filled with NaN before
+// each block, as a GPU leaves shared memory undefined (a kernel that reads what it never wrote sees
+// NaN), and followed by a guard checked after each block (a kernel that writes past its bytes is
+// stopped with an error).
+inline thread_local size_t dynamic_shared_bytes = 0;
+inline thread_local std::vector<float4> dynamic_shared_memory;
+constexpr unsigned int SHARED_GARBAGE = 0x7fffffffu, SHARED_GUARD = 0x7fa5a5a5u;
+constexpr size_t SHARED_GUARD_FLOATS = 16;
+
+inline float* dynamic_shared() { return reinterpret_cast<float*>(dynamic_shared_memory.data()); }
+
+inline void fill_dynamic_shared()
+{
+    const size_t floats = (dynamic_shared_bytes + 15) / 16 * 4;
+    dynamic_shared_memory.assign((floats + SHARED_GUARD_FLOATS) / 4, float4{});
+    auto* words = reinterpret_cast<unsigned int*>(dynamic_shared_memory.data());
+    for (size_t i = 0; i < floats; ++i) words[i] = SHARED_GARBAGE;
+    for (size_t i = floats; i < floats + SHARED_GUARD_FLOATS; ++i) words[i] = SHARED_GUARD;
+}
+
+inline bool dynamic_shared_guard_intact()
+{
+    const size_t floats = (dynamic_shared_bytes + 15) / 16 * 4;
+    const auto* words = reinterpret_cast<const unsigned int*>(dynamic_shared_memory.data());
+    for (size_t i = floats; i < floats + SHARED_GUARD_FLOATS; ++i)
+        if (words[i] != SHARED_GUARD) return false;
+    return true;
+}
+
 // Runs `kernel` on every thread of the grid; returns "" or what went wrong (the launch stops there).
 inline std::string launch(dim3 grid, dim3 block, const std::function<void()>& kernel)
 {
@@ -260,6 +290,7 @@ inline std::string launch(dim3 grid, dim3 block, const std::function<void()>& ke
         for (unsigned int by = 0; by < grid.y; ++by)
             for (unsigned int bx = 0; bx < grid.x; ++bx) {
                 blockIdx = {bx, by, bz};
+                fill_dynamic_shared();
                 for (unsigned int w = 0; w < scheduler.warps.size(); ++w) {
                     const unsigned int count = threads - 32 * w < 32 ? threads - 32 * w : 32;
                     Warp& warp = scheduler.warps[w];
@@ -307,6 +338,10 @@ inline std::string launch(dim3 grid, dim3 block, const std::function<void()>& ke
                     }
                 }
                 scheduler.current = -1;
+                if (scheduler.error.empty() && !dynamic_shared_guard_intact())
+                    scheduler.error = "block (" + std::to_string(bx) + ", " + std::to_string(by) + ", " +
+                                      std::to_string(bz) + ") wrote past its " + std::to_string(dynamic_shared_bytes) +
+                                      " bytes of dynamic shared memory";
                 if (!scheduler.error.empty()) return scheduler.error;
             }
     return "";

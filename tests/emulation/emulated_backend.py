@@ -80,6 +80,8 @@ def build_library(sources: list[Path] | None = None, defines: dict | None = None
     kernels = _kernels(sources, flags)
     if not library.exists():
         lines = [f'#include "{HEADER}"'] + [f'#include "{path}"' for path in sources]
+        lines.append('extern "C" void emu_set_dynamic_shared(unsigned long long bytes) '
+                     '{ emu::dynamic_shared_bytes = bytes; }')
         for name, (decl, params) in kernels.items():
             call = ", ".join(n for _, n in params)
             lines.append(
@@ -87,9 +89,10 @@ def build_library(sources: list[Path] | None = None, defines: dict | None = None
                 f"unsigned bz, {decl}) {{ return emu::result(emu::launch(dim3(gx, gy, gz), dim3(bx, by, bz), "
                 f"[&] {{ {name}({call}); }})); }}"
             )
-        source = cache_dir / f"{library.stem}.cpp"
+        # pytest-xdist workers may build it at once: each its own source and library, renamed into place
+        source = cache_dir / f"{library.stem}.{os.getpid()}.cpp"
         source.write_text("\n".join(lines) + "\n")
-        tmp = library.with_suffix(f".{os.getpid()}.tmp.so")  # pytest-xdist workers may build it at once
+        tmp = library.with_suffix(f".{os.getpid()}.tmp.so")
         subprocess.run(["g++", "-std=c++20", "-O1", "-fno-strict-aliasing", "-shared", "-fPIC", "-pthread", "-w",
                         *flags, "-o", str(tmp), str(source)], check=True, capture_output=True, text=True)
         tmp.replace(library)
@@ -112,14 +115,17 @@ class EmulatedModule:
                 ctypes.c_void_p if t == "pointer" else CTYPES[t] for t, _ in params
             ]
             function.restype = ctypes.c_char_p
+        self.library.emu_set_dynamic_shared.argtypes = [ctypes.c_ulonglong]
 
-    def launch(self, name: str, grid, block, args) -> None:
+    def launch(self, name: str, grid, block, args, shared: int = 0) -> None:
+        """shared: the bytes of dynamic shared memory each block gets (`extern __shared__`)."""
         converted = []
         for arg in args:
             if isinstance(arg, np.ndarray):  # a view's first element: the caller checked its layout
                 converted.append(ctypes.c_void_p(arg.ctypes.data))
             else:
                 converted.append(arg.item() if isinstance(arg, np.generic) else arg)
+        self.library.emu_set_dynamic_shared(shared)
         error = getattr(self.library, f"emu_{name}")(*grid, *block, *converted)
         if error:
             raise EmulationError(f"{name}: {error.decode()}")
@@ -136,6 +142,6 @@ class EmulatedBackend(HostMemory, KernelBackend):
         self.module = EmulatedModule(defines=defines)
         self.launched: list[str] = []
 
-    def launch(self, name: str, grid, block, args) -> None:
+    def launch(self, name: str, grid, block, args, shared: int = 0) -> None:
         self.launched.append(name)
-        self.module.launch(name, grid, block, args)
+        self.module.launch(name, grid, block, args, shared)

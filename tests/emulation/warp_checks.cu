@@ -101,4 +101,16 @@ extern "C" __global__ void shuffle_outside_the_mask(float* out)
     if (threadIdx.x >= 16) return;
     out[threadIdx.x] = __shfl_sync(0x0000ffffu, 1.0f, 20);
 }
+
+// Dynamic shared memory as the emulation gives it: every thread but the sixth writes its index, then
+// reads its neighbour's (the fifth reads what nobody wrote); with past_end, thread 0 writes one float
+// past the bytes the launch gave.
+extern "C" __global__ void dynamic_shared(float* out, int past_end)
+{
+    float* shared = emu::dynamic_shared();
+    if (threadIdx.x != 5) shared[threadIdx.x] = (float)(blockIdx.x * blockDim.x + threadIdx.x);
+    __syncthreads();
+    out[blockIdx.x * blockDim.x + threadIdx.x] = shared[(threadIdx.x + 1) % blockDim.x];
+    if (threadIdx.x == 0 && past_end) shared[blockDim.x] = 1.0f;
+}
 #endif
