@@ -13,6 +13,7 @@ import numpy as np
 from inr_cli.backends import kernel_options, make_backend
 from inr_cli.config import Config, build_config, to_toml, tuned_preset
 from inr_cli.console import info, notice
+from inr_cli.core.memory import check_training
 from inr_cli.core.metrics import psnr, psnr_from_mse
 from inr_cli.core.network import NetworkSpec, output_means
 from inr_cli.core.pixels import PixelImage, as_floats
@@ -155,11 +156,13 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
     seed = config.training.seed
     if resume_from is not None:
         spec, state = resume_from.spec, resume_from.state
+        check_training(spec, config, image.width, image.height, 1, backend)
     else:
         config, reasons = fit_to_image(config, image.width, image.height, image.n_channels)
         for reason in reasons if not quiet else ():
             info(reason)
         spec = NetworkSpec.from_config(config, image.n_channels)
+        check_training(spec, config, image.width, image.height, 1, backend)  # before a parameter is drawn
         state = fresh_state(config, spec, image)
     with wall.phase("reading"):
         data_id = fingerprint(image)
