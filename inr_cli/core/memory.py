@@ -187,12 +187,13 @@ def _workspace(spec: NetworkSpec, rows: int, networks: int, backend) -> int:
 
 
 def training_estimates(spec: NetworkSpec, width: int, height: int, batch_size: int, networks: int, backend,
-                       images_held: bool = True, previews: bool = True) -> list[Estimate]:
+                       images_held: bool = True, previews: bool = True, value_bytes: int = 1) -> list[Estimate]:
     """What training `networks` networks of `spec` on width x height images takes while it steps,
     on `backend` (its name: numpy, cpu or gpu): host memory and, on a GPU, device memory; with
     `previews`, one is drawn meanwhile. images_held: the images are read already (inr train); else
-    (a pack of fit-many) they are counted too."""
-    from inr_cli.runs.pictures import picture_size
+    (a pack of fit-many) they are counted too, `value_bytes` a channel value as they are stored (1
+    for an 8-bit image, 4 for floats)."""
+    from inr_cli.runs.pictures import picture_size, preview_factor
 
     on_gpu = getattr(backend, "name", "") == "gpu"
     pixels = width * height
@@ -213,16 +214,21 @@ def training_estimates(spec: NetworkSpec, width: int, height: int, batch_size: i
         workspace += n * rows * (spec.in_features + channels) * FLOAT  # the batch drawn each step
     training.parts.append(Part("the batch's workspace", workspace,
                                _rows_keys(full_batch) + NETWORK_KEYS + ENCODING_KEYS.get(spec.encoding, ())))
-    # The images' copies for training: the targets of every network and one table of coordinates
-    # (made on the host, then copied where the trainer runs).
-    copies = (n * pixels * channels + pixels * 2) * FLOAT
+    # The images' copies for training (core/trainer.py): a full batch's float targets and its one
+    # table of coordinates, made on the host and copied where the trainer runs; mini-batches read
+    # the pixels as stored (one image's in place on the CPU).
+    if full_batch:
+        copies = (n * pixels * channels + pixels * 2) * FLOAT
+    else:
+        copies = n * pixels * channels * value_bytes if n > 1 or on_gpu else 0
     training.parts.append(Part("the images' copies for training", copies, ("data.size",)))
-    if on_gpu:
+    if on_gpu and full_batch:
         host.parts.append(Part("the images' staging copies", copies, ("data.size",)))
     if not images_held:
-        host.parts.append(Part("the images", n * pixels * channels * (FLOAT + DECODE_BYTES), ("data.size",)))
-    if previews:  # drawn meanwhile, at picture size: a chunk's workspace and the canvas
-        shown = picture_size(width, height)[0] * picture_size(width, height)[1]
+        host.parts.append(Part("the images", n * pixels * channels * (value_bytes + DECODE_BYTES), ("data.size",)))
+    if previews:  # drawn meanwhile, every k-th pixel: a chunk's workspace and the canvas
+        shown = picture_size(width, height, preview_factor(width, height))
+        shown = shown[0] * shown[1]
         chunk = min(shown, RENDER_CHUNK_ROWS) * _render_row_bytes(spec, _threads(backend))
         training.parts.append(Part("the render's chunks", chunk, NETWORK_KEYS))
         host.parts.append(Part("the preview", shown * channels * (FLOAT + FINISH_BYTES), ()))
@@ -230,13 +236,18 @@ def training_estimates(spec: NetworkSpec, width: int, height: int, batch_size: i
 
 
 def finishing_estimate(spec: NetworkSpec, width: int, height: int, networks: int, backend) -> Estimate:
-    """What a run holds once its training buffers are let go, drawing the whole image and writing it
-    (render.png, the comparison): the float render, a chunk, and the render's encodings."""
+    """What a run holds once its training buffers are let go, drawing the image (every k-th pixel of
+    a large one) and writing its pictures: the float render and its encodings, a chunk, the image's
+    floats to score a render drawn whole, the parameters and the last checkpoint's copies."""
+    from inr_cli.runs.pictures import picture_size, shrink_factor
+
     pixels, channels = width * height, spec.out_features
+    shown = picture_size(width, height)[0] * picture_size(width, height)[1]
     host = Estimate("host memory")
-    host.parts.append(Part("the final render", networks * pixels * channels * (FLOAT + FINISH_BYTES),
-                           ("data.size",)))
-    host.parts.append(Part("the render's chunks", min(networks * pixels, RENDER_CHUNK_ROWS) * _render_row_bytes(
+    whole = shrink_factor(width, height) == 1
+    host.parts.append(Part("the final render", networks * shown * channels * (FLOAT + FINISH_BYTES)
+                           + (networks * pixels * channels * FLOAT if whole else 0), ("data.size",)))
+    host.parts.append(Part("the render's chunks", min(networks * shown, RENDER_CHUNK_ROWS) * _render_row_bytes(
         spec, _threads(backend)), NETWORK_KEYS))
     host.parts.append(Part("the parameters", (1 + HOST_STATE_COPIES) * networks * spec.parameter_count() * FLOAT,
                            _parameter_keys(spec)))
@@ -343,12 +354,12 @@ def check(estimates: list[Estimate], backend, doing: str, advice: str = "") -> N
 
 
 def check_training(spec: NetworkSpec, config, width: int, height: int, networks: int, backend,
-                   images_held: bool = True, doing: str = "this training") -> None:
+                   images_held: bool = True, doing: str = "this training", value_bytes: int = 1) -> None:
     """The training check (training_estimates, finishing_estimate) for a configuration: before its
-    parameters, workspace or images are allocated."""
+    parameters, workspace or images are allocated (value_bytes: as training_estimates)."""
     batch = config.training.batch_size
     estimates = training_estimates(spec, width, height, batch, networks, backend, images_held,
-                                   config.training.preview_every > 0)
+                                   config.training.preview_every > 0, value_bytes)
     finishing = finishing_estimate(spec, width, height, networks, backend)
     host = estimates[0]
     if finishing.needed > host.needed:

@@ -98,7 +98,7 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
     if progress is not None and state is not None:  # taken up where an earlier run saved it
         progress.took_up(str(saved), len(active), saved.saved_step, int(result.finished.sum()))
     check_training(plan.spec, plan.config, images[0].width, images[0].height, len(active), backend,
-                   doing=f"a pack of {len(active)} networks")
+                   doing=f"a pack of {len(active)} networks", value_bytes=images[0].pixels.itemsize)
     if state is None:
         state = initial_state(training.init, plan.spec, training.seed, [seeds[i] for i in active],
                               start_means(plan, [images[i] for i in active]), plan_start(plan),
