@@ -457,8 +457,8 @@ def fit_many(folder: PathLike, out: PathLike, *, preset: str | None = None, conf
     folder, out = (value if isinstance(value, str) and is_url(value) else arguments.path(value, name)
                    for value, name in ((folder, "folder"), (out, "out")))
     preset, ray = arguments.optional_text(preset, "preset"), arguments.optional_text(ray, "ray")
-    pack, workers = arguments.optional_whole(pack, "pack", 1), arguments.optional_whole(workers, "workers", 1)
-    gpus_per_worker = arguments.optional_number(gpus_per_worker, "gpus_per_worker", above=0)
+    pack, workers = arguments.optional_whole(pack, "pack"), arguments.optional_whole(workers, "workers")
+    gpus_per_worker = arguments.optional_real(gpus_per_worker, "gpus_per_worker")  # their values: check_options
     skip_unreadable, quiet, add, force = (arguments.flag(value, name) for value, name in
                                           ((skip_unreadable, "skip_unreadable"), (quiet, "quiet"), (add, "add"),
                                            (force, "force")))

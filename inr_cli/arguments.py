@@ -62,8 +62,11 @@ def number(value, name: str, above: float | None = None, below: float | None = N
     return float(value)
 
 
-def optional_number(value, name: str, above: float | None = None, below: float | None = None) -> float | None:
-    return None if value is None else number(value, name, above, below)
+def optional_real(value, name: str) -> float | None:
+    """A real number of any value (not a bool), or None: its range is for the caller to say."""
+    if value is not None and (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)):
+        raise ArgumentTypeError(f"{name} is a number, got {_shown(value)}")
+    return None if value is None else float(value)
 
 
 def flag(value, name: str) -> bool:

@@ -1,12 +1,15 @@
 """The output policy (inr_cli/outputs.py) on every command of the CLI, the commands enumerated from
 the Typer app itself: a command added tomorrow fails here until it says how it writes.
 
-Each command that writes has a recipe: how to run it with its output at a given path. Every recipe
+Each command that writes has a recipe: how to run it with its output at a given path (a command
+with several writers, one recipe each: ONNX, a set's safetensors and hdf5, a TIFF). Every recipe
 is run with a file and a folder of the user's in the way, with its output one of its inputs, inside
-a folder it reads images from, in a read-only folder, in a missing one and on a device that refuses
-every write; then every file it wrote beside its output (found by running it once into a folder of
-its own) is put in its way in turn. A refusal is one line on stderr and a non-zero exit, and leaves
-every file as it was; --force, where a command has it, replaces only what the command writes.
+a folder it reads images from, in a read-only folder, in a missing one, on a device that refuses
+every write, on a full disk, and with a link (to nothing, to a file of the user's) or a FIFO where
+its output goes; then every file it wrote beside its output (found by running it once into a folder
+of its own) is put in its way in turn, as a file, a link and a FIFO. A refusal is one line on stderr
+and a non-zero exit, and leaves every file as it was; --force, where a command has it, replaces only
+what the command writes.
 """
 
 from __future__ import annotations

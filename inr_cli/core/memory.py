@@ -27,23 +27,20 @@ import os
 from dataclasses import dataclass, field
 
 from inr_cli.core.network import NetworkSpec
+from inr_cli.core.render import CHUNK_PIXELS
 from inr_cli.errors import InrError
 from inr_cli.hooks import hook
 from inr_cli.settings import BY_KEY
 
 FLOAT = 4  # bytes of a float32, as every buffer of a training holds them
-# Rows of the render's workspace (core/render.py's CHUNK_PIXELS).
-RENDER_CHUNK_ROWS = 1 << 16
-# The CPU engine's training step runs on blocks of these rows (cpu_backend.STEP_BLOCK_ROWS).
-STEP_BLOCK_ROWS = 2048
 # A step of the reference (NumPy) backend makes whole-array temporaries, about this many of its
-# widest activation (an activation's argument, its derivative's).
-NUMPY_TEMPORARIES = 2
+# widest activation (an activation's argument).
+NUMPY_TEMPORARIES = 1
 # The host copies of the parameters a run keeps: its starting state and, at each checkpoint, the
 # parameters and both moments taken off the trainer.
 HOST_STATE_COPIES = 4
-# An image is decoded into its 8-bit pixels, then converted to floats: besides the floats, about
-# this many bytes per channel value are held while a file is read.
+# Reading an image holds, beside the pixels it keeps, about this many bytes per channel value (the
+# file's bytes, the decoder's).
 DECODE_BYTES = 2
 # Finishing a run draws the whole image (float32), makes its 8-bit copy, the encoder's copy of that
 # and the compressed file: about this many bytes per channel value beside the float render.
@@ -229,7 +226,7 @@ def training_estimates(spec: NetworkSpec, width: int, height: int, batch_size: i
     if previews:  # drawn meanwhile, every k-th pixel: a chunk's workspace and the canvas
         shown = picture_size(width, height, preview_factor(width, height))
         shown = shown[0] * shown[1]
-        chunk = min(shown, RENDER_CHUNK_ROWS) * _render_row_bytes(spec, _threads(backend))
+        chunk = min(shown, CHUNK_PIXELS) * _render_row_bytes(spec, _threads(backend))
         training.parts.append(Part("the render's chunks", chunk, NETWORK_KEYS))
         host.parts.append(Part("the preview", shown * channels * (FLOAT + FINISH_BYTES), ()))
     return [estimate for estimate in (host, device) if estimate is not None]
@@ -247,7 +244,7 @@ def finishing_estimate(spec: NetworkSpec, width: int, height: int, networks: int
     whole = shrink_factor(width, height) == 1
     host.parts.append(Part("the final render", networks * shown * channels * (FLOAT + FINISH_BYTES)
                            + (networks * pixels * channels * FLOAT if whole else 0), ("data.size",)))
-    host.parts.append(Part("the render's chunks", min(networks * shown, RENDER_CHUNK_ROWS) * _render_row_bytes(
+    host.parts.append(Part("the render's chunks", min(networks * shown, CHUNK_PIXELS) * _render_row_bytes(
         spec, _threads(backend)), NETWORK_KEYS))
     host.parts.append(Part("the parameters", (1 + HOST_STATE_COPIES) * networks * spec.parameter_count() * FLOAT,
                            _parameter_keys(spec)))
@@ -258,7 +255,7 @@ def render_estimates(spec: NetworkSpec, width: int, height: int, backend, depth:
     """What drawing one network on a width x height canvas takes (core/render.py): a chunk's
     workspace on the backend, the canvas on the host (depth bits per channel; floats for the chunks)."""
     pixels, channels = width * height, spec.out_features
-    chunk = Part("the render's chunks", min(pixels, RENDER_CHUNK_ROWS) * _render_row_bytes(spec, _threads(backend)),
+    chunk = Part("the render's chunks", min(pixels, CHUNK_PIXELS) * _render_row_bytes(spec, _threads(backend)),
                  NETWORK_KEYS)
     canvas = Part("the canvas", pixels * channels * (depth // 8 + FINISH_BYTES), ())
     if getattr(backend, "name", "") == "gpu":
