@@ -55,6 +55,7 @@ def baselines(made: dict) -> dict:
         "TrainedSet.__getitem__": {"key": 0},
         "TrainedSet.__call__": {"coords": coords},
         "TrainedSet.view": {"classes": ["a", "b"]},
+        "TrainedSet.networks": {},
         "TrainedSet.split": {"test": 0.5},
         "TrainedSet.batches": {"batch_size": 2},
         "TrainedSet.to_torch": {}, "TrainedSet.to_jax": {}, "TrainedSet.to_torch_dataset": {},
