@@ -100,10 +100,13 @@ def _read(path: Path, handle, spec: NetworkSpec, metadata: dict) -> Exported:
     shapes = {name: tuple(handle.get_slice(name).get_shape()) for name in wanted}
     first = shapes["layers.0.weight"]
     stacked = len(first) == len(wanted["layers.0.weight"]) + 1
-    if stacked != ("names" in metadata or INDEX_METADATA in metadata):  # what it says it is, and what it holds
+    from inr_cli.formats.modulated import LATENTS
+
+    holds_set = stacked or LATENTS in found  # networks stacked, or the latents of a set over one base
+    if holds_set != ("names" in metadata or INDEX_METADATA in metadata):  # what it says it is, and what it holds
         raise InrError(f"{path}: its metadata names the images of a set, but its tensors hold one network"
-                       if not stacked else f"{path}: a set of {first[0]} networks without their images' names in its "
-                       f"metadata: a damaged set export")
+                       if not holds_set else f"{path}: a set of networks without their images' names in its metadata: "
+                       f"a damaged set export")
     networks = first[0] if stacked else 1
     for name, shape in wanted.items():
         expected = (networks, *shape) if stacked else shape
