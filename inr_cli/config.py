@@ -339,31 +339,21 @@ def refuse_inapplicable(config: Config, given, command: str = TRAIN) -> None:
                              f"it out")
 
 
-def _start_network(init: str, model_presets: dict[str, str]) -> dict:
-    """The network settings of a file start ({key: value}), and the preset tuned for its network
-    under "preset": a fit from it takes them where nothing names a network."""
-    from inr_cli.formats.start import read_start
-
-    spec, _ = read_start(init)
-    return {**spec.settings(), "preset": ENCODING_PRESETS.get(spec.encoding, model_presets[spec.model])}
-
-
 def build_config(config_file: Path | None, values: dict, preset_name: str | None = None,
-                 model_presets: dict[str, str] = MODEL_PRESETS, command: str = TRAIN) -> Config:
+                 model_presets: dict[str, str] = MODEL_PRESETS, command: str = TRAIN,
+                 start: dict | None = None) -> Config:
     """The settings' defaults, then the preset (named, or the chosen model's in `model_presets`),
     then the file, then `values` ({"section.key": v}: the command line's, held to
-    refuse_inapplicable). A file start (--init PATH) names its network: without --preset or
-    --config, its network's settings come before `values`, and the preset is the one tuned for it."""
+    refuse_inapplicable). A file start (--init PATH) names its network: `start` is what it says
+    (formats/start.start_network: its network's settings, and the preset tuned for it under
+    "preset"), which comes before `values` where neither a preset nor a --config is named."""
     values = {k: v for k, v in values.items() if v is not None}
     from_file = read_toml(config_file) if config_file else {}
-    start = {}
-    init = values.get("training.init", from_file.get("training.init", ""))
-    if preset_name is None and config_file is None and init not in ("", "random", "shared"):
-        from inr_cli.formats.start import check_init
-
-        check_init(init)
-        start = _start_network(init, model_presets)
+    start = dict(start or {})
+    if preset_name is None and config_file is None and start:
         preset_name = start.pop("preset")
+    else:
+        start = {}
     if preset_name is None:
         model = values.get("network.model") or from_file.get("network.model") or DEFAULTS["network.model"]
         if model not in MODELS:

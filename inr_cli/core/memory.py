@@ -190,7 +190,7 @@ def training_estimates(spec: NetworkSpec, width: int, height: int, batch_size: i
     `previews`, one is drawn meanwhile. images_held: the images are read already (inr train); else
     (a pack of fit-many) they are counted too, `value_bytes` a channel value as they are stored (1
     for an 8-bit image, 4 for floats)."""
-    from inr_cli.runs.pictures import picture_size, preview_factor
+    from inr_cli.limits import picture_size, preview_factor
 
     on_gpu = getattr(backend, "name", "") == "gpu"
     pixels = width * height
@@ -236,7 +236,7 @@ def finishing_estimate(spec: NetworkSpec, width: int, height: int, networks: int
     """What a run holds once its training buffers are let go, drawing the image (every k-th pixel of
     a large one) and writing its pictures: the float render and its encodings, a chunk, the image's
     floats to score a render drawn whole, the parameters and the last checkpoint's copies."""
-    from inr_cli.runs.pictures import picture_size, shrink_factor
+    from inr_cli.limits import picture_size, shrink_factor
 
     pixels, channels = width * height, spec.out_features
     shown = picture_size(width, height)[0] * picture_size(width, height)[1]

@@ -22,7 +22,7 @@ from inr_cli.core.sizing import AUTO, SIZED_KEYS, fit_to_image
 from inr_cli.core.training_loop import Interrupted, Signals
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.network_set import BASE, INDEX, PLAN, SHARDS, WEIGHTS
-from inr_cli.formats.start import is_file_start, resolved_start, start_file, start_params, start_sha256
+from inr_cli.formats.start import is_file_start, resolved_start, start_file, start_network, start_params, start_sha256
 from inr_cli.hooks import hook
 from inr_cli.limits import MAX_LIST_BYTES
 from inr_cli.outputs import IGNORED, folder_output, refuse_dangling, refuse_inputs_among, refuse_inside
@@ -89,7 +89,8 @@ def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, pre
         out = str(Path(out).resolve())
     # A set's weights are float32 (weights.npy): a byte budget sizes its networks as such.
     values = flags_to_values({**flags, "preview_every": 0, "dtype": "float32", "source": source})
-    config = resolved_start(build_config(config_file, values, preset, SET_PRESETS, command=FIT_MANY))
+    config = resolved_start(build_config(config_file, values, preset, SET_PRESETS, command=FIT_MANY,
+                                           start=start_network(values, preset, config_file, SET_PRESETS)))
     given = given_keys(config_file, values, preset)
     base = base_of(config.training.init)
     if base is not None:  # a set of latents: the base says the network and the steps
