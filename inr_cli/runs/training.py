@@ -30,12 +30,11 @@ from inr_cli.formats.atomic import atomic_write_text
 from inr_cli.formats.data import fingerprint
 from inr_cli.formats.npz import CHUNK_BYTES
 from inr_cli.formats.start import initial_state
+from inr_cli.limits import preview_factor, shrink_factor
 from inr_cli.progress import TrainingProgress
 from inr_cli.runs.directory import BLEW_UP, RunLock
 from inr_cli.runs.metrics_csv import MetricsLog, read_metrics
 from inr_cli.runs.pictures import (
-    preview_factor,
-    shrink_factor,
     side_by_side,
     to_uint8,
     write_picture,
