@@ -28,7 +28,7 @@ from inr_cli import arguments
 from inr_cli.config import DEVICES, Spelling, given_settings
 from inr_cli.core.memory import check_render
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
-from inr_cli.errors import ArgumentTypeError, ArgumentValueError
+from inr_cli.errors import ArgumentTypeError, ArgumentValueError, UsageError
 from inr_cli.formats.atomic import atomic_path
 from inr_cli.formats.checkpoint import FILENAME as CHECKPOINT
 from inr_cli.formats.input_files import is_url
@@ -101,7 +101,13 @@ class TrainedNetwork:
         device = arguments.choice(device, "device", DEVICES)
         w, h = canvas_size(self.width, self.height, size, width, height)
         if region is not None:
-            region = check_region(tuple(region), w, h, "region")
+            if isinstance(region, (str, bytes)) or not isinstance(region, (list, tuple, np.ndarray)):
+                raise ArgumentTypeError(f"region is (left, top, right, bottom) in pixels of the canvas, got "
+                                        f"{type(region).__name__} {str(region)[:40]}")
+            try:
+                region = check_region(tuple(np.asarray(region).ravel().tolist()), w, h, "region")
+            except UsageError as exc:
+                raise ArgumentValueError(str(exc)) from None
         elif w * h > WHOLE_CANVAS_PIXELS:
             raise ArgumentValueError(f"a {w}x{h} canvas is more than {WHOLE_CANVAS_PIXELS >> 20} megapixels to hold "
                                      f"as one array: draw a part of it with region=(left, top, right, bottom) (all "

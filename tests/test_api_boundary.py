@@ -50,6 +50,7 @@ def baselines(made: dict) -> dict:
                            "height": 8},
         "TrainedNetwork.__call__": {"coords": coords},
         "TrainedNetwork.render": {"size": 16},
+        "TrainedNetwork.write_tiles": {"path": base / f"tiles{next(fresh)}.tif", "size": 16},
         "TrainedNetwork.to_torch": {}, "TrainedNetwork.to_jax": {},
         "TrainedSet": {"folder": base / "set"},
         "TrainedSet.__getitem__": {"key": 0},
