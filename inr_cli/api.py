@@ -10,7 +10,9 @@ settings, and hand them to PyTorch or JAX.
 Settings are keyword arguments named as the commands' flags without the dashes (steps=, hidden=,
 fourier_sigma=, lr_min=...), or a dict of configuration keys (settings={"optimizer.beta2": 0.95}),
 which also reaches the keys that have no flag. Bad input raises inr_cli.InrError (UsageError for a
-bad setting) carrying the one-line message the command would print.
+bad setting) carrying the one-line message the command would print. Every argument is checked where
+it comes in (arguments.py): a bad one is an InrError that is also the built-in error Python code
+catches for it (TypeError, ValueError, IndexError for a row past the end, KeyError for a name).
 """
 
 from __future__ import annotations
@@ -22,13 +24,17 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from inr_cli.config import Spelling, given_settings
+from inr_cli import arguments
+from inr_cli.config import DEVICES, Spelling, given_settings
+from inr_cli.core.memory import check_render
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
-from inr_cli.errors import UsageError
+from inr_cli.errors import ArgumentTypeError, ArgumentValueError, UsageError
+from inr_cli.formats.atomic import atomic_path
 from inr_cli.formats.checkpoint import FILENAME as CHECKPOINT
 from inr_cli.formats.input_files import is_url
-from inr_cli.formats.network_set import LABEL, NetworkSet, is_network_set, load_network_set
+from inr_cli.formats.network_set import CHANNEL_SETS, LABEL, NetworkSet, is_network_set, load_network_set
 from inr_cli.loading import one_network
+from inr_cli.outputs import IGNORED
 from inr_cli.runs.directory import IMAGE_IN_RUN
 from inr_cli.settings import FIT_MANY
 from inr_cli.weights_data import WeightsView, label_codes
@@ -44,13 +50,16 @@ class TrainedNetwork:
 
     def __init__(self, spec: NetworkSpec, params: np.ndarray, channels: Sequence[str], width: int, height: int,
                  run_dir: Path | None = None):
+        if not isinstance(spec, NetworkSpec):
+            raise ArgumentTypeError(f"spec is a NetworkSpec, got {type(spec).__name__}")
         self.spec = spec
-        self.run_dir = run_dir
-        self.params = np.asarray(params, dtype=np.float32)
-        if self.params.shape != (spec.parameter_count(),):
-            raise ValueError(f"parameters of shape {self.params.shape}, expected [{spec.parameter_count()}]")
-        self.channels = tuple(channels)
-        self.width, self.height = int(width), int(height)
+        self.run_dir = arguments.optional_path(run_dir, "run_dir")
+        self.params = arguments.float_array(params, "params", (spec.parameter_count(),))
+        self.channels = tuple(arguments.names(channels, "channels"))
+        if self.channels not in CHANNEL_SETS or len(self.channels) != spec.out_features:
+            raise ArgumentValueError(f"channels {self.channels} are not l, r,g,b or r,g,b,a for "
+                                     f"{spec.out_features} outputs")
+        self.width, self.height = arguments.whole(width, "width", 1), arguments.whole(height, "height", 1)
 
     def __repr__(self) -> str:
         return (f"TrainedNetwork({self.spec.model} {self.spec.layers}x{self.spec.hidden}, encoding "
@@ -73,7 +82,7 @@ class TrainedNetwork:
         """Colours [rows, C] float32 at coords [rows, 2] (u, v) in [-1, 1], pixel centres at
         u = (x + 0.5) / W * 2 - 1; clipped to [0, 1] as a render is, unless clip=False."""
         coords = _coords(coords, single=True)
-        return _evaluate(self.spec, self.params[None], coords, clip)[0]
+        return _evaluate(self.spec, self.params[None], coords, arguments.flag(clip, "clip"))[0]
 
     def render(self, size: int | None = None, width: int | None = None, height: int | None = None,
                depth: int = 8, device: str = "auto", region: tuple[int, int, int, int] | None = None) -> np.ndarray:
@@ -86,17 +95,27 @@ class TrainedNetwork:
         from inr_cli.core.canvas import WHOLE_CANVAS_PIXELS, canvas_size, check_region
         from inr_cli.core.render import render_at_depth
 
-        if depth not in (8, 16, 32):
-            raise UsageError(f"depth is 8, 16 or 32 bits per channel, got {depth}")
+        size, width, height = (arguments.optional_whole(value, name) for value, name in
+                               ((size, "size"), (width, "width"), (height, "height")))
+        depth = arguments.choice(depth, "depth (bits per channel)", (8, 16, 32))
+        device = arguments.choice(device, "device", DEVICES)
         w, h = canvas_size(self.width, self.height, size, width, height)
         if region is not None:
-            region = check_region(tuple(region), w, h, "region")
+            if isinstance(region, (str, bytes)) or not isinstance(region, (list, tuple, np.ndarray)):
+                raise ArgumentTypeError(f"region is (left, top, right, bottom) in pixels of the canvas, got "
+                                        f"{type(region).__name__} {str(region)[:40]}")
+            try:
+                region = check_region(tuple(np.asarray(region).ravel().tolist()), w, h, "region")
+            except UsageError as exc:
+                raise ArgumentValueError(str(exc)) from None
         elif w * h > WHOLE_CANVAS_PIXELS:
-            raise UsageError(f"a {w}x{h} canvas is more than {WHOLE_CANVAS_PIXELS >> 20} megapixels to hold as one "
-                             f"array: draw a part of it with region=(left, top, right, bottom) (all of it: "
-                             f"region=(0, 0, {w}, {h})), or write it in tiles with write_tiles(path) "
-                             f"(inr render --tiles)")
+            raise ArgumentValueError(f"a {w}x{h} canvas is more than {WHOLE_CANVAS_PIXELS >> 20} megapixels to hold "
+                                     f"as one array: draw a part of it with region=(left, top, right, bottom) (all "
+                                     f"of it: region=(0, 0, {w}, {h})), or write it in tiles with write_tiles(path) "
+                                     f"(inr render --tiles)")
         backend = make_backend(device, quiet=True)
+        left, top, right, bottom = region if region is not None else (0, 0, w, h)
+        check_render(self.spec, right - left, bottom - top, backend, depth)
         return render_at_depth(backend, self.spec, self.params, w, h, depth, region=region)
 
     def write_tiles(self, path: PathLike, size: int | None = None, width: int | None = None,
@@ -110,9 +129,13 @@ class TrainedNetwork:
         from inr_cli.formats.tiled_tiff import write_pyramid
         from inr_cli.outputs import output_target
 
-        path = Path(path)
+        path = arguments.path(path, "path")
+        size, width, height = (arguments.optional_whole(value, name) for value, name in
+                               ((size, "size"), (width, "width"), (height, "height")))
+        device = arguments.choice(device, "device", DEVICES)
+        force = arguments.flag(force, "force")
         if path.suffix.lower() not in (".tif", ".tiff"):
-            raise UsageError(f"{path}: a tiled pyramid is written as a TIFF (use .tif)")
+            raise ArgumentValueError(f"{path}: a tiled pyramid is written as a TIFF (use .tif)")
         w, h = canvas_size(self.width, self.height, size, width, height)
         target = output_target(path, None, force, [self.run_dir / CHECKPOINT] if self.run_dir else [])
         backend = make_backend(device, quiet=True)
@@ -124,14 +147,14 @@ class TrainedNetwork:
         differentiable, on whatever device it is moved to. Needs the 'torch' extra."""
         from inr_cli.frameworks import to_torch
 
-        return to_torch(self.spec, self.params[None], single=True, clip=clip)
+        return to_torch(self.spec, self.params[None], single=True, clip=arguments.flag(clip, "clip"))
 
     def to_jax(self, clip: bool = True):
         """(params, apply) with apply(params, coords [rows, 2]) -> colours [rows, C], jittable and
         vmappable. Needs the 'jax' extra."""
         from inr_cli.frameworks import to_jax
 
-        return to_jax(self.spec, self.params[None], single=True, clip=clip)
+        return to_jax(self.spec, self.params[None], single=True, clip=arguments.flag(clip, "clip"))
 
 
 class TrainedSet:
@@ -140,7 +163,9 @@ class TrainedSet:
     the latents and whose networks are the base drawn with each."""
 
     def __init__(self, folder: PathLike, saved: NetworkSet | None = None):
-        saved = saved if saved is not None else load_network_set(Path(folder))
+        if saved is not None and not isinstance(saved, NetworkSet):
+            raise ArgumentTypeError(f"saved is a NetworkSet (or None: read from folder), got {type(saved).__name__}")
+        saved = saved if saved is not None else load_network_set(arguments.path(folder, "folder"))
         self.folder = Path(folder)
         self.spec = saved.spec
         self.channels = tuple(saved.channels)
@@ -181,7 +206,10 @@ class TrainedSet:
         """The whole set as (weights, label) data (weights_data.WeightsView); `classes`: the class
         names in code order, for sets fitted apart that must code their labels alike (one whose
         folders lack a class would otherwise code the others differently)."""
+        classes = None if classes is None else arguments.names(classes, "classes")
         if not self.labelled:
+            if classes is not None:
+                raise ArgumentValueError("classes name the labels of a labelled set; this one has none")
             return WeightsView(self.weights, np.arange(len(self)), None, [], self.names)
         codes, names = label_codes([str(row[LABEL]) for row in self.index], classes)
         return WeightsView(self.weights, np.arange(len(self)), codes, names, self.names)
@@ -220,12 +248,13 @@ class TrainedSet:
 
     def __getitem__(self, key: str | int) -> TrainedNetwork:
         """The network of an image, by its file name (s["cat.png"]) or its row (s[0])."""
-        if isinstance(key, (int, np.integer)):
-            if not -len(self) <= key < len(self):
-                raise IndexError(f"network {key} of a set of {len(self)}")
-            row = int(key) % len(self)
+        if isinstance(key, str):
+            row = self._saved.row(key)
+        elif isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+            row = arguments.index(key, "network", len(self))
         else:
-            row = self._saved.row(str(key))
+            raise ArgumentTypeError(f"a set is indexed by an image's name (str) or a row (int), got "
+                                    f"{type(key).__name__}")
         entry = self.index[row]
         return TrainedNetwork(self.spec, self._saved.params(row), self.channels, entry.get("width", 1),
                               entry.get("height", 1))  # a set exported by an older inr: its names alone
@@ -237,7 +266,7 @@ class TrainedSet:
         """Colours [N, rows, C] of every network at coords [rows, 2] (the same points for all) or
         [N, rows, 2] (points of their own)."""
         coords = _coords(coords, single=False, networks=len(self))
-        return _evaluate(self.spec, self.networks(), coords, clip)
+        return _evaluate(self.spec, self.networks(), coords, arguments.flag(clip, "clip"))
 
     def to_torch(self, clip: bool = True):
         """A torch.nn.Module: coords [N, rows, 2] (or [rows, 2] for all) -> colours [N, rows, C];
@@ -248,8 +277,8 @@ class TrainedSet:
         from inr_cli.frameworks import to_torch, to_torch_modulated
 
         if self.base is not None:
-            return to_torch_modulated(self.base, np.asarray(self.weights), clip=clip)
-        return to_torch(self.spec, np.asarray(self.weights), single=False, clip=clip)
+            return to_torch_modulated(self.base, np.asarray(self.weights), clip=arguments.flag(clip, "clip"))
+        return to_torch(self.spec, np.asarray(self.weights), single=False, clip=arguments.flag(clip, "clip"))
 
     def to_jax(self, clip: bool = True):
         """(params, apply): the parameters stacked over the networks, and apply(params, coords
@@ -258,8 +287,8 @@ class TrainedSet:
         from inr_cli.frameworks import to_jax, to_jax_modulated
 
         if self.base is not None:
-            return to_jax_modulated(self.base, np.asarray(self.weights), clip=clip)
-        return to_jax(self.spec, np.asarray(self.weights), single=False, clip=clip)
+            return to_jax_modulated(self.base, np.asarray(self.weights), clip=arguments.flag(clip, "clip"))
+        return to_jax(self.spec, np.asarray(self.weights), single=False, clip=arguments.flag(clip, "clip"))
 
 
 def load(path: PathLike) -> TrainedNetwork | TrainedSet:
@@ -268,7 +297,7 @@ def load(path: PathLike) -> TrainedNetwork | TrainedSet:
     .safetensors file `inr export` wrote, as the set or network it holds."""
     if isinstance(path, str) and is_url(path):
         return _load_set_url(path)
-    path = Path(path)
+    path = arguments.path(path, "path")
     if path.suffix.lower() == ".safetensors" and path.is_file():
         return _load_exported(path)
     return TrainedSet(path) if is_network_set(path) else _load_run(path)
@@ -279,7 +308,9 @@ def join(first: PathLike, second: PathLike, out: PathLike) -> TrainedSet:
     every network as it was fitted, the rows sorted by name."""
     from inr_cli.sets.join import join_sets
 
-    join_sets(Path(first), Path(second), Path(out))
+    first, second, out = (arguments.path(value, name) for value, name in
+                          ((first, "first"), (second, "second"), (out, "out")))
+    join_sets(first, second, out)
     return TrainedSet(out)
 
 
@@ -349,8 +380,12 @@ def fit(image: PathLike | np.ndarray | None = None, *, preset: str | None = None
     KeyboardInterrupt."""
     from inr_cli.runs.start import start_run
 
-    flags = _flags("train", options, settings or {})
-    config, run_dir = _path(config), _path(run_dir)
+    flags = _flags("train", options, _settings(settings))
+    preset, quiet = arguments.optional_text(preset, "preset"), arguments.flag(quiet, "quiet")
+    config, run_dir = arguments.optional_path(config, "config"), arguments.optional_path(run_dir, "run_dir")
+    if image is not None and not isinstance(image, (str, os.PathLike, np.ndarray, list, tuple)) and \
+            not hasattr(image, "getdata"):  # a PIL image
+        raise ArgumentTypeError(f"image is a file, an array or a PIL image, got {type(image).__name__}")
     if image is None or isinstance(image, (str, os.PathLike)):
         with _interrupt_as_keyboard_interrupt():
             result = start_run(None if image is None else os.fspath(image), flags, config, run_dir, quiet, preset)
@@ -358,12 +393,13 @@ def fit(image: PathLike | np.ndarray | None = None, *, preset: str | None = None
     array, name = _image_array(image)
     run_dir, made = _array_run_dir(run_dir, name)
     try:
-        np.save(run_dir / IMAGE_IN_RUN, array, allow_pickle=False)
+        with atomic_path(run_dir / IMAGE_IN_RUN, suffix=".npy") as tmp, open(tmp, "wb") as handle:
+            np.save(handle, array, allow_pickle=False)
         with _interrupt_as_keyboard_interrupt():
             result = start_run(str(run_dir / IMAGE_IN_RUN), flags, config, run_dir, quiet, preset)
     except BaseException:
         if not (run_dir / CHECKPOINT).exists():  # no run began: the folder is left as it was found
-            for leftover in [run_dir] if made else list(run_dir.iterdir()):
+            for leftover in [run_dir] if made else [p for p in run_dir.iterdir() if p.name not in IGNORED]:
                 if leftover.is_dir():
                     shutil.rmtree(leftover)
                 else:
@@ -390,16 +426,16 @@ def _image_array(image) -> tuple[np.ndarray, str]:
 
 
 def _array_run_dir(run_dir: Path | None, name: str) -> tuple[Path, bool]:
-    """The folder of a run whose image is an array: run_dir if new or empty, else a new runs/<name>;
-    whether it was made here."""
+    """The folder of a run whose image is an array: run_dir if new or empty (the one folder rule,
+    outputs.folder_output), else a new runs/<name>; whether it was made here."""
+    from inr_cli.outputs import folder_output, make_folder
     from inr_cli.runs.directory import new_run_dir
 
     if run_dir is not None:
-        if run_dir.exists() and any(run_dir.iterdir()):
-            raise UsageError(f"{run_dir} is not empty; an image given as an array starts its run in a new or empty "
-                             f"run_dir (it is saved there as {IMAGE_IN_RUN})")
-        made = not run_dir.exists()
-        run_dir.mkdir(parents=True, exist_ok=True)
+        folder_output(run_dir, lambda folder: False, f"run (an image given as an array starts its run in a new or "
+                      f"empty run_dir, saved there as {IMAGE_IN_RUN})", "run_dir")
+        made = not os.path.lexists(run_dir)
+        make_folder(run_dir)
         return run_dir, made
     while True:  # claimed by its mkdir: two fits started at once never share a folder
         candidate = new_run_dir(name)
@@ -423,10 +459,19 @@ def fit_many(folder: PathLike, out: PathLike, *, preset: str | None = None, conf
     unless force=True (as --force)."""
     from inr_cli.sets.driver import fit_folder
 
-    flags = _flags(FIT_MANY, options, settings or {})
+    flags = _flags(FIT_MANY, options, _settings(settings))
+    folder, out = (value if isinstance(value, str) and is_url(value) else arguments.path(value, name)
+                   for value, name in ((folder, "folder"), (out, "out")))
+    preset, ray = arguments.optional_text(preset, "preset"), arguments.optional_text(ray, "ray")
+    pack, workers = arguments.optional_whole(pack, "pack"), arguments.optional_whole(workers, "workers")
+    gpus_per_worker = arguments.optional_real(gpus_per_worker, "gpus_per_worker")  # their values: check_options
+    skip_unreadable, quiet, add, force = (arguments.flag(value, name) for value, name in
+                                          ((skip_unreadable, "skip_unreadable"), (quiet, "quiet"), (add, "add"),
+                                           (force, "force")))
+    config, labels = arguments.optional_path(config, "config"), arguments.optional_path(labels, "labels")
     with _interrupt_as_keyboard_interrupt():
-        fit_folder(str(folder), str(out), flags, _path(config), preset, pack, ray, workers, gpus_per_worker,
-                   skip_unreadable, quiet, force, add, _path(labels))
+        fit_folder(str(folder), str(out), flags, config, preset, pack, ray, workers, gpus_per_worker,
+                   skip_unreadable, quiet, force, add, labels)
     return None if "://" in str(out) else TrainedSet(out)
 
 
@@ -454,17 +499,22 @@ class _interrupt_as_keyboard_interrupt:
         return False
 
 
-def _path(value: PathLike | None) -> Path | None:
-    return None if value is None else Path(value)
+def _settings(settings) -> dict:
+    if settings is None:
+        return {}
+    if not isinstance(settings, dict) or not all(isinstance(key, str) for key in settings):
+        raise ArgumentTypeError(f"settings is a dict of configuration keys, e.g. {{'optimizer.beta2': 0.95}}, got "
+                                f"{type(settings).__name__}")
+    return settings
 
 
 def _coords(coords, single: bool, networks: int = 1) -> np.ndarray:
-    array = np.asarray(coords, dtype=np.float32)
+    array = arguments.float_array(coords, "coords")
     shared = array.ndim == 2 and array.shape[1] == 2
     own = not single and array.ndim == 3 and array.shape[0] == networks and array.shape[2] == 2
     if not (shared or own):
         expected = "[rows, 2]" if single else f"[rows, 2] or [{networks}, rows, 2]"
-        raise UsageError(f"coords of shape {list(array.shape)}: expected {expected} (u, v) in [-1, 1]")
+        raise ArgumentValueError(f"coords of shape {list(array.shape)}: expected {expected} (u, v) in [-1, 1]")
     return array
 
 

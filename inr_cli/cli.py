@@ -137,7 +137,8 @@ def handles_errors(command):
         except MemoryError:
             if _debug["on"]:
                 raise
-            error("out of memory; try a smaller size or batch")
+            error("out of memory: the machine had less free than inr's estimate said, or another program took "
+                  "it; lower --size, --batch-size, --hidden or the hash grid's --hash-log2-size")
             raise typer.Exit(1) from None
         except OSError as exc:  # what the system refused (a full disk, a read-only folder) that no reader named
             if _debug["on"]:

@@ -16,23 +16,33 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields, make_dataclass, replace
 from pathlib import Path
 
-from inr_cli.errors import UsageError
+from inr_cli.errors import ArgumentTypeError, UsageError
 from inr_cli.resources import configs_dir
 from inr_cli.settings import (  # noqa: F401
+    ADAM,
     ADDED_KEYS,
+    APPLIES,
     BY_KEY,
     BY_NAME,
     DEFAULTS,
     DEVICES,
+    DRAWN_START,
     ENCODINGS,
+    FILE_START,
     FIT_MANY_FREE_KEYS,
+    FOURIER,
+    HASH_GRID,
     HASH_GRID_KEYS,
     MATMULS,
+    META_INIT,
     MODELS,
     NON_NEGATIVE,
     OPTIMIZERS,
     POSITIVE,
     SETTINGS,
+    SGD,
+    SINE,
+    TRAIN,
     Device,
     Encoding,
     Matmul,
@@ -130,18 +140,18 @@ def _flatten(where: str, document: dict) -> dict:
 def coerce_value(where: str, expected: type, value):
     if expected is bool:
         if not isinstance(value, bool):
-            raise UsageError(f"{where} must be true or false, got {value!r}")
+            raise ArgumentTypeError(f"{where} must be true or false, got {value!r}")
         return value
     if expected is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise UsageError(f"{where} must be an integer, got {value!r}")
+            raise ArgumentTypeError(f"{where} must be an integer, got {value!r}")
         return value
     if expected is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise UsageError(f"{where} must be a number, got {value!r}")
+            raise ArgumentTypeError(f"{where} must be a number, got {value!r}")
         return float(value)
     if not isinstance(value, str):
-        raise UsageError(f"{where} must be a string, got {value!r}")
+        raise ArgumentTypeError(f"{where} must be a string, got {value!r}")
     return value
 
 
@@ -278,43 +288,81 @@ def validate(config: Config) -> Config:
     for s in SETTINGS:
         value = config.get(s.key)
         if s.choices and value not in s.choices:
-            raise UsageError(f"{s.name} '{value}' is not one of: {', '.join(s.choices)}")
+            raise UsageError(f"{s.spelled} '{value}' is not one of: {', '.join(s.choices)}")
         if s.bound == POSITIVE and not value > 0:
-            raise UsageError(f"{s.name} must be positive, got {value}")
+            raise UsageError(f"{s.spelled} must be positive, got {value}")
         if s.bound == NON_NEGATIVE and value < 0:
-            raise UsageError(f"{s.name} must not be negative, got {value}")
+            raise UsageError(f"{s.spelled} must not be negative, got {value}")
         if s.most is not None and value > s.most:
-            raise UsageError(f"{s.name} must be at most {s.most}, got {value}")
+            raise UsageError(f"{s.spelled} must be at most {s.most}, got {value}")
     opt = config.optimizer
+    said = {key: BY_KEY[key].spelled for key in ("optimizer.lr", "optimizer.lr_min", "encoding.min_resolution",
+                                                 "encoding.max_resolution", "optimizer.warmup", "training.steps")}
     if opt.lr_min > opt.lr:
-        raise UsageError(f"lr_min ({opt.lr_min}) must not exceed lr ({opt.lr})")
+        raise UsageError(f"{said['optimizer.lr_min']} must not exceed {said['optimizer.lr']}, {opt.lr}; "
+                         f"got {opt.lr_min}")
     if not (opt.beta1 < 1 and opt.beta2 < 1):
-        raise UsageError("beta1 and beta2 must be below 1")
+        raise UsageError("optimizer.beta1 and optimizer.beta2 must be below 1")
     budget_bytes(config.network.max_bytes)
     grid = config.encoding
     if 0 < grid.max_resolution < grid.min_resolution:
-        raise UsageError(f"hash_max_res ({grid.max_resolution}) must not be below hash_min_res ({grid.min_resolution})")
+        raise UsageError(f"{said['encoding.max_resolution']} must not be below {said['encoding.min_resolution']}, "
+                         f"{grid.min_resolution}; got {grid.max_resolution}")
     if config.training.matmul == "cublas" and config.training.precision != "fp32":
         raise UsageError(f"--matmul cublas multiplies in FP32 only; --precision {config.training.precision} needs "
                          f"--matmul kernel")
+    if config.training.device == "cpu" and config.training.precision != "fp32":  # auto: backends/__init__.py
+        raise UsageError(f"--precision {config.training.precision} (training.precision) runs on a GPU's tensor "
+                         f"cores; --device cpu trains in FP32: leave it out, or train on a GPU")
     if opt.warmup >= config.training.steps:
-        raise UsageError(f"warmup ({opt.warmup}) must be below steps ({config.training.steps})")
+        raise UsageError(f"{said['optimizer.warmup']} must be below {said['training.steps']}, "
+                         f"{config.training.steps}; got {opt.warmup}")
     return config
 
 
+def applies(setting, config: Config, command: str = TRAIN) -> bool:
+    """Whether a setting does anything in this configuration (Setting.applies)."""
+    drawn = config.training.init in ("random", "shared")
+    return {"": True, FOURIER: config.encoding.name == "fourier", HASH_GRID: config.encoding.name == "hashgrid",
+            SINE: config.network.model == "siren", FILE_START: not drawn or command == META_INIT,
+            DRAWN_START: drawn, ADAM: config.optimizer.name == "adam",
+            SGD: config.optimizer.name == "sgd"}[setting.applies]
+
+
+def refuse_inapplicable(config: Config, given, command: str = TRAIN) -> None:
+    """A setting given on the command line (or to the API) where it does nothing is refused by name:
+    it would be recorded and ignored (a config file, which may hold every key, is not held to it)."""
+    for key in given:
+        setting = BY_KEY[key]
+        if not applies(setting, config, command):
+            raise UsageError(f"{setting.spelled} does nothing here: it acts only {APPLIES[setting.applies]}; leave "
+                             f"it out")
+
+
 def build_config(config_file: Path | None, values: dict, preset_name: str | None = None,
-                 model_presets: dict[str, str] = MODEL_PRESETS) -> Config:
+                 model_presets: dict[str, str] = MODEL_PRESETS, command: str = TRAIN,
+                 start: dict | None = None) -> Config:
     """The settings' defaults, then the preset (named, or the chosen model's in `model_presets`),
-    then the file, then `values` ({"section.key": v})."""
+    then the file, then `values` ({"section.key": v}: the command line's, held to
+    refuse_inapplicable). A file start (--init PATH) names its network: `start` is what it says
+    (formats/start.start_network: its network's settings, and the preset tuned for it under
+    "preset"), which comes before `values` where neither a preset nor a --config is named."""
     values = {k: v for k, v in values.items() if v is not None}
     from_file = read_toml(config_file) if config_file else {}
+    start = dict(start or {})
+    if preset_name is None and config_file is None and start:
+        preset_name = start.pop("preset")
+    else:
+        start = {}
     if preset_name is None:
         model = values.get("network.model") or from_file.get("network.model") or DEFAULTS["network.model"]
         if model not in MODELS:
             raise UsageError(f"model '{model}' is not one of: {', '.join(MODELS)}")
         preset_name = model_presets[model]
     path = preset_path(preset_name)
-    return validate(from_values({**DEFAULTS, **read_toml(path), **from_file, **values}, str(path)))
+    config = validate(from_values({**DEFAULTS, **read_toml(path), **start, **from_file, **values}, str(path)))
+    refuse_inapplicable(config, values, command)
+    return config
 
 
 def given_keys(config_file: Path | None, values: dict, preset_name: str | None = None) -> set[str]:

@@ -29,3 +29,24 @@ class WriteError(InrError, OSError):
 
     def __reduce__(self):  # one crossing a process (a Ray task) keeps its message
         return type(self), (self.message, self.errno, self.strerror)
+
+
+# From Python, a bad argument is an InrError that is also the built-in error a Python user catches
+# for it (inr_cli/arguments.py checks them at the API's boundary).
+class ArgumentTypeError(UsageError, TypeError):
+    """An argument of a type the function does not take (a number where a path goes)."""
+
+
+class ArgumentValueError(UsageError, ValueError):
+    """An argument of the right type and a value the function does not take (a share above 1)."""
+
+
+class IndexOutOfRange(UsageError, IndexError):
+    """An index past the end of a set or a view."""
+
+
+class NoSuchName(InrError, KeyError):
+    """A name the set does not hold."""
+
+    def __str__(self) -> str:  # KeyError's own would quote the message
+        return str(self.args[0]) if self.args else ""

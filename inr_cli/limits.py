@@ -8,6 +8,8 @@ number is one line, never a long allocation or an out-of-memory kill.
 
 from __future__ import annotations
 
+import math
+
 # Pixels of an image inr reads, resizes to, writes or draws, whatever its format: a gigapixel photo
 # with room to spare (an image is held at one byte a value, 6 GB of 8-bit RGB at this limit; a
 # canvas this large is drawn in tiles, core/render.py). Pillow's own bomb guard is a warning up to 2x
@@ -47,3 +49,28 @@ MAX_LOG2_TABLE_SIZE = 24
 
 # Seconds a connection or a read of a URL may wait (INR_NETWORK_TIMEOUT sets another).
 NETWORK_TIMEOUT = 60.0
+
+
+# ---- the size a picture for looking at is drawn at (runs/pictures.py draws them) ----------------
+
+def shrink_factor(width: int, height: int, max_pixels: int | None = None) -> int:
+    """The whole factor a picture for looking at is shrunk by, so that it keeps within max_pixels
+    (default MAX_PICTURE_PIXELS) and MAX_PICTURE_SIDE whatever the image's size or shape: 1 for every
+    ordinary image."""
+    max_pixels = MAX_PICTURE_PIXELS if max_pixels is None else max_pixels
+    k = max(1, math.ceil(max(width, height) / MAX_PICTURE_SIDE), math.ceil(math.sqrt(width * height / max_pixels)))
+    while -(-width // k) * -(-height // k) > max_pixels:  # the rounding up of each side may carry it over
+        k += 1
+    return k
+
+
+def preview_factor(width: int, height: int) -> int:
+    """Previews, drawn while the run trains, show every k-th pixel: within MAX_PREVIEW_PIXELS."""
+    return shrink_factor(width, height, MAX_PREVIEW_PIXELS)
+
+
+def picture_size(width: int, height: int, k: int | None = None) -> tuple[int, int]:
+    """The size of a width x height image's every k-th pixel each way (default: shrink_factor's k, the
+    size a picture of it is drawn at)."""
+    k = shrink_factor(width, height) if k is None else k
+    return -(-width // k), -(-height // k)

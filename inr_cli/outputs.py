@@ -11,9 +11,13 @@ the scratch folders of join and fit-many --add).
   beside the files there, replacing only its own).
 - An output is never one of the command's inputs, nor inside a folder it reads images from (they
   would be read as inputs next time), even with --force.
-- A side file or a folder inr writes into is a regular file or a folder: a FIFO, a device or a link
-  to one there is refused (it could block or never end). A target named by -o that is not a regular
-  file (a pipe, /dev/stdout) is written through, as a stream.
+- Every file inr writes (an output, a side file, a file in a folder of its own) is a regular file or
+  a path to create, checked before anything opens it (writable): a link there, whether it points to
+  a file, a folder or nothing, is refused even with --force (writing through it would change a file
+  the user never named; replacing it, the link they made), and so is a FIFO, a socket or a device (a
+  write could block for ever or never end). `-o -` is standard output. A folder named through a link
+  is the folder it names, as every folder on a path is; a folder inr goes on with (a run it resumes,
+  its set, its study) holds no link and no special file among the files it writes.
 - A scratch folder is the command's own: made with a marker inside, deleted only where the marker
   is (a folder of the user's at that name is refused), and removed on any failure.
 - The folder an output goes in exists and takes a file, checked before the work where the work is
@@ -31,12 +35,11 @@ from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
 
-from inr_cli.console import notice
 from inr_cli.errors import InrError, UsageError
-from inr_cli.formats.atomic import is_special
 
 SCRATCH_MARKER = ".inr-scratch"  # inside a scratch folder from its creation: what makes it ours to delete
-IGNORED = frozenset({".lock", ".DS_Store"})  # a folder holding only these is empty (a lock, a file manager's)
+# A folder holding only these is empty: a lock, a file manager's, a marker a killed release left.
+IGNORED = frozenset({".lock", ".DS_Store", SCRATCH_MARKER})
 
 
 def check_parent(path: Path) -> None:
@@ -77,6 +80,27 @@ def refuse_inputs(target: Path, inputs: Iterable[Path | str], flag: str = "-o") 
                              f"choose another {flag}")
 
 
+def refuse_inputs_among(targets: Iterable[Path], inputs: Iterable[Path | str], flag: str = "-o") -> None:
+    """refuse_inputs for many outputs and many inputs (a set's files and its images): each file
+    looked at once, compared as refuse_inputs compares them (one file, through any link)."""
+    ids = {}
+    for target in targets:
+        try:
+            found = os.stat(target)
+        except (OSError, ValueError):
+            continue
+        ids[(found.st_dev, found.st_ino)] = target
+    for source in inputs if ids else ():
+        try:
+            found = os.stat(source)
+        except (OSError, ValueError):
+            continue
+        target = ids.get((found.st_dev, found.st_ino))
+        if target is not None:
+            raise UsageError(f"{target} is an input of this command ({source}); it is never overwritten, even "
+                             f"with --force: choose another {flag}")
+
+
 def _resolved(path: Path) -> Path:
     """The path with its folder's links followed (the path itself need not exist)."""
     path = Path(path)
@@ -111,11 +135,9 @@ def output_target(output: Path | None, default: Path | None, force: bool, protec
     named = output is not None
     target = Path(output) if named else Path(default)
     check_parent(target)
-    if target.is_dir():
-        raise UsageError(f"{target} is a folder; {flag} names the file to write")
     refuse_inputs(target, protected, flag)
-    refuse_dangling(target, flag)
-    if not target.exists() or is_special(target):
+    writable(target, flag)
+    if not target.exists():
         return target
     if named and not force:
         raise UsageError(f"{target} already exists; --force replaces it")
@@ -126,39 +148,76 @@ def output_target(output: Path | None, default: Path | None, force: bool, protec
 
 def say_replacing(target: Path, flag: str = "-o") -> None:
     """The notice for a default output name that exists and is about to be replaced."""
-    if target.exists() and not is_special(target):
+    if os.path.isfile(target) and not os.path.islink(target):
+        from inr_cli.console import notice  # Rich only where something is said: the writers import this module
+
         notice(f"replacing {target} (the default output name; {flag} chooses another)")
 
 
-def refuse_dangling(path: Path, flag: str = "-o") -> None:
-    """A dangling link is refused: writing through it would create a file wherever it points."""
-    if os.path.islink(path) and not os.path.exists(path):
-        raise UsageError(f"{path} is a link to nothing; inr never writes through it: choose another {flag}")
-
-
-def refuse_special(path: Path, flag: str = "-o") -> None:
-    """A file inr writes beside its output, or reads back from there, is a regular file or absent."""
+def writable(path: Path, flag: str = "-o") -> None:
+    """The rule for every file inr writes, checked before anything opens it: `path` is a regular
+    file or nothing yet. A link (to a file, a folder or nothing) is refused, even with --force, and
+    so is a FIFO, a socket, a device or a folder (the module's docstring says why)."""
     try:
-        mode = os.stat(path).st_mode
+        mode = os.lstat(path).st_mode
     except FileNotFoundError:
-        refuse_dangling(path, flag)
         return
     except OSError as exc:
-        raise InrError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(mode):
-        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a FIFO or a device)"
-        raise UsageError(f"{path} is {kind}; inr never writes there: choose another {flag}")
+        raise InrError(f"{path}: cannot look at it ({exc.strerror or exc})") from None
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISLNK(mode):
+        try:
+            points = os.readlink(path)
+        except OSError:
+            points = "?"
+        nothing = "" if os.path.exists(path) else ", which does not exist"
+        raise UsageError(f"{path} is a link (to {points}{nothing}); inr never writes through a link nor replaces "
+                         f"one, even with --force: remove it or choose another {flag}")
+    if stat.S_ISDIR(mode):
+        raise UsageError(f"{path} is a folder; {flag} names the file to write")
+    raise UsageError(f"{path} is not a regular file (a FIFO, a socket or a device); inr writes only to a regular "
+                     f"file or a new one: choose another {flag}")
+
+
+def writable_inside(folder: Path, flag: str = "-o") -> None:
+    """A folder of its own that a command goes on with (a run, a set, a study) holds no link and no
+    special file among its files: each is refused (writable) before the work, not when a
+    checkpoint meets it. Nothing is opened."""
+    pending = [Path(folder)]
+    while pending:
+        try:
+            with os.scandir(pending.pop()) as found:
+                entries = list(found)
+        except OSError as exc:
+            raise InrError(f"{folder}: cannot list ({exc.strerror or exc})") from None
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                pending.append(Path(entry.path))
+            elif not entry.is_file(follow_symlinks=False):
+                writable(Path(entry.path), flag)
+
+
+def refuse_dangling(path: Path, flag: str = "-o") -> None:
+    """A folder output named through a link names a folder: a link to nothing is refused (making it
+    would make a folder wherever it points), and so is a link to anything else, by its own name."""
+    if not os.path.islink(path):
+        return
+    if not os.path.exists(path):
+        raise UsageError(f"{path} is a link to nothing; inr never writes through it: choose another {flag}")
+    if not os.path.isdir(path):
+        raise UsageError(f"{path} is a link to a file, not a folder; {flag} names a folder: choose another")
 
 
 def side_files(paths: Iterable[Path], force: bool, own: Iterable[Path] = (), protected: Iterable[Path | str] = (),
                flag: str = "-o") -> None:
     """Files a command writes beside its output, named after it: each absent, the command's own
     (`own`: ones it wrote, as its checkpoint records), or replaced with --force; never an input,
-    never a FIFO, a device or a folder."""
+    never a link, a FIFO, a device or a folder (writable)."""
     own = {_resolved(path) for path in own}
     for path in paths:
         refuse_inputs(path, protected, flag)
-        refuse_special(path, flag)
+        writable(path, flag)
         if os.path.exists(path) and _resolved(path) not in own and not force:
             raise UsageError(f"{path} already exists (this command writes there); --force replaces it, or choose "
                              f"another {flag}")
@@ -166,14 +225,17 @@ def side_files(paths: Iterable[Path], force: bool, own: Iterable[Path] = (), pro
 
 def folder_output(folder: Path, own, what: str, flag: str = "-o", force: bool | None = None,
                   protected: Iterable[Path | str] = (), inside: Iterable[Path | str] = (),
-                  placed: Iterable[str] = ()) -> bool:
+                  placed: Iterable[str] = (), writes: Iterable[str] = ()) -> bool:
     """A folder a command writes its files in: new, empty (but for files it `placed` there itself,
     which it never writes over), or its own (own(folder) is true: it holds the command's marker),
     which it goes on with; True for the last. Anything else is refused (force=None: the command has
-    no --force; with --force the command writes beside what is there, replacing only its own files)."""
+    no --force; with --force the command writes beside what is there, replacing only its own files,
+    `writes`: the names it writes there). What it will write in a folder that exists is checked
+    as every file is (writable, writable_inside)."""
     folder = Path(folder)
     refuse_inputs(folder, protected, flag)
     refuse_inside(folder, inside, flag)
+    refuse_dangling(folder, flag)
     if not os.path.lexists(folder):
         existing = next(parent for parent in _resolved(folder).parents if parent.exists())
         if existing.is_dir():  # where it will be made, checked before the work (a file there: making it says so)
@@ -183,16 +245,21 @@ def folder_output(folder: Path, own, what: str, flag: str = "-o", force: bool | 
         raise UsageError(f"{folder} is {'a file' if folder.is_file() else 'not a folder'}; {flag} names a "
                          f"folder: choose another")
     if own(folder):
+        writable_inside(folder, flag)
         takes_files(folder, f"{flag} {folder}")
         return True
     try:
         others = sorted(set(os.listdir(folder)) - IGNORED - set(placed))
     except OSError as exc:
         raise InrError(f"{folder}: cannot list ({exc.strerror or exc})") from None
+    ours = sorted(set(writes) & set(others))
     if others and not force:
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
-        later = "" if force is None else " (--force writes beside them)"
+        later = "" if force is None else f" (--force replaces its {', '.join(ours)})" if ours else \
+            " (--force writes beside them)"
         raise UsageError(f"{folder} is not empty ({shown}) and holds no {what}: choose another {flag}{later}")
+    for name in ours:
+        writable(folder / name, flag)
     takes_files(folder, f"{flag} {folder}")
     return False
 
@@ -210,11 +277,23 @@ def is_scratch(folder: Path) -> bool:
     return folder.is_dir() and not folder.is_symlink() and (folder / SCRATCH_MARKER).is_file()
 
 
+def _empty_folder(folder: Path) -> bool:
+    """A folder (not a link) holding nothing: what a command killed between making its scratch
+    folder and marking it leaves; removing it loses nothing of anyone's."""
+    try:
+        return Path(folder).is_dir() and not Path(folder).is_symlink() and not os.listdir(folder)
+    except OSError:
+        return False
+
+
 def remove_scratch(folder: Path) -> None:
-    """A scratch folder of inr's removed (nothing to do where there is none); a folder of the
-    user's at its name (no marker inside) is refused, never deleted."""
+    """A scratch folder of inr's removed (nothing to do where there is none, an empty folder removed
+    too); a folder of the user's at its name (no marker inside) is refused, never deleted."""
     folder = Path(folder)
     if not os.path.lexists(folder):
+        return
+    if _empty_folder(folder):
+        folder.rmdir()
         return
     if not is_scratch(folder):
         raise UsageError(f"{folder} is in the way: inr keeps its work in progress there, and never deletes what "
@@ -227,7 +306,8 @@ def remove_scratch(folder: Path) -> None:
 
 def new_scratch(folder: Path, resume: bool = False) -> Path:
     """A scratch folder made afresh, its marker inside (a leftover of inr's removed first; with
-    `resume`, kept as it is: work a rerun goes on with)."""
+    `resume`, kept as it is: work a rerun goes on with). Killed between the folder and its marker,
+    it leaves an empty folder, which the next command takes as its own (remove_scratch)."""
     folder = Path(folder)
     if resume and is_scratch(folder):
         return folder
@@ -236,7 +316,7 @@ def new_scratch(folder: Path, resume: bool = False) -> Path:
         folder.mkdir()
         mark_scratch(folder)
     except OSError as exc:
-        if is_scratch(folder):
+        if is_scratch(folder) or _empty_folder(folder):
             shutil.rmtree(folder, ignore_errors=True)
         raise InrError(f"cannot create {folder} ({exc.strerror or exc})") from None
     return folder
@@ -260,7 +340,10 @@ def scratch(folder: Path, keep_on=(), resume: bool = False):
         raise
 
 
-def released(folder: Path) -> Path:
-    """A scratch folder about to become an output (renamed to it): its marker taken out."""
-    (Path(folder) / SCRATCH_MARKER).unlink(missing_ok=True)
-    return Path(folder)
+def release(folder: Path, output: Path) -> Path:
+    """A scratch folder renamed to become `output`, then its marker taken out. Killed between the
+    two, the output is whole and its leftover marker is ignored where folders are looked at
+    (IGNORED); killed before, the scratch folder is still inr's to remove or go on with."""
+    os.rename(folder, output)
+    (Path(output) / SCRATCH_MARKER).unlink(missing_ok=True)
+    return Path(output)

@@ -35,6 +35,16 @@ TRAIN, FIT_MANY, META_INIT = "train", "fit-many", "meta-init"
 FITS = (TRAIN, FIT_MANY, META_INIT)
 POSITIVE, NON_NEGATIVE = "positive", "non-negative"
 NO_LEGACY = object()  # a key that checkpoints have held since they were first written
+# Where a setting does anything (Setting.applies), in the words of a refusal: "does nothing but ...".
+FOURIER, HASH_GRID, SINE = "fourier", "hashgrid", "sine"
+FILE_START, DRAWN_START, ADAM, SGD = "file start", "drawn start", "adam", "sgd"
+APPLIES = {FOURIER: "with Fourier features (--encoding fourier)",
+           HASH_GRID: "with a hash grid (--encoding hashgrid)",
+           SINE: "in a network of sine layers (--model siren)",
+           FILE_START: "with a file start (--init PATH), or in meta-init",
+           DRAWN_START: "with a drawn start (--init random or shared): a file start keeps its own",
+           ADAM: "with Adam (--optimizer adam)",
+           SGD: "with SGD (--optimizer sgd)"}
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,7 @@ class Setting:
     flag: bool = True  # False: set through --set or a --config file only
     legacy: object = NO_LEGACY  # for a key added later: the value that does what runs saved before it did
     values: str = ""  # how the flag's value is written when it is not only one of choices (random|shared|PATH)
+    applies: str = ""  # where it does anything (a key of APPLIES); given where it does nothing, it is refused
 
     def __post_init__(self):
         if not self.name:
@@ -72,6 +83,12 @@ class Setting:
         return "--" + self.name.replace("_", "-")
 
     @property
+    def spelled(self) -> str:
+        """As a message names it: the flag and the TOML key (--hash-max-res / encoding.max_resolution),
+        the key alone where it has no flag."""
+        return f"{self.option} ({self.key})" if self.flag else self.key
+
+    @property
     def metavar(self) -> str:
         if self.values:
             return self.values
@@ -86,7 +103,7 @@ SETTINGS = (
     Setting("network.hidden", int, 256, "Neurons per hidden layer", bound=POSITIVE, most=MAX_WIDTH),
     Setting("network.layers", int, 3, "Number of hidden layers", bound=POSITIVE, most=MAX_LAYERS),
     Setting("network.omega0", float, 0.0, "SIREN frequency omega_0; 0 = from the image's size (0.3 per pixel of "
-            "its longer side, 15 to 60)", bound=NON_NEGATIVE),
+            "its longer side, 15 to 60)", bound=NON_NEGATIVE, applies=SINE),
     Setting("network.weight_scale", float, 1.0, "Multiply every initial weight but the output layer's by this "
             "(weight scaling, Yeom et al. 2024): fewer steps to a sharp fit, at a cost between the pixels above 1.5",
             bound=POSITIVE, legacy=1.0),
@@ -102,31 +119,33 @@ SETTINGS = (
             "training and drawing run in float32 either way", choices=DTYPES, legacy="float32", commands=(TRAIN,)),
     Setting("network.init_output_at_mean", bool, True, "Start the output biases at the image's mean colour "
             "(the logit of it for a sigmoid output; fit-many's shared start: at mid-grey, one start for every "
-            "network); a file start (--init PATH) keeps its own", legacy=False),
+            "network); a file start (--init PATH) keeps its own", legacy=False, applies=DRAWN_START),
     Setting("network.start_output_at_mean", bool, False, "Set a file start's output biases (--init PATH) to each "
             "image's mean colour, where it otherwise keeps its own (meta-init: each inner fit starts so, learning a "
-            "start for fits that do)", legacy=False),
+            "start for fits that do)", legacy=False, applies=FILE_START),
     Setting("encoding.name", str, "none", "Coordinates as they are (none), Gaussian Fourier features "
             "cos/sin(2 pi B x), B ~ N(0, sigma^2) (fourier), or a trained multiresolution hash grid (hashgrid, "
             "Mueller et al. 2022)", name="encoding", choices=ENCODINGS),
     Setting("encoding.features", int, 256, "Fourier mapping size m: the network sees 2m inputs",
-            name="fourier_features", bound=POSITIVE, most=MAX_WIDTH),
+            name="fourier_features", bound=POSITIVE, most=MAX_WIDTH, applies=FOURIER),
     Setting("encoding.sigma", float, 6.0, "Spread of the Fourier frequencies; 0 = from the image's size (0.027 "
-            "per pixel of its longer side, 2 to 10)", name="fourier_sigma", bound=NON_NEGATIVE),
+            "per pixel of its longer side, 2 to 10)", name="fourier_sigma", bound=NON_NEGATIVE, applies=FOURIER),
     Setting("encoding.levels", int, 0, "Hash grid: levels of the grid, coarsest to finest; 0 = from the image (16 "
             "where the byte budget holds them whole, 8 where it hashes them)", name="hash_levels",
-            bound=NON_NEGATIVE, most=MAX_LEVELS, legacy=16),
+            bound=NON_NEGATIVE, most=MAX_LEVELS, legacy=16, applies=HASH_GRID),
     Setting("encoding.level_features", int, 2, "Hash grid: trained features per level (the network sees levels x "
-            "features inputs)", name="hash_features", bound=POSITIVE, most=MAX_LEVEL_FEATURES, legacy=2),
+            "features inputs)", name="hash_features", bound=POSITIVE, most=MAX_LEVEL_FEATURES, legacy=2,
+            applies=HASH_GRID),
     Setting("encoding.log2_table_size", float, 0.0, "Hash grid: log2 of the entries of each level's table (a level "
             "with fewer vertices is stored dense, a finer one hashed into the table); 0 = sized to the byte budget "
             "(--max-bytes; by default the image's 8-bit bytes)",
-            name="hash_log2_size", bound=NON_NEGATIVE, most=MAX_LOG2_TABLE_SIZE, legacy=19.0),
+            name="hash_log2_size", bound=NON_NEGATIVE, most=MAX_LOG2_TABLE_SIZE, legacy=19.0,
+            applies=HASH_GRID),
     Setting("encoding.min_resolution", int, 16, "Hash grid: cells across the coarsest level", name="hash_min_res",
-            bound=POSITIVE, most=MAX_RESOLUTION, legacy=16),
+            bound=POSITIVE, most=MAX_RESOLUTION, legacy=16, applies=HASH_GRID),
     Setting("encoding.max_resolution", int, 0, "Hash grid: cells across the finest level; 0 = from the image's "
             "size (its longer side: one cell a pixel)", name="hash_max_res", bound=NON_NEGATIVE, most=MAX_RESOLUTION,
-            legacy=0),
+            legacy=0, applies=HASH_GRID),
     Setting("optimizer.name", str, "adam", "Adam (PyTorch's formula) or SGD with momentum", name="optimizer",
             choices=OPTIMIZERS),
     Setting("optimizer.lr", float, 4e-4, "Peak learning rate, cosine-annealed to lr_min over the whole budget",
@@ -135,10 +154,10 @@ SETTINGS = (
             commands=(TRAIN, FIT_MANY)),
     Setting("optimizer.warmup", int, 0, "Steps of linear warm-up to lr before the cosine; 0 = none",
             bound=NON_NEGATIVE, legacy=0, commands=(TRAIN, FIT_MANY)),
-    Setting("optimizer.beta1", float, 0.9, "Adam's first-moment decay", bound=POSITIVE, flag=False),
-    Setting("optimizer.beta2", float, 0.999, "Adam's second-moment decay", bound=POSITIVE, flag=False),
-    Setting("optimizer.eps", float, 1e-8, "Adam's epsilon", bound=POSITIVE, flag=False),
-    Setting("optimizer.momentum", float, 0.9, "SGD's momentum", bound=NON_NEGATIVE, flag=False),
+    Setting("optimizer.beta1", float, 0.9, "Adam's first-moment decay", bound=POSITIVE, flag=False, applies=ADAM),
+    Setting("optimizer.beta2", float, 0.999, "Adam's second-moment decay", bound=POSITIVE, flag=False, applies=ADAM),
+    Setting("optimizer.eps", float, 1e-8, "Adam's epsilon", bound=POSITIVE, flag=False, applies=ADAM),
+    Setting("optimizer.momentum", float, 0.9, "SGD's momentum", bound=NON_NEGATIVE, flag=False, applies=SGD),
     Setting("training.steps", int, 1000, "Total steps (fit-many: per network; train --resume: the run's new "
             "total, above the step it reached)", bound=POSITIVE, commands=(TRAIN, FIT_MANY)),
     Setting("training.batch_size", int, 0, "Random pixels per step; 0 = every pixel every step",

@@ -17,7 +17,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from inr_cli.errors import InrError
+from inr_cli import arguments
+from inr_cli.errors import ArgumentValueError, InrError
 
 WHOLE = re.compile(r"-?[0-9]+")  # a label that is a whole number (class folders 0, 1, 2 ...)
 STD_FLOOR = 1e-8  # a parameter that does not vary across the split (a shared, untrained one) stays finite
@@ -29,12 +30,12 @@ def label_codes(labels: Sequence[str], classes: Sequence[str] | None = None) -> 
     else numerically when every label is a whole number (class folders 2 and 10 keep their order),
     else alphabetically."""
     if classes is not None:
-        names = [str(name) for name in classes]
+        names = arguments.names(classes, "classes")
         if len(set(names)) != len(names):
-            raise InrError(f"classes name a class twice: {names}")
+            raise ArgumentValueError(f"classes name a class twice: {names}")
         unknown = sorted(set(labels) - set(names))
         if unknown:
-            raise InrError(f"label {unknown[0]!r} is not one of the classes given ({', '.join(names)})")
+            raise ArgumentValueError(f"label {unknown[0]!r} is not one of the classes given ({', '.join(names)})")
     else:
         names = sorted(set(labels), key=lambda text: (0, int(text), "") if _whole(text) else (1, 0, text))
     code = {name: i for i, name in enumerate(names)}
@@ -47,16 +48,13 @@ def split_positions(codes: np.ndarray, groups: Sequence | None, test: float,
     share `test` (rounded, at least one where the class has two or more) held out; with groups (one
     per position: a font, a writer, a source photo), whole groups held out, the share `test` of them
     drawn with `seed`, so that no group is on both sides."""
-    if not 0 < test < 1:
-        raise InrError(f"test must be a share between 0 and 1, got {test}")
-    rng = np.random.default_rng(seed)
+    test = arguments.number(test, "test (the share held out)", above=0, below=1)
+    rng = np.random.default_rng(arguments.whole(seed, "seed", 0))
     if groups is not None:
-        groups = np.asarray([str(g) for g in groups])
-        if len(groups) != len(codes):
-            raise InrError(f"groups must name one group per network: {len(groups)} for {len(codes)} networks")
+        groups = np.asarray([str(g) for g in arguments.sequence(groups, "groups", len(codes))])
         names = np.unique(groups)
         if len(names) < 2:
-            raise InrError("groups must name two groups at least, one to train on and one to hold out")
+            raise ArgumentValueError("groups must name two groups at least, one to train on and one to hold out")
         count = min(max(int(round(test * len(names))), 1), len(names) - 1)
         held = np.isin(groups, names[rng.permutation(len(names))[:count]])
         return np.flatnonzero(~held), np.flatnonzero(held)
@@ -138,6 +136,8 @@ class WeightsView:
     def statistics(self) -> tuple[np.ndarray, np.ndarray]:
         """Per-parameter mean and standard deviation [P] of these networks (of the raw weights),
         for standardized(): computed on the training split, applied to both."""
+        if len(self) == 0:
+            raise ArgumentValueError("statistics of a view of no networks: split a larger set, or hold out less")
         raw = self._with_rows(self.rows)
         raw.mean = raw.std = None
         weights = raw.weights.astype(np.float64)
@@ -146,24 +146,32 @@ class WeightsView:
 
     def standardized(self, mean: np.ndarray, std: np.ndarray) -> "WeightsView":
         """The same networks, their weights handed out as (w - mean) / std."""
+        width = self._weights.shape[1]
+        mean, std = arguments.float_array(mean, "mean", (width,)), arguments.float_array(std, "std", (width,))
+        if not (std > 0).all():
+            raise ArgumentValueError(f"std must be positive for every parameter, got {float(std.min()):g}")
         view = self._with_rows(self.rows)
-        view.mean, view.std = np.asarray(mean, dtype=np.float32), np.asarray(std, dtype=np.float32)
+        view.mean, view.std = mean, std
         return view
 
     def order(self, shuffle: bool = True, seed: int = 0, epoch: int = 0) -> np.ndarray:
         """Positions 0..n-1 in the order of an epoch: a permutation drawn from (seed, epoch), so each
         epoch has its own and a rerun the same."""
-        if not shuffle:
+        if not arguments.flag(shuffle, "shuffle"):
             return np.arange(len(self))
+        seed, epoch = arguments.whole(seed, "seed", 0), arguments.whole(epoch, "epoch", 0)
         return np.random.default_rng([seed, epoch]).permutation(len(self))
 
     def batches(self, batch_size: int, shuffle: bool = True, seed: int = 0, epoch: int = 0,
                 drop_last: bool = False) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(weights [B, P] float32, labels [B] int64) batches of one epoch, NumPy arrays (jnp.asarray
         takes them as they are); labels are -1 for an unlabelled set."""
-        if batch_size <= 0:
-            raise InrError(f"batch_size must be positive, got {batch_size}")
-        positions = self.order(shuffle, seed, epoch)
+        batch_size = arguments.whole(batch_size, "batch_size", 1)
+        drop_last = arguments.flag(drop_last, "drop_last")
+        positions = self.order(shuffle, seed, epoch)  # checked here, when called, not at the first batch
+        return self._batches(positions, batch_size, drop_last)
+
+    def _batches(self, positions: np.ndarray, batch_size: int, drop_last: bool):
         codes = self._codes if self._codes is not None else np.full(len(self._names), -1, dtype=np.int64)
         for start in range(0, len(positions), batch_size):
             chosen = self.rows[positions[start:start + batch_size]]
@@ -185,7 +193,8 @@ class WeightsView:
                 return len(view)
 
             def __getitem__(self, i):
-                row = view.rows[i:i + 1] if i >= 0 else view.rows[i:][:1]
+                position = arguments.index(i, "network", len(view))
+                row = view.rows[position:position + 1]
                 label = int(view._codes[row[0]]) if view._codes is not None else -1
                 return torch.from_numpy(view._take(row)[0]), label
 

@@ -156,7 +156,7 @@ def test_rerun_resumes_and_refuses_changed_settings(reference, tmp_path):
     config.write_text("[optimizer]\nlr = 1e-3\n")
     result = fit(folder, "-o", out, "--config", config, "--device", "cpu", "-q")
     assert result.exit_code == 2 and "optimizer.lr = 0.003, not 0.001" in result.output
-    result = fit(folder, "-o", out, "--preset", "fourier", *NET)
+    result = fit(folder, "-o", out, "--preset", "fourier", *sized)  # (--omega0 does nothing in its ReLU network)
     assert result.exit_code == 2 and "network.model = 'siren', not 'relu'" in result.output
 
 

@@ -41,8 +41,7 @@ def test_a_large_image_trains_the_hash_grid_and_a_small_one_siren(tmp_path, larg
 
 
 @pytest.mark.parametrize("named", [["--preset", "siren"], ["--model", "siren"], ["--encoding", "none"],
-                                   ["--omega0", "30"], ["--weight-scale", "2"], ["--set", "network.omega0=30"],
-                                   ["--fourier-sigma", "3"]])
+                                   ["--omega0", "30"], ["--weight-scale", "2"], ["--set", "network.omega0=30"]])
 def test_a_named_preset_model_or_encoding_wins_over_the_size(tmp_path, large_from, named):
     """So does a flag only SIREN or Fourier features take: a large image trains the network it was given for."""
     large_from(20 * 20)

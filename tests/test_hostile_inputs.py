@@ -175,8 +175,9 @@ def test_train_refuses_at_once_the_networks_a_reader_calls_damaged(trained, tmp_
     words the checkpoint's reader uses for a file that declares the same network."""
     image = make_image(tmp_path / "img.png", "RGB", size=(12, 9), seed=3)
     flags = ["--steps", "3", "--device", "cpu", "-q", "--run-dir", tmp_path / "run"]
-    for given, said in ((["--encoding", "hashgrid", "--hash-levels", "65"], "hash_levels must be at most 64, got 65"),
-                        (["--hidden", "70000"], "hidden must be at most 65536, got 70000")):
+    for given, said in ((["--encoding", "hashgrid", "--hash-levels", "65"],
+                         "--hash-levels (encoding.levels) must be at most 64, got 65"),
+                        (["--hidden", "70000"], "--hidden (network.hidden) must be at most 65536, got 70000")):
         refused_leaving_all(tmp_path, ["train", image, *flags, *given], said)
     ran = inr("train", image, *flags, "--hidden", "65536", "--layers", "2", measure=True)
     refused(ran, "the settings give a network of 4,295,426,051 parameters, above inr's limit of 2,147,483,648")

@@ -109,7 +109,7 @@ def test_an_output_that_holds_the_users_files_is_refused_then_forced(reference, 
         line = refused(fit(images, "-o", tmp_path / "u", *NET), "is not empty", "--force", code=2)
         assert snapshot(tmp_path) == before
     theirs = sorted(set(names) & {"index.csv", "network.json", "weights.npy"})
-    assert (f"--force replaces its {', '.join(theirs)}" if theirs else "--force writes the set beside them") in line
+    assert (f"--force replaces its {', '.join(theirs)}" if theirs else "--force writes beside them") in line
     result = fit(images, "-o", tmp_path / "u", *NET, "--force")
     assert result.exit_code == 0, result.output
     assert len(load_network_set(tmp_path / "u").index) == 5
@@ -165,6 +165,11 @@ def test_a_file_named_as_the_output_and_a_set_file_that_is_an_input(reference, t
     before = snapshot(tmp_path)
     refused(fit(listing, "-o", tmp_path / "u", *NET, "--force"), "is an input of this command",
             "never overwritten", code=2)
+    assert snapshot(tmp_path) == before
+    (tmp_path / "elsewhere.npy").symlink_to(tmp_path / "u" / "weights.npy")  # the same file by another name
+    listing.write_text(f"{images / 'img0.png'}\n{tmp_path / 'elsewhere.npy'}\n")
+    before = snapshot(tmp_path)
+    refused(fit(listing, "-o", tmp_path / "u", *NET, "--force"), "is an input of this command", code=2)
     assert snapshot(tmp_path) == before
 
 

@@ -36,6 +36,14 @@ def run(*args):
     return runner.invoke(app, [str(a) for a in args])
 
 
+def one_line(result, code: int) -> str:
+    """The one line on stderr of a command that failed with `code`."""
+    assert result.exit_code == code, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    return lines[0]
+
+
 def ok(result):
     assert result.exit_code == 0, result.output
     return result
@@ -100,7 +108,7 @@ def test_a_fifo_or_a_device_where_meta_init_keeps_its_checkpoint_is_refused_befo
     refused_leaving_all(tmp_path, ["meta-init", made / "imgs", "-o", out, *META, *NET], "FIFO")
     (tmp_path / "s.safetensors.meta.npz").unlink()
     os.symlink("/dev/zero", tmp_path / "s.safetensors.meta.npz")
-    refused_leaving_all(tmp_path, ["meta-init", made / "imgs", "-o", out, *META, *NET], "not a regular file")
+    refused_leaving_all(tmp_path, ["meta-init", made / "imgs", "-o", out, *META, *NET], "is a link")
 
 
 @pytest.mark.parametrize("options,message", [
@@ -402,9 +410,17 @@ def test_train_refuses_a_folder_of_the_users_and_never_writes_over_its_image(mad
                                    "2", *NET], "holds no run")
 
 
-def test_a_very_wide_image_trains_with_its_pictures_drawn_within_limits(tmp_path):
+def test_a_very_wide_image_trains_with_its_pictures_drawn_within_limits_and_a_wider_one_is_refused(tmp_path):
+    """65535 pixels a side is the limit every reader holds a file's declared size to (a PNG, an
+    array, a CSV's coordinates), before it decodes a pixel."""
     wide = tmp_path / "wide.png"
-    Image.fromarray((np.random.default_rng(0).random((1, 100000, 3)) * 255).astype(np.uint8)).save(wide)
+    pixels = (np.random.default_rng(0).random((1, 65536, 3)) * 255).astype(np.uint8)
+    Image.fromarray(pixels).save(wide)
+    refused(inr("train", wide, "--run-dir", tmp_path / "run", *NET), "65536x1, which exceeds the limit of 65535")
+    np.save(tmp_path / "wide.npy", pixels)
+    refused(inr("train", tmp_path / "wide.npy", "--run-dir", tmp_path / "run", *NET), "exceeds the limit of 65535")
+    assert not (tmp_path / "run").exists()
+    Image.fromarray(pixels[:, :65535]).save(wide)
     ran = inr("train", wide, "--run-dir", tmp_path / "run", "--steps", "4", "--preview-every", "1", *NET,
               measure=True)
     assert ran.code == 0, ran.stderr
@@ -462,6 +478,11 @@ def test_the_api_raises_inrs_own_error_for_a_set_file_of_bad_names(made, tmp_pat
         save_file(tensors, str(tmp_path / "bad.safetensors"), metadata=saved)
         with pytest.raises(inr_cli.InrError, match=message):
             inr_cli.load(tmp_path / "bad.safetensors")
+    # the names of a set over the tensors of one network: not loaded as that one network
+    save_file({name: tensor[0] for name, tensor in tensors.items()}, str(tmp_path / "one.safetensors"),
+              metadata=metadata)
+    with pytest.raises(inr_cli.InrError, match="names the images of a set, but its tensors hold one network"):
+        inr_cli.load(tmp_path / "one.safetensors")
 
 
 def test_labels_that_read_as_numbers_or_not_are_classes(made, tmp_path):
@@ -493,6 +514,20 @@ def test_nan_weights_are_never_handed_out(made, tmp_path):
         assert np.array_equal(next(batches)[0], kept[i:i + 1])
     with pytest.raises(inr_cli.InrError, match="i2.png"):
         next(batches)
+    for exported in ("set.safetensors", "set_0-4.hdf5"):  # an export holds only networks a reader takes
+        line = one_line(run("export", out, "-o", tmp_path / exported), 1)
+        assert "i2.png: its network's parameters hold NaN" in line and not (tmp_path / exported).exists(), line
+
+
+def test_an_hdf5_export_is_named_for_the_rows_it_holds(made, tmp_path):
+    """neural-field-arena reads NAME_START-END.hdf5 as rows START to END: a name that says other rows
+    than the set holds is refused, naming one that says them."""
+    pytest.importorskip("h5py")
+    for name, said in (("train_0-400.hdf5", "name it train_0-4.hdf5"), ("test_10-12.hdf5", "name it test_10-14.hdf5"),
+                       ("set.hdf5", "name it set_0-4.hdf5")):
+        line = one_line(run("export", made / "set", "-o", tmp_path / name), 2)
+        assert "holds 4 networks" in line and said in line and not (tmp_path / name).exists(), line
+    ok(run("export", made / "set", "-o", tmp_path / "test_10-14.hdf5"))
 
 
 def test_add_refuses_an_image_the_set_holds_that_changed(made, tmp_path):

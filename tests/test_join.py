@@ -53,21 +53,26 @@ def test_sets_fitted_differently_do_not_join(tmp_path):
     assert result.exit_code == 1 and "training.init" in result.output and "Traceback" not in result.output
     result = runner.invoke(app, ["join", str(tmp_path / "a"), str(tmp_path / "a"), "-o", str(tmp_path / "d")])
     assert result.exit_code == 1 and "is in both" in result.output
-    fit(other, tmp_path / "tf32", "--precision", "tf32")  # what a GPU fits differs: a set records it
-    result = runner.invoke(app, ["join", str(tmp_path / "a"), str(tmp_path / "tf32"), "-o", str(tmp_path / "e")])
-    assert result.exit_code == 1 and "training.precision = 'fp32' but" in result.output
+    fit(other, tmp_path / "scaled", "--weight-scale", "2")  # another fit: a set records it
+    result = runner.invoke(app, ["join", str(tmp_path / "a"), str(tmp_path / "scaled"), "-o", str(tmp_path / "e")])
+    assert result.exit_code == 1 and "network.weight_scale = 1.0 but" in result.output
 
 
 def test_a_hash_grid_setting_takes_no_part_without_a_hash_grid(tmp_path):
-    """A SIREN set depends on no hash grid setting: sets that differ only there join, and a rerun given
-    one goes on."""
+    """A SIREN set depends on no hash grid setting: sets that differ only there (a config file may
+    hold every key) join, and a rerun from such a file goes on; given on the command line, where it
+    does nothing, one is refused by name."""
     fit(make_folder(tmp_path / "images", count=2), tmp_path / "a")
     other = make_folder(tmp_path / "other", count=1)
     (other / "img0.png").rename(other / "x.png")
-    fit(other, tmp_path / "b", "--hash-levels", "8", "--hash-max-res", "64")
+    (tmp_path / "grid.toml").write_text("[encoding]\nlevels = 8\nmax_resolution = 64\nlog2_table_size = 12\n")
+    fit(other, tmp_path / "b", "--config", tmp_path / "grid.toml")
     result = runner.invoke(app, ["join", str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(tmp_path / "c")])
     assert result.exit_code == 0, result.output
-    fit(tmp_path / "images", tmp_path / "a", "--hash-log2-size", "12")
+    fit(tmp_path / "images", tmp_path / "a", "--config", tmp_path / "grid.toml")
+    result = runner.invoke(app, ["fit-many", str(tmp_path / "images"), "-o", str(tmp_path / "a"), *NET,
+                                 "--hash-log2-size", "12"])
+    assert result.exit_code == 2 and "--hash-log2-size (encoding.log2_table_size) does nothing" in result.output
 
 
 def test_an_add_that_fails_keeps_its_fitted_images_for_the_rerun(tmp_path, monkeypatch):

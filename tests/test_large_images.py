@@ -223,10 +223,10 @@ def test_a_large_canvas_without_o_is_written_as_tiles(small_run, monkeypatch):
 def test_a_large_run_ends_with_the_psnr_of_its_subset(tmp_path, monkeypatch):
     """An image beyond a picture's limits is never drawn whole at the end: the run's last line gives the
     whole image's PSNR read on the subset, said as such, the subset's PSNR of the saved network."""
+    from inr_cli import limits
     from inr_cli.core import subset_psnr
-    from inr_cli.runs import pictures
 
-    monkeypatch.setattr(pictures, "MAX_PICTURE_SIDE", 10)
+    monkeypatch.setattr(limits, "MAX_PICTURE_SIDE", 10)
     monkeypatch.setattr(subset_psnr, "SUBSET_PIXELS", 60)
     image, _ = bytes_and_floats()
     Image.fromarray(image.pixels).save(tmp_path / "photo.png")

@@ -2,13 +2,13 @@
 of the file or inside a function alike, and no modules import each other in a circle.
 
 Bottom to top:
-    1  settings and configuration, errors, limits, the console, hooks, progress, the package's own files
+    1  settings and configuration, errors, limits, the console, hooks, progress, the package's own files,
+       the API's argument checks, where outputs may go (outputs.py: the one rule every writer follows)
     2  core: coordinates, networks, the training state, pixels, the trainer and its step loop
        (a backend is handed in, never imported)
     3  backends
     4  formats: the files of the core's objects (and the networks as PyTorch or JAX functions)
-    5  services: a run directory (runs/), fit-many (sets/), loading one network from either, where
-       outputs may go (outputs.py)
+    5  services: a run directory (runs/), fit-many (sets/), loading one network from either
     6  api.py, the library
     7  the commands and cli.py, the viewer beside them
 """
@@ -28,12 +28,11 @@ PACKAGE = "inr_cli"
 LAYERS = {
     "inr_cli": 1, "inr_cli.settings": 1, "inr_cli.config": 1, "inr_cli.errors": 1, "inr_cli.console": 1,
     "inr_cli.hooks": 1, "inr_cli.progress": 1, "inr_cli.resources": 1, "inr_cli.extras": 1,
-    "inr_cli.limits": 1,
+    "inr_cli.limits": 1, "inr_cli.arguments": 1, "inr_cli.outputs": 1,
     "inr_cli.core": 2,
     "inr_cli.backends": 3,
     "inr_cli.formats": 4, "inr_cli.frameworks": 4, "inr_cli.weights_data": 4,
     "inr_cli.runs": 5, "inr_cli.sets": 5, "inr_cli.loading": 5, "inr_cli.tune": 5,
-    "inr_cli.outputs": 5,
     "inr_cli.sets.output_kind": 5, "inr_cli.sets.read_ahead": 5,
     "inr_cli.api": 6,
     "inr_cli.commands": 7, "inr_cli.cli": 7, "inr_cli.__main__": 7, "inr_cli.viewer": 7,

@@ -189,9 +189,12 @@ def test_a_file_start_keeps_its_own_output_biases(tmp_path):
     for command in (["fit-many", str(folder), "-o", str(tmp_path / "set"), "--steps", "2"],
                     ["train", str(folder / "00.png"), "--run-dir", str(tmp_path / "run"), "--steps", "2"],
                     ["meta-init", str(folder), "-o", str(tmp_path / "learned.safetensors"), "--outer-steps", "1"]):
-        result = runner.invoke(app, [*command, "--init", str(start), "--init-output-at-mean", *net])
+        result = runner.invoke(app, [*command, "--init", str(start), *net])
         assert result.exit_code == 0, result.output
     assert "init_output_at_mean = false" in (tmp_path / "run" / "config.toml").read_text()
+    result = runner.invoke(app, [*command, "--init", str(start), "--init-output-at-mean", *net])
+    assert result.exit_code == 2 and "--init-output-at-mean (network.init_output_at_mean) does nothing" in \
+        result.output  # given where it does nothing: refused by name
     shared = build_config(None, flags_to_values({"init_output_at_mean": True, "init": "shared"}))
     from_file = with_values(shared, {"training.init": str(start)})
     assert resolved_start(shared).network.init_output_at_mean  # a draw starts at each image's mean
@@ -278,21 +281,29 @@ def test_inner_fits_at_each_images_mean_colour_start_as_a_fit_from_the_start_wil
 
 def test_force_starts_afresh_with_the_commands_own_settings(tmp_path):
     """A rerun goes on with what its checkpoint was learned with; with --force a checkpoint that does
-    not fit (here: other --outer-steps) is started afresh with the command's own settings, not with
-    the ones of the checkpoint it throws away."""
+    not fit (here: other --inner-steps) is started afresh with the command's own settings, not with
+    the ones of the checkpoint it throws away. More --outer-steps learns longer from where it stopped;
+    fewer than it reached are refused."""
     from inr_cli.sets.meta import MetaState
 
     folder = kind(tmp_path / "kind", 4, 0)
     out = tmp_path / "start.safetensors"
-    net = ["--hidden", "8", "--layers", "2", "--device", "cpu", "-q", "--inner-steps", "2", "--meta-batch", "2",
-           "--eval-every", "1"]
+    net = ["--hidden", "8", "--layers", "2", "--device", "cpu", "-q", "--meta-batch", "2", "--eval-every", "1"]
 
     def learned_lr() -> float:
         return float(json.loads(str(MetaState(out).read()["settings"]))["config"]["lr"])
 
     assert runner.invoke(app, ["meta-init", str(folder), "-o", str(out), "--lr", "1e-3", "--outer-steps", "2",
-                               *net]).exit_code == 0
+                               "--inner-steps", "2", *net]).exit_code == 0
     assert learned_lr() == 1e-3
-    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(out), "--outer-steps", "3", "--force", *net])
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(out), "--outer-steps", "3", "--inner-steps", "2",
+                                 *net])
+    assert result.exit_code == 0, result.output
+    assert MetaState(out).read()["step"] == 3 and learned_lr() == 1e-3  # learned longer, with its own settings
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(out), "--outer-steps", "2", "--inner-steps", "2",
+                                 *net])
+    assert result.exit_code == 2 and "pass more than 3 to learn longer" in result.output, result.output
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(out), "--outer-steps", "3", "--inner-steps", "3",
+                                 "--force", *net])
     assert result.exit_code == 0, result.output
     assert learned_lr() == 3e-3  # the sets preset's, as a first run of this command

@@ -71,7 +71,7 @@ def test_a_set_resumes_with_the_command_that_made_it(tmp_path):
 @pytest.mark.parametrize("changed, said", [
     (["--lr", "1e-3"], "was started with optimizer.lr = 0.0004, not 0.001"),
     (["--preset", "sets"], "was started with network.omega0 = 15.0, not 30.0"),  # a preset named counts as given
-    (["--precision", "tf32"], "was started with training.precision = 'fp32', not 'tf32'"),
+    (["--weight-scale", "2"], "was started with network.weight_scale = 1.0, not 2.0"),
 ])
 def test_a_set_rerun_or_grown_with_a_setting_changed_is_refused_naming_it(tmp_path, changed, said):
     work = copied(tmp_path, "images", "more", "set")

@@ -1,12 +1,15 @@
 """The output policy (inr_cli/outputs.py) on every command of the CLI, the commands enumerated from
 the Typer app itself: a command added tomorrow fails here until it says how it writes.
 
-Each command that writes has a recipe: how to run it with its output at a given path. Every recipe
+Each command that writes has a recipe: how to run it with its output at a given path (a command
+with several writers, one recipe each: ONNX, a set's safetensors and hdf5, a TIFF). Every recipe
 is run with a file and a folder of the user's in the way, with its output one of its inputs, inside
-a folder it reads images from, in a read-only folder, in a missing one and on a device that refuses
-every write; then every file it wrote beside its output (found by running it once into a folder of
-its own) is put in its way in turn. A refusal is one line on stderr and a non-zero exit, and leaves
-every file as it was; --force, where a command has it, replaces only what the command writes.
+a folder it reads images from, in a read-only folder, in a missing one, on a device that refuses
+every write, on a full disk, and with a link (to nothing, to a file of the user's) or a FIFO where
+its output goes; then every file it wrote beside its output (found by running it once into a folder
+of its own) is put in its way in turn, as a file, a link and a FIFO. A refusal is one line on stderr
+and a non-zero exit, and leaves every file as it was; --force, where a command has it, replaces only
+what the command writes.
 """
 
 from __future__ import annotations
@@ -105,10 +108,15 @@ class Recipe:
     inputs: tuple[str, ...] = ()
     folders: tuple[str, ...] = ()
     scratch: tuple[str, ...] = field(default=())  # folders beside the output it works in, {} its name
+    what: str = ""  # which of a command's writers, where it has several
 
     @property
     def folder(self) -> bool:
         return not self.suffix
+
+    @property
+    def id(self) -> str:
+        return f"{self.command}{'-' + self.what if self.what else ''}"
 
 
 META = ["--outer-steps", "1", "--inner-steps", "2", "--meta-batch", "2", "--eval-every", "1"]
@@ -117,7 +125,14 @@ RECIPES = [
     Recipe("decode", lambda b, o: ["decode", b / "img.csv", "-o", o], ".png", True, ("img.csv",)),
     Recipe("render", lambda b, o: ["render", b / "run", "-o", o, "--device", "cpu", "-q"], ".png", True,
            ("run/checkpoint.npz", "img.png")),
+    Recipe("render", lambda b, o: ["render", b / "run", "-o", o, "--depth", "16", "--device", "cpu", "-q"], ".tiff",
+           True, ("run/checkpoint.npz", "img.png"), what="tiff"),
     Recipe("export", lambda b, o: ["export", b / "run", "-o", o], ".safetensors", True, ("run/checkpoint.npz",)),
+    Recipe("export", lambda b, o: ["export", b / "run", "-o", o], ".onnx", True, ("run/checkpoint.npz",), what="onnx"),
+    Recipe("export", lambda b, o: ["export", b / "set", "-o", o], ".safetensors", True, ("set/weights.npy",),
+           what="set"),
+    Recipe("export", lambda b, o: ["export", b / "set", "-o", o], "_0-4.hdf5", True, ("set/weights.npy",),
+           what="hdf5"),
     Recipe("meta-init", lambda b, o: ["meta-init", b / "imgs", "-o", o, "--init", b / "start.safetensors", *META,
                                       *NET], ".safetensors", True, ("start.safetensors",), ("imgs",)),
     Recipe("train", lambda b, o: ["train", b / "img.png", "--run-dir", o, "--steps", "2", *NET], inputs=("img.png",)),
@@ -208,7 +223,7 @@ def refused_leaving_all(recipe: Recipe, base: Path, out: Path, watched: Path, fo
     return line
 
 
-@pytest.mark.parametrize("recipe", RECIPES, ids=lambda recipe: recipe.command)
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda recipe: recipe.id)
 def test_a_file_of_the_users_is_replaced_only_with_force(recipe, base, place):
     out = output_in(recipe, place)
     out.write_bytes(MINE)
@@ -222,7 +237,7 @@ def test_a_file_of_the_users_is_replaced_only_with_force(recipe, base, place):
             refused_leaving_all(recipe, base, out, place, force)
 
 
-@pytest.mark.parametrize("recipe", RECIPES, ids=lambda recipe: recipe.command)
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda recipe: recipe.id)
 def test_a_folder_of_the_users_is_never_replaced(recipe, base, place):
     out = output_in(recipe, place)
     out.mkdir()
@@ -237,7 +252,18 @@ def test_a_folder_of_the_users_is_never_replaced(recipe, base, place):
             refused_leaving_all(recipe, base, out, place, force=True)
 
 
-@pytest.mark.parametrize("recipe", [r for r in RECIPES if r.inputs or r.folders], ids=lambda recipe: recipe.command)
+@pytest.mark.parametrize("recipe", [r for r in RECIPES if r.folder], ids=lambda recipe: recipe.id)
+def test_a_folder_holding_only_a_file_managers_files_is_empty_to_every_command(recipe, base, place):
+    """One rule for every folder output (outputs.IGNORED): what a file manager leaves is kept."""
+    out = output_in(recipe, place)
+    out.mkdir()
+    (out / ".DS_Store").write_bytes(MINE)
+    result = run(*recipe.args(base, out))
+    assert result.exit_code == 0, result.output
+    assert (out / ".DS_Store").read_bytes() == MINE
+
+
+@pytest.mark.parametrize("recipe", [r for r in RECIPES if r.inputs or r.folders], ids=lambda recipe: recipe.id)
 def test_an_output_that_is_an_input_or_inside_an_input_folder_is_refused_even_with_force(recipe, base):
     for name in recipe.inputs + recipe.folders:
         for force in {False, recipe.force}:
@@ -247,7 +273,7 @@ def test_an_output_that_is_an_input_or_inside_an_input_folder_is_refused_even_wi
             refused_leaving_all(recipe, base, base / name / f"out{recipe.suffix}", base, force)
 
 
-@pytest.mark.parametrize("recipe", [r for r in RECIPES if not r.folder], ids=lambda recipe: recipe.command)
+@pytest.mark.parametrize("recipe", [r for r in RECIPES if not r.folder], ids=lambda recipe: recipe.id)
 def test_a_file_into_a_missing_folder_is_one_line(recipe, base, tmp_path):
     refused_leaving_all(recipe, base, tmp_path / "missing" / f"out{recipe.suffix}", tmp_path)
 
@@ -279,7 +305,7 @@ def read_only(folder: Path):
         folder.chmod(0o755)
 
 
-@pytest.mark.parametrize("recipe", RECIPES, ids=lambda recipe: recipe.command)
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda recipe: recipe.id)
 def test_an_output_in_a_read_only_folder_is_one_line_and_leaves_nothing(recipe, base, place):
     with read_only(place):
         line = refused_leaving_all(recipe, base, output_in(recipe, place), place)
@@ -297,7 +323,7 @@ def full_device(folder: Path, name: str) -> Path:
     return node
 
 
-@pytest.mark.parametrize("recipe", RECIPES, ids=lambda recipe: recipe.command)
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda recipe: recipe.id)
 def test_an_output_on_a_full_device_is_one_line(recipe, base, tmp_path):
     full = full_device(tmp_path, f"full{recipe.suffix}")
     line = refused_leaving_all(recipe, base, full, tmp_path, force=recipe.force)  # not /dev: others write there
@@ -306,27 +332,89 @@ def test_an_output_on_a_full_device_is_one_line(recipe, base, tmp_path):
         assert "No space left on device" in line or "not a regular file" in line, line
 
 
-def test_an_hdf5_export_into_a_fifo_is_one_line(base, tmp_path):
-    """h5py cannot write a stream and says so in lines of its own: the command says one."""
-    pytest.importorskip("h5py")
-    fifo = tmp_path / "set.hdf5"
-    os.mkfifo(fifo)
-    line = refused(run("export", base / "set", "-o", fifo))
-    assert str(fifo) in line and stat.S_ISFIFO(os.stat(fifo).st_mode), line
+@contextlib.contextmanager
+def full_disk(folder: Path):
+    """`folder`, a small file system of its own filled to the last byte (a tmpfs: root only)."""
+    folder.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", folder],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small file system here (root and mount needed)")
+    try:
+        with open(folder / ".filler", "wb", buffering=0) as handle, contextlib.suppress(OSError):
+            while True:
+                handle.write(b"\0" * 512)
+        yield folder
+    finally:
+        subprocess.run(["umount", folder], check=True)
 
 
-@pytest.mark.parametrize("recipe", RECIPES, ids=lambda recipe: recipe.command)
-def test_a_link_to_nothing_as_the_output_is_refused_even_with_force(recipe, base, tmp_path):
-    """Writing through it would create a file wherever it points, in a folder the user never named."""
+@pytest.mark.parametrize("recipe", [r for r in RECIPES if not r.folder], ids=lambda recipe: recipe.id)
+def test_a_file_on_a_full_disk_is_one_line_in_the_systems_words(recipe, base, tmp_path):
+    """Whatever library writes the file (h5py's own words run to lines, with a time in them), the
+    line names the file and the system's reason."""
+    with full_disk(tmp_path / "full") as full:
+        out = output_in(recipe, full)
+        line = refused_leaving_all(recipe, base, out, full, recipe.force)
+        assert str(out) in line and "No space left on device" in line and "time" not in line, line
+
+
+@contextlib.contextmanager
+def never_hangs(seconds: int = 60):
+    """A command that opened a FIFO to write would wait for a reader for ever: fail instead."""
+    def hung(signum, frame):
+        raise AssertionError(f"still running after {seconds} s: it opened a FIFO")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda recipe: recipe.id)
+def test_a_link_or_a_fifo_as_the_output_is_refused_even_with_force_before_it_is_opened(recipe, base, tmp_path):
+    """Through a link to nothing a write would create a file wherever it points; through a link to a
+    file it would change a file the user never named (replacing the link, the link they made); a
+    FIFO would block for ever. Each is refused, with --force where the command has it."""
     (tmp_path / "elsewhere").mkdir()
-    link = tmp_path / f"link{recipe.suffix}"
-    link.symlink_to(tmp_path / "elsewhere" / f"target{recipe.suffix}")
+    theirs = tmp_path / "elsewhere" / f"theirs{recipe.suffix or '.txt'}"
+    theirs.write_bytes(MINE)
+    (tmp_path / f"nothing{recipe.suffix}").symlink_to(tmp_path / "elsewhere" / f"target{recipe.suffix}")
+    (tmp_path / f"link{recipe.suffix}").symlink_to(theirs)
+    os.mkfifo(tmp_path / f"fifo{recipe.suffix}")
+    with never_hangs():
+        for name in ("nothing", "link", "fifo"):
+            out = tmp_path / f"{name}{recipe.suffix}"
+            line = refused_leaving_all(recipe, base, out, tmp_path, recipe.force)
+            assert str(out) in line, line
+
+
+
+@pytest.mark.parametrize("recipe", [r for r in RECIPES if r.folder], ids=lambda recipe: recipe.id)
+def test_a_folder_output_named_through_a_link_is_the_folder_it_names(recipe, base, tmp_path):
+    """As every folder on a path is followed; the files inr writes in it are checked as any are:
+    a link put among them afterwards is refused by the command that goes on with the folder."""
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "theirs.txt").write_bytes(MINE)
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path / "elsewhere")
+    result = run(*recipe.args(base, link))
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink() and any((tmp_path / "elsewhere").iterdir())
+    written = sorted(path for path in (tmp_path / "elsewhere").rglob("*") if path.is_file())
+    written[-1].unlink()
+    written[-1].symlink_to(tmp_path / "theirs.txt")
     for force in {False, recipe.force}:
-        line = refused_leaving_all(recipe, base, link, tmp_path, force)
-        assert str(link) in line, line
+        before = snapshot(tmp_path)
+        result = run(*recipe.args(base, link), *(["--force"] if force else []))
+        if result.exit_code != 0 or recipe.command != "eval":  # eval reads a run that is there, writes nothing
+            refused(result)
+        assert snapshot(tmp_path) == before
 
 
-@pytest.mark.parametrize("recipe", RECIPES, ids=lambda recipe: recipe.command)
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda recipe: recipe.id)
 def test_what_a_command_writes_beside_its_output_is_checked_as_the_output_is(recipe, base, tmp_path):
     """Run once into a folder of its own, a command leaves its output and whatever it names after
     it; each of those, in the way of a second run, is refused (replaced only with --force), and
@@ -346,9 +434,17 @@ def test_what_a_command_writes_beside_its_output_is_checked_as_the_output_is(rec
         if recipe.force:
             result = run(*recipe.args(base, output_in(recipe, place)), "--force")
             assert result.exit_code == 0, result.output
+        (place / name).unlink()  # a link or a FIFO there: refused even with --force, never opened
+        (place / name).symlink_to(place / "theirs")
+        (place / "theirs").write_bytes(MINE)
+        refused_leaving_all(recipe, base, output_in(recipe, place), place, recipe.force)
+        (place / name).unlink()
+        os.mkfifo(place / name)
+        with never_hangs():
+            refused_leaving_all(recipe, base, output_in(recipe, place), place, recipe.force)
 
 
-@pytest.mark.parametrize("recipe", [r for r in RECIPES if r.scratch], ids=lambda recipe: recipe.command)
+@pytest.mark.parametrize("recipe", [r for r in RECIPES if r.scratch], ids=lambda recipe: recipe.id)
 def test_a_folder_of_the_users_where_a_command_works_is_refused_never_deleted(recipe, base, place):
     out = output_in(recipe, place)
     for pattern in recipe.scratch:

@@ -137,3 +137,27 @@ def test_render_shows_a_progress_bar_on_a_terminal_only(photo_run):
         assert "render 600x450" in shown and "100%" in shown, shown
     piped = cli("render", run_dir, "--size", "600", "--device", "cpu")
     assert piped.returncode == 0 and b"render 600x450" not in piped.stderr
+
+
+def test_a_scratch_folder_killed_before_its_marker_or_its_release_stays_inrs(tmp_path, monkeypatch):
+    """Killed between making a scratch folder and marking it, inr left an empty folder: the next
+    command takes it as its own. Killed while releasing one to its output name, the folder is still
+    marked (the marker goes after the rename), so the next command removes or resumes it."""
+    from inr_cli import outputs
+
+    work = tmp_path / ".out.joining"
+    work.mkdir()  # what a kill between mkdir and the marker leaves
+    with outputs.scratch(work) as made:
+        (made / "rows").write_bytes(b"work")
+        monkeypatch.setattr(outputs.os, "rename", lambda a, b: (_ for _ in ()).throw(KeyboardInterrupt()))
+        with pytest.raises(KeyboardInterrupt):
+            outputs.release(made, tmp_path / "out")
+        assert outputs.is_scratch(made), "a scratch folder without its marker would be refused next time"
+        monkeypatch.undo()
+        outputs.release(made, tmp_path / "out")
+    assert (tmp_path / "out" / "rows").read_bytes() == b"work" and not outputs.is_scratch(tmp_path / "out")
+    assert not work.exists()
+    (tmp_path / "theirs").mkdir()
+    (tmp_path / "theirs" / "notes.txt").write_bytes(b"mine")
+    with pytest.raises(outputs.UsageError, match="never deletes what it did not make"):
+        outputs.remove_scratch(tmp_path / "theirs")

@@ -129,3 +129,70 @@ def test_one_map_from_a_flag_to_its_setting():
     assert not hasattr(config, "FLAGS")
     assert settings.BY_NAME["fourier_sigma"].key == "encoding.sigma"
     assert config.flags_to_values({"fourier_sigma": 3.0, "hidden": None}) == {"encoding.sigma": 3.0}
+
+
+# Where each condition of Setting.applies holds and where it does not, as a configuration's values.
+WHERE = {settings.FOURIER: ({"encoding.name": "fourier"}, {}),
+         settings.HASH_GRID: ({"encoding.name": "hashgrid"}, {}),
+         settings.SINE: ({}, {"network.model": "relu"}),
+         settings.FILE_START: ({"training.init": "start.safetensors"}, {}),
+         settings.DRAWN_START: ({}, {"training.init": "start.safetensors"}),
+         settings.ADAM: ({}, {"optimizer.name": "sgd"}),
+         settings.SGD: ({"optimizer.name": "sgd"}, {})}
+
+
+def test_a_setting_given_where_it_does_nothing_is_refused_by_its_flag_and_key():
+    """Every setting that acts only in some networks (Setting.applies; a new one is covered here)
+    is refused where given and useless, and taken where it acts; a config file holding every key
+    (a run's config.toml) is not held to it."""
+    from inr_cli.config import DEFAULTS, from_values, refuse_inapplicable
+
+    conditional = [s for s in settings.SETTINGS if s.applies]
+    assert {s.applies for s in conditional} == set(WHERE) == set(settings.APPLIES)
+    for setting in conditional:
+        acts, idle = WHERE[setting.applies]
+        refuse_inapplicable(from_values({**DEFAULTS, **acts}), [setting.key])
+        with pytest.raises(UsageError) as refused:
+            refuse_inapplicable(from_values({**DEFAULTS, **idle}), [setting.key])
+        assert str(refused.value).startswith(f"{setting.spelled} does nothing here"), refused.value
+    refuse_inapplicable(from_values(DEFAULTS), ["network.start_output_at_mean"], settings.META_INIT)
+
+
+def test_the_command_line_and_the_api_refuse_a_setting_that_does_nothing(tmp_path, rgb_png):
+    import inr_cli
+
+    result = CliRunner().invoke(app, ["train", str(rgb_png), "--encoding", "hashgrid", "--fourier-sigma", "3",
+                                      "--run-dir", str(tmp_path / "run")])
+    assert result.exit_code == 2 and "--fourier-sigma (encoding.sigma) does nothing here" in result.stderr
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(UsageError, match="--start-output-at-mean .* does nothing here"):
+        inr_cli.fit(rgb_png, start_output_at_mean=True, run_dir=tmp_path / "run", quiet=True)
+    config = tmp_path / "grid.toml"
+    config.write_text("[encoding]\nname = \"hashgrid\"\nsigma = 3.0\n")  # as a run's config.toml holds every key
+    from inr_cli.config import build_config
+
+    assert build_config(config, {}).encoding.sigma == 3.0
+
+
+def _flags_in(text: str) -> set[str]:
+    return set(re.findall(r"`(--[a-z0-9-]+)`", text))
+
+
+def test_the_guides_lists_of_what_a_rerun_may_change_and_refuses_are_the_codes():
+    """docs/training.md's resume list is RESUMABLE; docs/sets.md's lists for meta-init are the
+    settings it does not take and the ones its checkpoint records (meta.RUN_KEYS, MetaOptions)."""
+    from inr_cli.sets.meta import LONGER, RUN_KEYS, MetaOptions
+
+    docs = GUIDE.parent
+    resume = (docs / "training.md").read_text().split("## Resuming and rerunning", 1)[1].split("\n## ", 1)[0]
+    may_change, budget = resume.split("\n- ")[1:3]
+    free = {s.option for s in settings.SETTINGS if not s.fits and settings.TRAIN in s.commands}
+    assert _flags_in(may_change) == free
+    assert _flags_in(budget) == {settings.BY_NAME[name].option for name in settings.RESUMABLE} - free
+    sets_guide = (docs / "sets.md").read_text()
+    not_taken = sets_guide.split("The inner fits last", 1)[1].split(", so ", 1)[1].split("\n\n", 1)[0]
+    assert _flags_in(not_taken) == {s.option for s in settings.for_command(settings.FIT_MANY)
+                                    if settings.META_INIT not in s.commands}
+    recorded = sets_guide.split("The same command resumes and learns", 1)[1].split("\n\n", 1)[0]
+    options = {"--" + name.replace("_", "-") for name in MetaOptions.__dataclass_fields__ if name not in LONGER}
+    assert options | {settings.BY_KEY[key].option for key in RUN_KEYS} <= _flags_in(recorded)

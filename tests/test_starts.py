@@ -179,3 +179,20 @@ def test_a_file_start_at_each_images_mean_colour(tmp_path):
     assert inr("train", folder / "img1.png", "--init", start, "--start-output-at-mean", "--run-dir", run,
                "--preview-every", "0", *one_step).exit_code == 0
     assert np.abs(ckpt.load(run).params[-3:] - means["img1.png"]).max() < 4e-3
+
+
+def test_a_file_start_names_its_network_where_nothing_else_does(tmp_path):
+    """`inr train IMAGE --init RUN` with no network setting fits RUN's network (here a hash grid,
+    where the default would be a SIREN), and the preset tuned for it; a setting given still wins
+    and a difference with the start is named alone."""
+    folder = make_folder(tmp_path / "images", count=2)
+    grid = ["--encoding", "hashgrid", "--hash-levels", "2", "--hash-log2-size", "6", "--hidden", "8", "--layers", "1"]
+    common = ["--steps", "2", "--device", "cpu", "-q", "--preview-every", "0"]
+    assert inr("train", folder / "img0.png", "--run-dir", tmp_path / "start", *grid, *common).exit_code == 0
+    result = inr("train", folder / "img1.png", "--init", tmp_path / "start", "--run-dir", tmp_path / "run", *common)
+    assert result.exit_code == 0, result.output
+    assert ckpt.load(tmp_path / "run").spec == ckpt.load(tmp_path / "start").spec
+    assert ckpt.load(tmp_path / "run").config.optimizer.lr == 2e-2  # the hashgrid preset's
+    result = inr("train", folder / "img1.png", "--init", tmp_path / "start", "--run-dir", tmp_path / "other",
+                 "--hidden", "16", *common)
+    assert result.exit_code == 1 and result.output.count(" vs ") == 1 and "hidden 8 (the start) vs 16" in result.output

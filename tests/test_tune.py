@@ -273,9 +273,10 @@ def test_a_folder_is_tuned_on_a_seeded_sample_fitted_as_one_pack(tmp_path):
     (["--search", "training.seed=0:5"], "training.seed cannot be searched"),
     (["--search", "network.omega0"], "expected KEY=LOW:HIGH"),
     (["--search", "network.omega0=10:90", "--omega0", "30"], "is also fixed on the command line"),
-    (["--search", "optimizer.beta1=0.5:1.5"], "beta1 and beta2 must be below 1"),
+    (["--search", "optimizer.beta1=0.5:1.5"], "optimizer.beta1 and optimizer.beta2 must be below 1"),
     (["--lr-min", "1e-4"], "the default range of optimizer.lr (1e-05..0.03; --search optimizer.lr=LOW:HIGH sets "
-                           "another): at 1e-05, lr_min (0.0001) must not exceed lr (1e-05)"),
+                           "another): at 1e-05, --lr-min (optimizer.lr_min) must not exceed --lr (optimizer.lr), "
+                           "1e-05; got 0.0001"),
     (["--max-params", "50"], "the smallest network of the space"),
     (["--max-params", "0"], "--max-params must be a positive"),
     (["--objective", "steps"], "give it with --target-psnr"),

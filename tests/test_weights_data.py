@@ -134,7 +134,7 @@ def test_a_split_by_group_holds_whole_groups_out(labelled):
     assert len(held) == round(0.3 * len(set(groups)))
     assert sorted(np.concatenate([train.rows, test.rows]).tolist()) == list(range(len(nets)))
     assert np.array_equal(nets.split(test=0.3, seed=1, groups=groups)[1].rows, test.rows)
-    with pytest.raises(inr_cli.InrError, match="one group per network"):
+    with pytest.raises(inr_cli.InrError, match="one per network"):
         nets.split(groups=groups[1:])
 
 

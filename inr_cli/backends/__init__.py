@@ -9,7 +9,7 @@ from __future__ import annotations
 from inr_cli.backends.cpu_backend import CpuBackend
 from inr_cli.config import DEVICES
 from inr_cli.core.backend import Backend
-from inr_cli.errors import InrError
+from inr_cli.errors import InrError, UsageError
 
 __all__ = ["Backend", "get_backend", "kernel_options", "make_backend"]
 
@@ -24,7 +24,7 @@ def get_backend(device: str = "auto", matmul: str = "kernel", notices: list | No
     if device not in DEVICES:
         raise InrError(f"unknown device '{device}' (choose auto, cpu or gpu)")
     if device == "cpu":
-        return CpuBackend()
+        return _on_the_cpu(precision)
     from inr_cli.backends.gpu_probe import cupy_installed, gpu_unavailable_reason
 
     reason = gpu_unavailable_reason()
@@ -36,6 +36,15 @@ def get_backend(device: str = "auto", matmul: str = "kernel", notices: list | No
         raise InrError(f"--device gpu: {reason}")
     if notices is not None and cupy_installed():
         notices.append(f"no usable GPU ({reason}); using the CPU")
+    return _on_the_cpu(precision)
+
+
+def _on_the_cpu(precision: str) -> Backend:
+    """The CPU engine, which multiplies in FP32: a training asked to run in TF32 there would record
+    a precision it never used (and a resume in FP32 would then be refused), so it is refused."""
+    if precision != "fp32":
+        raise UsageError(f"--precision {precision} (training.precision) runs on a GPU's tensor cores; this training "
+                         f"runs on the CPU, in FP32: leave it out, or train on a GPU")
     return CpuBackend()
 
 

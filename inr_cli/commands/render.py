@@ -14,6 +14,7 @@ from inr_cli.commands.paths import output_target, run_sources
 from inr_cli.config import Device
 from inr_cli.console import err, info
 from inr_cli.core.canvas import WHOLE_CANVAS_PIXELS, canvas_size, check_region
+from inr_cli.core.memory import check_render
 from inr_cli.core.render import render_at_depth, tile_rows
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.images import image_format, save_tiff, save_uint8, save_uint16
@@ -74,6 +75,9 @@ def command(
         raise UsageError(f"{output}: float renders are written as TIFF (use .tif)")
     target = output_target(output, default, force, [run, *run_sources(run, image)])
     backend = make_backend(device, quiet=quiet)
+    if not tiles:  # tiles are drawn a strip of rows at a time
+        check_render(network.spec, *((w, h) if part is None else (part[2] - part[0], part[3] - part[1])), backend,
+                     depth)
     start = time.perf_counter()
     if tiles:
         _write_tiles(backend, network, w, h, target, quiet)

@@ -10,7 +10,7 @@ from inr_cli.commands.paths import shown_path
 from inr_cli.commands.setting_options import given_settings, set_option, with_setting_options
 from inr_cli.console import info
 from inr_cli.errors import UsageError
-from inr_cli.runs.pictures import picture_size
+from inr_cli.limits import picture_size
 from inr_cli.runs.start import resume_run, start_run
 from inr_cli.runs.training import RunInterrupted
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from inr_cli.errors import UsageError
+from inr_cli.errors import InrError, UsageError
 from inr_cli.limits import MAX_IMAGE_PIXELS, MAX_SIDE
 
 # Pixels converted to floats at a time where a whole image is read through (its mean, its
@@ -105,14 +105,30 @@ def as_floats(array: np.ndarray) -> np.ndarray:
     return np.asarray(array, dtype=np.float32)
 
 
+def beyond_image_limits(width: int, height: int) -> str | None:
+    """What puts a width x height image beyond what inr reads, draws or writes (limits.py: pixels
+    a side and in all), in words; None within. Every reader holds what a file declares to it before
+    decoding a pixel, and every canvas and resize is held to it."""
+    if width > MAX_SIDE or height > MAX_SIDE:
+        return f"{width}x{height}, which exceeds the limit of {MAX_SIDE} pixels a side"
+    if width * height > MAX_IMAGE_PIXELS:
+        return f"{width}x{height} ({width * height} pixels), which exceeds the limit of {MAX_IMAGE_PIXELS} pixels"
+    return None
+
+
+def check_image(width: int, height: int, where: str) -> None:
+    """A file's image refused in one line naming it where it is beyond inr's limits."""
+    fault = beyond_image_limits(width, height)
+    if fault:
+        raise InrError(f"{where}: the image is {fault}")
+
+
 def within_limits(width: int, height: int, what: str = "image") -> tuple[int, int]:
     """(width, height), refused in one line beyond inr's limits (limits.py) before anything is
     allocated for it."""
-    if width > MAX_SIDE or height > MAX_SIDE:
-        raise UsageError(f"a {width}x{height} {what} exceeds the limit of {MAX_SIDE} pixels a side")
-    if width * height > MAX_IMAGE_PIXELS:
-        raise UsageError(f"a {width}x{height} {what} ({width * height} pixels) exceeds the limit of {MAX_IMAGE_PIXELS} "
-                         f"pixels")
+    fault = beyond_image_limits(width, height)
+    if fault:
+        raise UsageError(f"a {what} of {fault}")
     return width, height
 
 

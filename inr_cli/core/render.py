@@ -24,7 +24,7 @@ def render_rows(backend, spec: NetworkSpec, params, width: int, height: int, chu
     left, top, right, bottom = region if region is not None else (0, 0, width, height)
     columns = right - left
     network = Network(spec, params.reshape(1, -1))
-    rows_per_chunk = max(1, chunk_pixels // columns)
+    rows_per_chunk = max(1, min(bottom - top, chunk_pixels // columns))  # a workspace no larger than the drawing
     ws = Workspace(spec, 1, rows_per_chunk * columns, backend, training=False)
     for row_start in range(top, bottom, rows_per_chunk):
         row_stop = min(bottom, row_start + rows_per_chunk)

@@ -1,13 +1,15 @@
 """Atomic file writes: a temporary file beside the target, fsync, rename.
 
 A crash at any moment leaves either the old file or the new one, never half of either. The new
-file gets the mode a plain write would give it (the old file's, else 0666 less the umask), a
-symbolic link is followed (the link stays, the file it names is replaced), and a target that is not
-a regular file (a device such as /dev/stdout, a pipe) is written straight through: there is nothing
-to replace atomically, and replacing it would be wrong.
+file gets the mode a plain write would give it (the old file's, else 0666 less the umask). The
+target is a regular file or a path to create (outputs.writable, checked again here before anything
+is opened: a link, a FIFO or a device is refused). A write that fails is one line naming the file
+and the system's reason, whatever words the library that wrote it used.
 """
 
+import errno as errnos
 import os
+import re
 import stat
 import tempfile
 from contextlib import contextmanager
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from inr_cli.errors import WriteError
 from inr_cli.hooks import hook
+from inr_cli.outputs import writable
 
 
 def _umask() -> int:
@@ -26,12 +29,21 @@ def _umask() -> int:
 UMASK = _umask()  # read once: os.umask can only be read by setting it
 
 
-def is_special(path: Path) -> bool:
-    """True for an existing target that is not a regular file (after following links)."""
-    try:
-        return not stat.S_ISREG(os.stat(path).st_mode)
-    except FileNotFoundError:
-        return False
+# How libraries written in other languages put the system's error number in their words: h5py's
+# "errno = 28, error message = ...", safetensors' "(os error 28)".
+ERRNO_IN_WORDS = re.compile(r"errno = (\d+)|os error (\d+)")
+
+
+def write_failure(exc: OSError) -> tuple[int | None, str]:
+    """(errno, the system's words for it) of a failed write: the number itself where the error has
+    it or a library's text names it, else the first line of its text (a library's may run to lines)."""
+    number = exc.errno
+    if number is None:
+        found = ERRNO_IN_WORDS.search(str(exc))
+        number = int(found.group(1) or found.group(2)) if found else None
+    if number is not None and number in errnos.errorcode:
+        return number, os.strerror(number)
+    return number, (str(exc.strerror or exc).strip().splitlines() or [""])[0]
 
 
 @contextmanager
@@ -39,15 +51,9 @@ def atomic_path(target: Path, suffix: str = ""):
     """Yield a temporary path in target's folder; on success it replaces target. A write that fails
     (here or in the block) is a WriteError naming the target; the earlier file is kept."""
     target = Path(target)
+    writable(target)
     existed = False
     try:
-        if is_special(target):
-            if target.is_dir():
-                raise IsADirectoryError(21, "Is a directory", str(target))
-            yield target
-            return
-        if target.is_symlink():
-            target = target.resolve()
         existed = target.exists()
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix + ".tmp", dir=target.parent)
         os.close(fd)
@@ -68,8 +74,8 @@ def atomic_path(target: Path, suffix: str = ""):
         raise
     except OSError as exc:
         kept = "; the earlier file is kept" if existed else ""
-        said = (str(exc.strerror or exc).strip().splitlines() or [""])[0]  # a library's may run to lines (h5py's)
-        raise WriteError(f"cannot write {target} ({said}){kept}", exc.errno, exc.strerror) from None
+        number, said = write_failure(exc)
+        raise WriteError(f"cannot write {target} ({said}){kept}", number, said) from None
 
 
 def atomic_write_text(target: Path, text: str) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 from inr_cli import config as configuration
 from inr_cli.config import Config
 from inr_cli.core.network import NetworkSpec
-from inr_cli.core.pixels import MAX_IMAGE_PIXELS
+from inr_cli.core.pixels import beyond_image_limits
 from inr_cli.core.state import TrainingState
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import npz
@@ -276,7 +276,7 @@ def _from_arrays(path: Path, arrays: _CheckedArrays, moments: bool = True, defer
                        f"that blew up); there is nothing to draw or resume")
     networks = shapes["params"][0]
     data_shape = tuple(int(v) for v in need("data_shape"))
-    if len(data_shape) != 3 or min(data_shape) < 1 or data_shape[0] * data_shape[1] > MAX_IMAGE_PIXELS:
+    if len(data_shape) != 3 or min(data_shape) < 1 or beyond_image_limits(data_shape[1], data_shape[0]):
         raise InrError(f"{path}: damaged checkpoint, 'data_shape' is {data_shape[:4]}, not (height, width, "
                        f"channels) of an image")
     channels = tuple(str(need("channels")).split(","))

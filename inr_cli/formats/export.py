@@ -9,20 +9,50 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
 
 from inr_cli.core.encodings import HASH_PRIME, create_encoding
 from inr_cli.core.network import NetworkSpec, layer_views
-from inr_cli.errors import InrError
+from inr_cli.errors import InrError, UsageError
 from inr_cli.extras import require
-from inr_cli.formats.atomic import atomic_path, is_special
+from inr_cli.formats.atomic import atomic_path
 
 FORMATS = {".safetensors": "safetensors", ".onnx": "onnx"}
 # A whole set only: neural-field-arena's (and fit-a-nef's) file of networks
 SET_FORMATS = {".safetensors": "safetensors", ".hdf5": "hdf5"}
 CONVENTION = "input (u, v) = ((x + 0.5) / W * 2 - 1, (y + 0.5) / H * 2 - 1); output channels in [0, 1]"
+
+
+# neural-field-arena reads the rows a file holds from its name: NAME_START-END.hdf5, END - START rows.
+ARENA_NAME = re.compile(r".+_(\d+)-(\d+)\.hdf5", re.IGNORECASE)
+CHUNK_ROWS = 4096  # networks looked at a time when a set's weights are checked before an export
+
+
+def finite_networks(weights: np.ndarray, names, what: str = "exported") -> None:
+    """An export holds only networks that can be drawn (as every reader of inr's refuses the others):
+    a row of NaN or infinite values, in a damaged set or a run that blew up, is refused by its name,
+    in chunks of rows (a large set's weights are mapped from disk)."""
+    for start in range(0, len(weights), CHUNK_ROWS):
+        finite = np.isfinite(np.asarray(weights[start:start + CHUNK_ROWS])).all(axis=1)
+        if not finite.all():
+            bad = start + int(np.argmin(finite))
+            raise InrError(f"{names[bad]}: its network's parameters hold NaN or infinite values (a damaged set, or a "
+                           f"fit that blew up); nothing is {what}: fit it again")
+
+
+def arena_rows(path: Path, networks: int) -> None:
+    """The name of an hdf5 export says its rows as neural-field-arena reads them (NAME_START-END.hdf5,
+    END - START the set's networks), or the file would be read as other rows than it holds."""
+    found = ARENA_NAME.fullmatch(Path(path).name)
+    if found is None or int(found.group(2)) - int(found.group(1)) != networks:
+        first = int(found.group(1)) if found else 0
+        stem = Path(path).name[:found.start(1) - 1] if found else Path(path).stem
+        raise UsageError(f"{path}: neural-field-arena reads the rows of an hdf5 file from its name "
+                         f"(NAME_START-END.hdf5) and this set holds {networks} networks: name it "
+                         f"{stem}_{first}-{first + networks}.hdf5")
 
 
 def need_writer(module: str):
@@ -75,19 +105,14 @@ def _metadata(spec: NetworkSpec, channels) -> dict[str, str]:
 
 def _save_safetensors(tensors: dict[str, np.ndarray], metadata: dict[str, str], path: Path) -> None:
     need_writer("safetensors")
+    from safetensors import SafetensorError
     from safetensors.numpy import save_file
 
     with atomic_path(path, suffix=".safetensors") as tmp:
-        if is_special(tmp):  # a pipe or a device: save_file would put a file of its own in its place
-            from safetensors.numpy import save
-
-            with open(tmp, "wb") as handle:
-                handle.write(save(tensors, metadata=metadata))
-            return
         try:
             save_file(tensors, str(tmp), metadata=metadata)
-        except Exception as exc:  # noqa: BLE001 - safetensors' own error type, for an OS error underneath
-            raise OSError(str(exc).rpartition(": ")[2] or str(exc)) from None
+        except SafetensorError as exc:  # its one error type, an OS error among its causes: atomic_path words it
+            raise OSError(None, str(exc)) from None
 
 
 def write_safetensors(spec: NetworkSpec, params: np.ndarray, channels, path: Path,
@@ -105,6 +130,7 @@ def write_set_safetensors(spec: NetworkSpec, weights: np.ndarray, channels, name
     """A set of networks in one file: the tensors stacked over the networks (stacked_tensors), the
     image names in row order (metadata "names", a JSON list) and every index.csv column of every
     row (metadata "index", a JSON list of {column: text}, labels included) beside the description."""
+    finite_networks(weights, names)
     metadata = {**_metadata(spec, channels), "names": json.dumps(list(names))}
     if index is not None:
         metadata["index"] = json.dumps(index)
@@ -140,6 +166,8 @@ def write_set_hdf5(spec: NetworkSpec, weights: np.ndarray, channels, names, labe
     are the latents [N, D] (param_config [["latent", [D]]]: what a model learns from), and the base
     beside them: `base_params` [P] in fit-a-nef's layout with `base_param_config`, `modulation_map`
     [L * H, D] and `modulation_rates` [D]."""
+    arena_rows(path, len(weights))
+    finite_networks(weights, names)
     h5py = require("h5py", "writing hdf5 files", "hdf5")
     if base is None:
         config, params = arena_layout(spec, weights)
@@ -293,6 +321,7 @@ def export(spec: NetworkSpec, params: np.ndarray, channels, path: Path, size: tu
     kind = FORMATS.get(Path(path).suffix.lower())
     if kind is None:
         raise InrError(f"{path}: unknown export format '{Path(path).suffix}' (use .safetensors or .onnx)")
+    finite_networks(np.asarray(params, dtype=np.float32).reshape(1, -1), ["the network"])
     if kind == "safetensors":
         extra = {"width": str(size[0]), "height": str(size[1])} if size else None
         write_safetensors(spec, params, channels, Path(path), extra, dtype)

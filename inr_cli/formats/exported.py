@@ -28,6 +28,7 @@ from inr_cli.formats.pixel_csv import CHANNEL_SETS
 from inr_cli.formats.set_index import INDEX_COLUMNS, LABEL, index_cell, index_row
 from inr_cli.limits import MAX_HEADER_BYTES, MAX_SIDE
 
+LATENTS = "latents"  # a set of latents over one base in one file: [N, D] (formats/modulated.py)
 INDEX_METADATA = "index"  # a set's index.csv rows, as JSON [{column: text}]
 
 
@@ -100,6 +101,11 @@ def _read(path: Path, handle, spec: NetworkSpec, metadata: dict) -> Exported:
     shapes = {name: tuple(handle.get_slice(name).get_shape()) for name in wanted}
     first = shapes["layers.0.weight"]
     stacked = len(first) == len(wanted["layers.0.weight"]) + 1
+    holds_set = stacked or LATENTS in found  # networks stacked, or the latents of a set over one base
+    if holds_set != ("names" in metadata or INDEX_METADATA in metadata):  # what it says it is, and what it holds
+        raise InrError(f"{path}: its metadata names the images of a set, but its tensors hold one network"
+                       if not holds_set else f"{path}: a set of networks without their images' names in its metadata: "
+                       f"a damaged set export")
     networks = first[0] if stacked else 1
     for name, shape in wanted.items():
         expected = (networks, *shape) if stacked else shape

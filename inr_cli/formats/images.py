@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from inr_cli.core.pixels import MAX_IMAGE_PIXELS, PixelImage, fit_longer_side
+from inr_cli.core.pixels import MAX_IMAGE_PIXELS, PixelImage, check_image, fit_longer_side
 from inr_cli.errors import InrError, UsageError
 from inr_cli.extras import install_hint
 from inr_cli.formats.atomic import atomic_path
@@ -31,8 +31,7 @@ def pixels_from_array(array, where: str) -> PixelImage:
                        f"channels, got shape {array.shape}")
     if array.shape[0] == 0 or array.shape[1] == 0:
         raise InrError(f"{where}: the image array is empty (shape {array.shape})")
-    if array.shape[0] * array.shape[1] > MAX_IMAGE_PIXELS:
-        raise InrError(f"{where}: {array.shape[1]}x{array.shape[0]} is too large (limit {MAX_IMAGE_PIXELS} pixels)")
+    check_image(array.shape[1], array.shape[0], where)
     kind, width = array.dtype.kind, array.dtype.itemsize  # whatever the byte order ('>u2' from FITS, say)
     if (kind, width) == ("u", 1):
         values, bit_depth = np.array(array, dtype=np.uint8), 8  # kept as bytes (a copy: the array may be a file's map)
@@ -88,6 +87,7 @@ def load_image(path: Path, size: int | None = None, gray: bool = False, notices:
         with within_pixel_limit(str(path)), Image.open(path) as im:
             if getattr(im, "n_frames", 1) > 1 and notices is not None:
                 notices.append(f"{path.name} has {im.n_frames} frames; using the first")
+            check_image(im.width, im.height, str(path))  # declared by its header: before a pixel is decoded
             pixels = _read_large(path, im, gray)
             if pixels is None:
                 im.seek(0)
@@ -156,8 +156,7 @@ def read_header(data: bytes, where: str) -> tuple[int, int, str, dict, int]:
         raise InrError(f"{where}: not an image file Pillow can read") from None
     except (OSError, SyntaxError, ValueError) as exc:
         raise InrError(f"{where}: broken or truncated image ({exc})") from None
-    if width * height > MAX_IMAGE_PIXELS:  # a reader that does not check the size itself
-        raise InrError(f"{where}: declared image size is too large (limit {MAX_IMAGE_PIXELS} pixels)")
+    check_image(width, height, where)  # also where a reader does not check the size itself
     return width, height, mode, info, orientation
 
 
@@ -263,12 +262,9 @@ def save_tiff(array: np.ndarray, path: Path) -> None:
         raise InrError(f"{path}: 16-bit and float TIFFs need tifffile: pip install tifffile") from None
     path = Path(path)
     photometric = "minisblack" if array.shape[2] == 1 else "rgb"
-    with atomic_path(path, suffix=path.suffix) as tmp:
-        try:
-            tifffile.imwrite(tmp, array[..., 0] if array.shape[2] == 1 else array, photometric=photometric,
-                             extrasamples=("unassalpha",) if array.shape[2] == 4 else None)
-        except OSError as exc:
-            raise InrError(f"{path}: cannot write this image ({exc.strerror or exc})") from None
+    with atomic_path(path, suffix=path.suffix) as tmp:  # a failed write: one line from atomic_path
+        tifffile.imwrite(tmp, array[..., 0] if array.shape[2] == 1 else array, photometric=photometric,
+                         extrasamples=("unassalpha",) if array.shape[2] == 4 else None)
 
 
 def save_uint16(array: np.ndarray, path: Path) -> None:
@@ -279,10 +275,7 @@ def save_uint16(array: np.ndarray, path: Path) -> None:
     if image_format(path) != "PNG":
         raise InrError(f"{path}: 16-bit images are written as PNG (use .png)")
     with atomic_path(path, suffix=path.suffix) as tmp:
-        try:
-            write_png(array, tmp)
-        except OSError as exc:
-            raise InrError(f"{path}: cannot write this image ({exc.strerror or exc})") from None
+        write_png(array, tmp)
 
 
 # Above this many pixels a PNG is written by inr_cli/formats/png.py, on every core: 8192x8192 in 1.4 s
@@ -297,10 +290,7 @@ def save_uint8(array: np.ndarray, path: Path) -> None:
         from inr_cli.formats.png import write_png
 
         with atomic_path(path, suffix=path.suffix) as tmp:
-            try:
-                write_png(array, tmp)
-            except OSError as exc:
-                raise InrError(f"{path}: cannot write this image ({exc.strerror or exc})") from None
+            write_png(array, tmp)
         return
     _save_pil(_pil_from_uint8(array), path)
 
@@ -333,5 +323,5 @@ def _save_pil(pil: Image.Image, path: Path) -> None:
     with atomic_path(path, suffix=path.suffix) as tmp:
         try:
             pil.save(tmp, format=fmt)
-        except (OSError, ValueError) as exc:
+        except ValueError as exc:  # Pillow's for pixels the format cannot hold (an OSError: atomic_path's line)
             raise InrError(f"{path}: cannot write this image as {fmt} ({exc})") from None

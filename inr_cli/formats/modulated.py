@@ -19,10 +19,10 @@ import numpy as np
 from inr_cli.core.modulations import MAP, RATES, ModulatedBase
 from inr_cli.errors import InrError
 from inr_cli.formats.export import write_safetensors
+from inr_cli.formats.exported import LATENTS, read_exported, set_rows
 from inr_cli.limits import MAX_SIDE
 
 MODULATIONS = "modulations"  # the metadata key that makes a start a base
-LATENTS = "latents"  # a set of latents in one file: [N, D]
 MOST_INNER_STEPS = 10_000
 
 
@@ -77,8 +77,6 @@ def is_latent_set_file(path) -> bool:
 def read_latent_set(path) -> tuple[ModulatedBase, tuple[str, ...], np.ndarray, list[dict]]:
     """(the base, its channels, the latents [N, D] float32, index.csv's rows) of write_latent_set's
     file, each checked."""
-    from inr_cli.formats.exported import set_rows
-
     path = Path(path)
     base, channels, facts = read_base(path)
     header = _header(path)
@@ -98,8 +96,6 @@ def read_latent_set(path) -> tuple[ModulatedBase, tuple[str, ...], np.ndarray, l
 def read_base(path) -> tuple[ModulatedBase, tuple[str, ...], dict]:
     """(the base, the channels it draws, its "modulations" facts) of a file write_base (or
     write_latent_set) wrote."""
-    from inr_cli.formats.exported import read_exported
-
     path = Path(path)
     exported = read_exported(path)
     if exported.stacked:

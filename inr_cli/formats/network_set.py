@@ -26,7 +26,7 @@ import numpy as np
 
 from inr_cli.core.modulations import ModulatedBase
 from inr_cli.core.network import NetworkSpec
-from inr_cli.errors import InrError
+from inr_cli.errors import InrError, NoSuchName
 from inr_cli.formats.network_description import BadDescription, spec_from_dict
 from inr_cli.formats.pixel_csv import CHANNEL_SETS
 from inr_cli.formats.set_index import INDEX_COLUMNS, LABEL, index_row
@@ -78,7 +78,7 @@ class NetworkSet:
             return self._rows[name]
         close = [r["name"] for r in self.index if r["name"].split(".")[0] == name.split(".")[0]]
         hint = f"; did you mean {close[0]}?" if close else f" ({len(self.index)} images, e.g. {self.index[0]['name']})"
-        raise InrError(f"no image named '{name}' in this set{hint}")
+        raise NoSuchName(f"no image named '{name}' in this set{hint}")
 
     def params(self, row: int) -> np.ndarray:
         """The [P] parameters of the network of index row `row`, read from the file and checked."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inr_cli.core.pixels import MAX_IMAGE_PIXELS, PixelImage
+from inr_cli.core.pixels import MAX_IMAGE_PIXELS, PixelImage, check_image
 from inr_cli.errors import InrError
 from inr_cli.formats.atomic import atomic_path
 from inr_cli.formats.input_files import check_regular
@@ -163,8 +163,7 @@ def _table_to_image(name: str, table: np.ndarray, line_numbers: np.ndarray, chan
         _refuse_first_bad_row(name, table, line_numbers, channels)
     xs, ys = whole[:, 0], whole[:, 1]
     width, height = int(xs.max()) + 1, int(ys.max()) + 1
-    if width * height > MAX_IMAGE_PIXELS:
-        raise InrError(f"{name}: coordinates imply a {width}x{height} image, larger than the limit of 2^28 pixels")
+    check_image(width, height, f"{name} (its coordinates)")
     flat = ys * width + xs
     if flat.size == width * height and (flat == np.arange(flat.size)).all():  # row-major, as encode writes it
         grid = values.astype(np.float32).reshape(height, width, len(channels))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from inr_cli.core.pixels import MAX_IMAGE_PIXELS
+from inr_cli.core.pixels import check_image
 from inr_cli.errors import InrError
 
 INDEX_COLUMNS = ("name", "psnr", "loss", "steps", "seed", "width", "height")
@@ -48,9 +48,7 @@ def index_row(path: Path, line: int, header: list[str], cells: list[str]) -> dic
         text = row[column]
         if not (text.isascii() and text.isdigit() and len(text) <= 20 and int(text) >= low):
             raise InrError(f"{path}, line {line}: {column} '{text[:40]}' is not a whole number of at least {low}")
-    if int(row["width"]) * int(row["height"]) > MAX_IMAGE_PIXELS:
-        raise InrError(f"{path}, line {line}: {row['width']}x{row['height']} is larger than inr's limit of "
-                       f"{MAX_IMAGE_PIXELS} pixels")
+    check_image(int(row["width"]), int(row["height"]), f"{path}, line {line}")
     for column in ("name", LABEL):
         if column in row:
             row[column] = index_text(row[column])

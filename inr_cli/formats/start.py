@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from inr_cli.config import DRAWN_STARTS, Config, with_values
+from inr_cli.config import DRAWN_STARTS, ENCODING_PRESETS, MODEL_PRESETS, Config, with_values
 from inr_cli.core.network import NetworkSpec, init_networks, set_output_means
 from inr_cli.core.state import TrainingState
 from inr_cli.errors import InrError
@@ -53,6 +53,19 @@ def resolved_start(config: Config) -> Config:
     if is_file_start(init):
         values["network.init_output_at_mean"] = config.network.start_output_at_mean
     return with_values(config, values)
+
+
+def start_network(values: dict, preset_name: str | None = None, config_file: Path | None = None,
+                  model_presets: dict[str, str] = MODEL_PRESETS) -> dict:
+    """What a file start (training.init in `values`, the command line's) says of the network where
+    neither a preset nor a --config file names one: its network's settings, and the preset tuned for
+    that network under "preset" (build_config's `start`); {} otherwise."""
+    init = values.get("training.init") or ""
+    if preset_name is not None or config_file is not None or init in ("", *DRAWN_STARTS):
+        return {}
+    check_init(init)
+    spec, _ = read_start(init)
+    return {**spec.settings(), "preset": ENCODING_PRESETS.get(spec.encoding, model_presets[spec.model])}
 
 
 def start_file(init: str) -> Path:

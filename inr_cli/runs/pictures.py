@@ -8,7 +8,6 @@ whole image is `inr render`'s and `inr view`'s to draw."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,10 @@ from PIL import Image, ImageDraw
 from inr_cli.core.pixels import PixelImage
 from inr_cli.formats.atomic import atomic_path, atomic_write_text
 from inr_cli.formats.png import png_bytes
-from inr_cli.limits import MAX_FRAME_PIXELS, MAX_PICTURE_PIXELS, MAX_PICTURE_SIDE, MAX_PREVIEW_PIXELS
+from inr_cli.limits import (
+    MAX_FRAME_PIXELS,
+    shrink_factor,
+)
 
 LABEL_MIN_WIDTH = 64  # narrower panels get no caption: it would not fit
 MAX_FRAMES = 64  # frames of previews.png: a glance at how the picture formed, not every preview
@@ -41,29 +43,6 @@ def error_map(render: np.ndarray, reference: np.ndarray) -> np.ndarray:
     heat[..., 1] = np.clip(error * 2.0 - 1.0, 0.0, 1.0)
     heat[..., 2] = 0.0
     return heat
-
-
-def shrink_factor(width: int, height: int, max_pixels: int | None = None) -> int:
-    """The whole factor a picture for looking at is shrunk by, so that it keeps within max_pixels
-    (default MAX_PICTURE_PIXELS) and MAX_PICTURE_SIDE whatever the image's size or shape: 1 for every
-    ordinary image."""
-    max_pixels = MAX_PICTURE_PIXELS if max_pixels is None else max_pixels
-    k = max(1, math.ceil(max(width, height) / MAX_PICTURE_SIDE), math.ceil(math.sqrt(width * height / max_pixels)))
-    while -(-width // k) * -(-height // k) > max_pixels:  # the rounding up of each side may carry it over
-        k += 1
-    return k
-
-
-def preview_factor(width: int, height: int) -> int:
-    """Previews, drawn while the run trains, show every k-th pixel: within MAX_PREVIEW_PIXELS."""
-    return shrink_factor(width, height, MAX_PREVIEW_PIXELS)
-
-
-def picture_size(width: int, height: int, k: int | None = None) -> tuple[int, int]:
-    """The size of a width x height image's every k-th pixel each way (default: shrink_factor's k, the
-    size a picture of it is drawn at)."""
-    k = shrink_factor(width, height) if k is None else k
-    return -(-width // k), -(-height // k)
 
 
 def to_uint8(values: np.ndarray) -> np.ndarray:

@@ -13,8 +13,8 @@ from inr_cli.core.training_loop import reached_target
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.data import SAMPLE, load_training_data, same_data
-from inr_cli.formats.start import is_file_start, resolved_start
-from inr_cli.outputs import folder_output
+from inr_cli.formats.start import is_file_start, resolved_start, start_network
+from inr_cli.outputs import folder_output, writable_inside
 from inr_cli.runs.directory import IMAGE_IN_RUN, RunLock, holds_run, latest_run, new_run_dir
 from inr_cli.runs.training import TrainingResult, run_training
 from inr_cli.runs.wall_time import WallTime
@@ -53,7 +53,7 @@ def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> Training
     values = flags_to_values(flags)
     if data is not None:  # else the --config file's [data] source, or the preset's (the sample)
         values["data.source"] = "" if data == SAMPLE else str(Path(data).resolve())
-    config = build_config(config_file, values, preset)
+    config = build_config(config_file, values, preset, start=start_network(values, preset, config_file))
     config = resolved_start(config)
     source = config.data.source
     notices: list[str] = []
@@ -102,6 +102,7 @@ def resume_run(data, flags, allow_data_change, quiet) -> TrainingResult | None:
         raise UsageError(f"{run} is not a run: --resume takes a run directory (runs/NAME) or its {ckpt.FILENAME}")
     saved = ckpt.load(run, deferred=True)  # the arrays read when the trainer takes them, to the device
     run_dir = run if run.is_dir() else run.parent
+    writable_inside(run_dir, "--resume")  # the files it writes again: no link, no FIFO among them
     config = with_values(saved.config, flags_to_values(flags))
     config = with_values(config, {"data.source": _image_of(run_dir, config.data.source)})
     steps = config.training.steps

@@ -13,6 +13,7 @@ import numpy as np
 from inr_cli.backends import kernel_options, make_backend
 from inr_cli.config import Config, build_config, to_toml, tuned_preset
 from inr_cli.console import info, notice
+from inr_cli.core.memory import check_training
 from inr_cli.core.metrics import psnr, psnr_from_mse
 from inr_cli.core.network import NetworkSpec, output_means
 from inr_cli.core.pixels import PixelImage, as_floats
@@ -29,12 +30,11 @@ from inr_cli.formats.atomic import atomic_write_text
 from inr_cli.formats.data import fingerprint
 from inr_cli.formats.npz import CHUNK_BYTES
 from inr_cli.formats.start import initial_state
+from inr_cli.limits import preview_factor, shrink_factor
 from inr_cli.progress import TrainingProgress
 from inr_cli.runs.directory import BLEW_UP, RunLock
 from inr_cli.runs.metrics_csv import MetricsLog, read_metrics
 from inr_cli.runs.pictures import (
-    preview_factor,
-    shrink_factor,
     side_by_side,
     to_uint8,
     write_picture,
@@ -155,11 +155,14 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
     seed = config.training.seed
     if resume_from is not None:
         spec, state = resume_from.spec, resume_from.state
+        check_training(spec, config, image.width, image.height, 1, backend, value_bytes=image.pixels.itemsize)
     else:
         config, reasons = fit_to_image(config, image.width, image.height, image.n_channels)
         for reason in reasons if not quiet else ():
             info(reason)
         spec = NetworkSpec.from_config(config, image.n_channels)
+        check_training(spec, config, image.width, image.height, 1, backend,  # before a parameter is drawn
+                       value_bytes=image.pixels.itemsize)
         state = fresh_state(config, spec, image)
     with wall.phase("reading"):
         data_id = fingerprint(image)

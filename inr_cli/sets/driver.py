@@ -10,20 +10,22 @@ shards that are missing, so a killed run loses at most the shards in flight.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Protocol
 
 from inr_cli.config import KEY_TYPES, SET_PRESETS, Config, build_config, flags_to_values, given_keys, with_values
 from inr_cli.console import info, notice
+from inr_cli.core.memory import check_training
 from inr_cli.core.network import NetworkSpec
 from inr_cli.core.sizing import AUTO, SIZED_KEYS, fit_to_image
 from inr_cli.core.training_loop import Interrupted, Signals
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.network_set import BASE, INDEX, PLAN, SHARDS, WEIGHTS
-from inr_cli.formats.start import is_file_start, resolved_start, start_file, start_params, start_sha256
+from inr_cli.formats.start import is_file_start, resolved_start, start_file, start_network, start_params, start_sha256
 from inr_cli.hooks import hook
 from inr_cli.limits import MAX_LIST_BYTES
-from inr_cli.outputs import SCRATCH_MARKER, refuse_dangling, refuse_inside
+from inr_cli.outputs import IGNORED, folder_output, refuse_dangling, refuse_inputs_among, refuse_inside
 from inr_cli.sets import inputs
 from inr_cli.sets.cluster import OnRay
 from inr_cli.sets.grow import grow
@@ -44,7 +46,9 @@ from inr_cli.sets.storage import (
     shard_name,
     write_shard,
 )
-from inr_cli.settings import FIT_MANY_FREE_KEYS
+from inr_cli.settings import FIT_MANY, FIT_MANY_FREE_KEYS
+
+RAY_ADDRESS = re.compile(r"local|auto|(ray://)?[A-Za-z0-9_.\-\[\]:]+:[0-9]{1,5}")  # what ray.init takes
 
 
 class SizeNote(str):
@@ -55,6 +59,9 @@ class SizeNote(str):
 def check_options(pack: int | None, ray: str | None, workers: int | None, gpus_per_worker: float | None) -> None:
     """fit-many's own options (--pack, --workers, --gpus-per-worker), as the command and the API take
     them; the settings are checked where the configuration is built."""
+    if ray is not None and not RAY_ADDRESS.fullmatch(ray):
+        raise UsageError(f"--ray {ray!r:.60}: not an address of a Ray cluster (local, auto, ray://host:port or "
+                         f"host:port)")
     if pack is not None and pack <= 0:
         raise UsageError(f"--pack must be a positive number of networks, got {pack}")
     if workers is not None and workers <= 0:
@@ -82,7 +89,8 @@ def fit_folder(source: str, out: str, flags: dict, config_file: Path | None, pre
         out = str(Path(out).resolve())
     # A set's weights are float32 (weights.npy): a byte budget sizes its networks as such.
     values = flags_to_values({**flags, "preview_every": 0, "dtype": "float32", "source": source})
-    config = resolved_start(build_config(config_file, values, preset, SET_PRESETS))
+    config = resolved_start(build_config(config_file, values, preset, SET_PRESETS, command=FIT_MANY,
+                                           start=start_network(values, preset, config_file, SET_PRESETS)))
     given = given_keys(config_file, values, preset)
     base = base_of(config.training.init)
     if base is not None:  # a set of latents: the base says the network and the steps
@@ -313,6 +321,11 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
             start_params(plan.config.training.init, plan.spec)
             base = base_of(plan.config.training.init)
             plan.latent = 0 if base is None else base.latent
+        backend = getattr(runner, "backend", None)  # a Ray cluster's workers check their own machines
+        if backend is not None:  # the largest pack, before the folder is touched
+            check_training(plan.spec, plan.config, max(e.width for e in entries), max(e.height for e in entries),
+                           min(plan.pack, len(entries)), backend, images_held=False,
+                           doing=f"a pack of {min(plan.pack, len(entries))} networks (--pack)")
         if force:
             clear_set(folder)
         folder.make_folder(SHARDS)
@@ -353,51 +366,56 @@ def _refuse_output_in_input(source: str, folder: SetFolder) -> None:
 
 
 def _refuse_writing_over_inputs(folder: SetFolder, listed: list[inputs.Listed]) -> None:
-    """A set's file that is also one of its inputs (a list file may name anything) is never written,
-    even with --force."""
+    """A set's file that is also one of its inputs (a list file may name anything, a link or a hard
+    link reach anything) is never written, even with --force."""
     if folder.local is None:
         return
-    prefix = str(folder.local) + os.sep
-    own = {str(folder.local / name) for name in SET_FILES}
-    for item in listed:
-        location = item.location
-        if not (location.startswith(prefix) or ".." in location) or inputs.is_url(location):
-            continue  # the quick test: most inputs are elsewhere
-        location = os.path.normpath(location)
-        if location in own or os.path.dirname(location) == str(folder.local / SHARDS):
-            raise UsageError(f"{location} is an input of this command and a file of the set in {folder}; it is "
-                             f"never overwritten, even with --force: choose another -o")
+    own = [folder.local / name for name in SET_FILES]
+    if (folder.local / SHARDS).is_dir():
+        own += list((folder.local / SHARDS).iterdir())
+    refuse_inputs_among(own, [item.location for item in listed if not inputs.is_url(item.location)])
 
 
 def _saved_plan(folder: SetFolder, force: bool, notices: list) -> Plan | None:
-    """The output's plan, checked whole; None for a new set. An output that holds files but no set
-    is refused, as an existing file is by the other commands, unless --force."""
-    names = folder.listing()
-    if folder.local:
-        for name in (*SET_FILES, SHARDS):
-            path = folder.local / name
-            if path.exists() and not (path.is_dir() if name == SHARDS else path.is_file()):
-                raise UsageError(f"{path} is not a {'folder' if name == SHARDS else 'regular file'}; inr never "
-                                 f"replaces it: choose another -o")
-    if folder.exists(PLAN):
-        try:
-            return Plan.from_json(folder.read_bytes(PLAN, MAX_LIST_BYTES).decode(), folder.join(PLAN))
-        except (BadPlan, UnicodeDecodeError) as exc:
-            if not force:
-                raise InrError(f"{folder.join(PLAN)}: not a plan this inr can read ({exc}); --force starts a new "
-                               f"set in {folder}") from None
-            notices.append(f"--force: {folder} is started again ({folder.join(PLAN)} was not a plan this inr "
-                           f"can read)")
+    """The output's plan, checked whole; None for a new set. A local folder follows the one folder
+    rule (outputs.folder_output): new, empty, or a set (its plan; a folder holding only the empty
+    shards/ a run killed at its start leaves, too); files but no set there are refused, as an
+    existing file is by the other commands, unless --force. A bucket is looked at the same way."""
+    if folder.local is not None:
+        shards = folder.local / SHARDS
+        if os.path.lexists(shards) and (os.path.islink(shards) or not shards.is_dir()):
+            raise UsageError(f"{shards} is not a folder of inr's; inr never replaces it: choose another -o")
+        if not folder_output(folder.local, _holds_set, "inr fit-many set", force=force, writes=SET_FILES):
             return None
-    others = [name for name in names if not (name == SHARDS and _empty_shards_folder(folder))
-              and name != SCRATCH_MARKER]  # fit-many --add fits the new images in a scratch folder
-    if others and not force:
-        ours = sorted(set(others) & {*SET_FILES, SHARDS})
-        replaced = f"--force replaces its {', '.join(ours)}" if ours else "--force writes the set beside them"
-        shown = ", ".join(sorted(others)[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
-        raise UsageError(f"{folder} is not empty ({shown}) and holds no inr fit-many set: choose another -o "
-                         f"({replaced})")
-    return None
+        if not folder.exists(PLAN):
+            return None  # the empty shards/ of a run killed at its start
+    elif not folder.exists(PLAN):
+        others = [name for name in folder.listing() if not (name == SHARDS and _empty_shards_folder(folder))
+                  and name not in IGNORED]
+        if others and not force:
+            shown = ", ".join(sorted(others)[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+            raise UsageError(f"{folder} is not empty ({shown}) and holds no inr fit-many set: choose another -o "
+                             f"(--force writes the set beside them)")
+        return None
+    try:
+        return Plan.from_json(folder.read_bytes(PLAN, MAX_LIST_BYTES).decode(), folder.join(PLAN))
+    except (BadPlan, UnicodeDecodeError) as exc:
+        if not force:
+            raise InrError(f"{folder.join(PLAN)}: not a plan this inr can read ({exc}); --force starts a new "
+                           f"set in {folder}") from None
+        notices.append(f"--force: {folder} is started again ({folder.join(PLAN)} was not a plan this inr "
+                       f"can read)")
+        return None
+
+
+def _holds_set(folder: Path) -> bool:
+    """A set's folder, to go on with: its plan, or only the empty shards/ a new set makes first."""
+    if os.path.lexists(folder / PLAN):
+        return True
+    try:
+        return set(os.listdir(folder)) - IGNORED == {SHARDS} and not os.listdir(folder / SHARDS)
+    except OSError:
+        return False
 
 
 def _empty_shards_folder(folder: SetFolder) -> bool:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from inr_cli.errors import InrError
 from inr_cli.formats.network_set import PLAN, WEIGHTS
-from inr_cli.outputs import SCRATCH_MARKER, is_scratch, mark_scratch, released, remove_scratch, scratch
+from inr_cli.outputs import SCRATCH_MARKER, is_scratch, mark_scratch, release, remove_scratch, scratch
 from inr_cli.sets import inputs
 from inr_cli.sets.join import finished_set, join_sets
 from inr_cli.sets.plan import Plan
@@ -52,7 +52,7 @@ def finish_swap(out: Path) -> None:
             remove_scratch(previous)  # refused: a folder of the user's
         if not os.path.lexists(out):
             source = joined if is_scratch(joined) and (joined / WEIGHTS).is_file() else previous
-            released(source).rename(out)
+            release(source, out)
         remove_scratch(previous)
     if is_scratch(joined):
         remove_scratch(joined)
@@ -96,6 +96,6 @@ def grow(source: str, out: Path, fit_new) -> None:
         mark_scratch(joined)
         mark_scratch(out)  # it becomes .OUT.previous, inr's to remove
         out.rename(previous)  # the two renames: a crash between them is put right by finish_swap
-        released(joined).rename(out)
+        release(joined, out)
         remove_scratch(previous)
     remove_scratch(adding)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from inr_cli.errors import InrError, UsageError
+from inr_cli.errors import InrError
 from inr_cli.formats.network_set import BASE, INDEX, PLAN, SHARDS, WEIGHTS, NetworkSet, load_network_set
-from inr_cli.outputs import check_parent, refuse_inside, released, scratch
+from inr_cli.outputs import check_parent, folder_output, release, scratch
 from inr_cli.sets.plan import Plan
 from inr_cli.sets.set_folder import SetFolder
 from inr_cli.sets.storage import DamagedShard, assemble, check_shard, shard_name, write_rows
@@ -49,9 +49,8 @@ def join_sets(first: Path, second: Path, out: Path) -> Plan:
     leaves neither."""
     first, second, out = Path(first), Path(second), Path(out)
     check_parent(out)
-    if os.path.lexists(out):
-        raise UsageError(f"{out} exists; join into a new folder")
-    refuse_inside(out, [first, second])
+    folder_output(out, lambda folder: False, "joined set", inside=[first, second])  # new, or empty
+    out = out.resolve() if out.is_symlink() else out  # a link to an empty folder: that folder, its scratch beside it
     (plan_a, set_a), (plan_b, set_b) = finished_set(first), finished_set(second)
     plans = [plan_a, plan_b]
     a, b = (plan.settings() for plan in plans)
@@ -83,7 +82,10 @@ def join_sets(first: Path, second: Path, out: Path) -> Plan:
         except OSError as exc:
             raise InrError(f"cannot write the joined set in {work} ({exc.strerror or exc})") from None
         try:
-            released(work).rename(out)
+            if out.is_dir():  # an empty folder but for a file manager's files: they go with it
+                for name in os.listdir(out):
+                    os.rename(out / name, work / name)
+            release(work, out)
         except OSError as exc:
             raise InrError(f"cannot name the joined set {out} ({exc.strerror or exc})") from None
     return joined

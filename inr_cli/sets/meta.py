@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from inr_cli.config import ADDED_KEYS, KEY_TYPES, Config, with_values
+from inr_cli.core.memory import check_training
 from inr_cli.core.metrics import psnr_from_mse
 from inr_cli.core.network import NetworkSpec, set_output_means
 from inr_cli.core.pixels import PixelImage
@@ -48,7 +49,7 @@ from inr_cli.formats.input_files import check_regular
 from inr_cli.formats.network_description import spec_from_json
 from inr_cli.formats.start import start_sha256
 from inr_cli.limits import MAX_METADATA_BYTES
-from inr_cli.outputs import check_parent, refuse_inputs, refuse_inside, refuse_special, side_files, takes_files
+from inr_cli.outputs import check_parent, refuse_inputs, refuse_inside, side_files, takes_files, writable
 from inr_cli.sets import inputs
 from inr_cli.sets.meta_common import InnerFitsDiverged, first_start
 from inr_cli.sets.plan import image_seed
@@ -105,6 +106,8 @@ def inner_fit(backend, spec: NetworkSpec, config: Config, start: np.ndarray, ima
               seeds: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """The images fitted from `start` for training.steps steps, as one pack: (params [n, P], losses [n]);
     each from its own mean colour where network.start_output_at_mean asks, as a fit from the start will."""
+    check_training(spec, config, images[0].width, images[0].height, len(images), backend,
+                   doing=f"the inner fits of {len(images)} images")
     params = np.array(np.broadcast_to(start, (len(images), start.size)), dtype=np.float32, order="C")
     if config.network.start_output_at_mean:
         set_output_means(spec, params, [image.mean_colour() for image in images])
@@ -174,15 +177,16 @@ class MetaState:
         files = [self.out, self.log, self.chart, self.path]
         for path in files:
             refuse_inputs(path, protected)
-            refuse_special(path)
+            writable(path)
         try:
             saved = self.read()
         except InrError:
             if not force:
                 raise
             saved = None
-        own = [] if saved is None else [self.path, self.log] + ([self.out, self.chart] if saved["step"] >= outer_steps
-                                                                else [])
+        total = outer_steps if saved is None else min(outer_steps, _outer_steps(saved["settings"]) or outer_steps)
+        finished = saved is not None and saved["step"] >= total
+        own = [] if saved is None else [self.path, self.log] + ([self.out, self.chart] if finished else [])
         side_files(files, force, own)
 
     def read(self) -> dict | None:
@@ -232,10 +236,13 @@ class MetaState:
             if change:  # another setting is a usage error, as a fit-many rerun's; other images are not
                 error = InrError if change == OTHER_IMAGES else UsageError
                 raise error(f"{self.path} was learned with {change}; use another -o (--force starts again)")
-            if saved["start"].shape != (parameters,) or saved["step"] > outer_steps or \
-                    set(saved["extra"]) != set(extra):
+            if saved["start"].shape != (parameters,) or set(saved["extra"]) != set(extra):
                 raise InrError(f"{self.path}: damaged meta-init checkpoint, a start of {saved['start'].size} "
-                               f"parameters at outer step {saved['step']}, not of {parameters} within {outer_steps}")
+                               f"parameters, not of {parameters}")
+            if saved["step"] > outer_steps:
+                raise UsageError(f"{self.path} is at outer step {saved['step']} already; --outer-steps is the "
+                                 f"learning's total: pass more than {saved['step']} to learn longer (--force starts "
+                                 f"again)")
             known = saved["fingerprints"]
             if known:
                 changed = sorted(name for name, digest in fingerprints.items() if known.get(name) != digest)
@@ -286,6 +293,17 @@ def recorded_settings(text: str, where: Path) -> dict:
 OTHER_IMAGES = "other images"
 
 
+LONGER = ("outer_steps",)  # the options a rerun may change: the total, which it extends
+
+
+def _outer_steps(settings: str) -> int:
+    """The total of outer steps a checkpoint's learning was run for (0 where it does not say)."""
+    try:
+        return int(json.loads(settings)["options"]["outer_steps"])
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return 0
+
+
 def settings_change(saved: str, wanted: str, where: Path) -> str | None:
     """What differs between the settings a checkpoint was learned with and `wanted`, in words (the
     first option, the images, the first setting), or None."""
@@ -293,7 +311,9 @@ def settings_change(saved: str, wanted: str, where: Path) -> str | None:
     old, new = json.loads(saved), json.loads(wanted)
     options = old["options"] if isinstance(old.get("options"), dict) else {}
     for name, value in new["options"].items():
-        if options.get(name) != value:
+        # --outer-steps is the learning's total: a larger one learns longer from where it stopped, its
+        # outer rate's schedule stretched to the new total (as --steps does for inr train --resume).
+        if name not in LONGER and options.get(name) != value:
             return f"--{name.replace('_', '-')} {options.get(name)}, not {value}"
     if old.get("names") != new["names"]:
         return OTHER_IMAGES

@@ -7,11 +7,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from inr_cli.config import SET_PRESETS, build_config, flags_to_values, given_keys, with_values
+from inr_cli.config import META_INIT, SET_PRESETS, build_config, flags_to_values, given_keys, with_values
 from inr_cli.console import info
 from inr_cli.errors import UsageError
 from inr_cli.formats.export import need_writer
-from inr_cli.formats.start import is_file_start, resolved_start, start_file
+from inr_cli.formats.start import is_file_start, resolved_start, start_file, start_network
 from inr_cli.sets.driver import check_options, settings_on_rerun
 from inr_cli.sets.meta import (
     BASE_DEFAULTS,
@@ -35,7 +35,8 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
     check_options(None, ray, workers, gpus_per_worker)
     need_writer("safetensors")  # said before the learning, not after it
     values = flags_to_values({**flags, "source": str(source), "preview_every": 0, "dtype": "float32"})  # as a set's
-    config = resolved_start(build_config(config_file, values, preset, SET_PRESETS))
+    config = resolved_start(build_config(config_file, values, preset, SET_PRESETS, command=META_INIT,
+                                           start=start_network(values, preset, config_file, SET_PRESETS)))
     given = given_keys(config_file, values, preset)
     if options["modulations"] and "network.omega0" not in given:  # a rerun takes its checkpoint's (below)
         config = with_values(config, {"network.omega0": BASE_OMEGA0})

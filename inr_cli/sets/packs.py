@@ -11,6 +11,7 @@ from typing import Protocol
 import numpy as np
 
 from inr_cli.config import Config
+from inr_cli.core.memory import check_training, training_estimates
 from inr_cli.core.metrics import psnr_from_mse
 from inr_cli.core.network import NetworkSpec, output_means
 from inr_cli.core.pixels import PixelImage, fit_longer_side
@@ -29,12 +30,11 @@ from inr_cli.sets.set_folder import SetFolder
 
 
 def default_pack(backend, spec: NetworkSpec, config: Config, width: int, height: int) -> int:
-    """As many networks per step as fill the device: the training workspace and parameters of a
-    network against the backend's memory budget (half the GPU's free memory, a share of the host's)."""
-    rows = width * height if config.training.batch_size == 0 else min(config.training.batch_size, width * height)
-    widths = sum(out_f for out_f, _ in spec.layer_shapes())
-    per_network = 4 * (rows * (3 * widths + 2 * spec.encoded_features + 2 * spec.out_features + 4)
-                       + 5 * spec.parameter_count())
+    """As many networks per step as fill the device: one network's training (memory.py's estimate)
+    against the backend's memory budget (half the GPU's free memory, a share of the host's)."""
+    one, two = (training_estimates(spec, width, height, config.training.batch_size, n, backend, images_held=False)[-1]
+                for n in (1, 2))  # the device's, where there is one
+    per_network = two.needed - one.needed  # what each network adds to a pack
     budget = backend.memory_budget()
     return int(max(1, min(4096, budget // max(per_network, 1))))
 
@@ -97,6 +97,8 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
     active = result.active_rows()
     if progress is not None and state is not None:  # taken up where an earlier run saved it
         progress.took_up(str(saved), len(active), saved.saved_step, int(result.finished.sum()))
+    check_training(plan.spec, plan.config, images[0].width, images[0].height, len(active), backend,
+                   doing=f"a pack of {len(active)} networks", value_bytes=images[0].pixels.itemsize)
     if state is None:
         state = initial_state(training.init, plan.spec, training.seed, [seeds[i] for i in active],
                               start_means(plan, [images[i] for i in active]), plan_start(plan),
@@ -171,6 +173,7 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
         raise InrError(f"{listed}: {exc.describe(int(np.flatnonzero(exc.which)[0]))}; the pack stopped, the shards "
                        f"finished before it are kept. Try a smaller learning rate, e.g. "
                        f"--lr {plan.config.optimizer.lr / 10:g}") from None
+    trainer.release_training_memory()  # room for scoring: the networks are in result now
     rendered = render_networks(backend, plan.spec, backend.to_device(result.params), first.width, first.height)
     errors = [float(np.mean((rendered[i] - images[i].values) ** 2, dtype=np.float64)) for i in range(len(images))]
     return {"names": np.array(names), "params": result.params, "loss": result.loss, "steps": result.steps,

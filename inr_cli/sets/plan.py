@@ -21,7 +21,7 @@ from pathlib import Path
 from inr_cli import config as configuration
 from inr_cli.config import Config
 from inr_cli.core.network import NetworkSpec
-from inr_cli.core.pixels import MAX_IMAGE_PIXELS
+from inr_cli.core.pixels import MAX_IMAGE_PIXELS, beyond_image_limits
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import input_files
 from inr_cli.formats.network_set import FORMAT_VERSION, PLAN, format_version, refuse_newer_set
@@ -307,11 +307,10 @@ def _images(data: dict, folder: str) -> list[ImageEntry]:
         seen: set[str] = set()
         twice = next(name for name in names if name in seen or seen.add(name))
         raise BadPlan(f"{_shown(twice)} is listed twice in 'images'")
-    big = next((i for i, (w, h) in enumerate(zip(columns["width"], columns["height"])) if w * h > MAX_IMAGE_PIXELS),
+    big = next((i for i, (w, h) in enumerate(zip(columns["width"], columns["height"])) if beyond_image_limits(w, h)),
                None)
     if big is not None:
-        raise BadPlan(f"{_shown(names[big])} is {columns['width'][big]}x{columns['height'][big]}, more than inr's "
-                      f"limit of {MAX_IMAGE_PIXELS} pixels")
+        raise BadPlan(f"{_shown(names[big])}: {beyond_image_limits(columns['width'][big], columns['height'][big])}")
     if len(set(map(tuple, columns["channels"]))) != 1:
         raise BadPlan("its images do not all have the same channels (one network shape needs one kind of image)")
     channels = tuple(columns["channels"][0])

@@ -20,7 +20,8 @@ from inr_cli.config import Config, build_config, flags_to_values
 from inr_cli.console import info, notice
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.data import SAMPLE, fingerprint, same_data
-from inr_cli.outputs import folder_output, make_folder, refuse_dangling, refuse_special
+from inr_cli.formats.start import start_network
+from inr_cli.outputs import folder_output, make_folder, refuse_dangling, writable
 from inr_cli.sets import inputs
 from inr_cli.tune import require_optuna
 from inr_cli.tune.outputs import counted
@@ -92,7 +93,7 @@ def study_config(source: str, flags: dict, config_file: Path | None, preset: str
         values["data.source"] = ""
     else:
         values["data.source"] = source if inputs.is_url(source) else str(Path(source).resolve())
-    config = build_config(config_file, values, preset)
+    config = build_config(config_file, values, preset, start=start_network(values, preset, config_file))
     target = config.training.target_psnr
     if options.objective == "steps" and not target:
         raise UsageError("--objective steps counts the steps to a PSNR: give it with --target-psnr DB")
@@ -113,7 +114,7 @@ def tune(source: str, out: str | Path, flags: dict, config_file: Path | None = N
     out = Path(out).resolve()
     folder_output(out, holds_study, "study of inr tune", protected=[config.data.source, config_file or ""],
                   inside=[config.data.source])
-    refuse_special(out / JOURNAL)
+    writable(out / JOURNAL)
     notices: list[str] = []
     sample = load_sample(source, config, options.sample, notices)
     space = build_space(config, fixed, list(options.searches), options.max_params, sample.channels, sample.width,

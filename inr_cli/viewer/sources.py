@@ -21,8 +21,8 @@ from inr_cli.formats.data import load_training_data, same_data
 from inr_cli.formats.images import fit_longer_side
 from inr_cli.formats.network_set import PLAN, is_network_set, load_network_set
 from inr_cli.formats.png import png_bytes
+from inr_cli.limits import shrink_factor
 from inr_cli.runs.metrics_csv import read_metrics
-from inr_cli.runs.pictures import shrink_factor
 from inr_cli.sets import inputs
 from inr_cli.sets.inputs import is_url
 from inr_cli.sets.plan import Plan
