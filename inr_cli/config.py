@@ -41,6 +41,7 @@ from inr_cli.settings import (  # noqa: F401
     POSITIVE,
     SETTINGS,
     SGD,
+    SIGMOID_OUTPUT,
     SINE,
     TRAIN,
     Device,
@@ -324,7 +325,8 @@ def applies(setting, config: Config, command: str = TRAIN) -> bool:
     """Whether a setting does anything in this configuration (Setting.applies)."""
     drawn = config.training.init in ("random", "shared")
     return {"": True, FOURIER: config.encoding.name == "fourier", HASH_GRID: config.encoding.name == "hashgrid",
-            SINE: config.network.model == "siren", FILE_START: not drawn or command == META_INIT,
+            SINE: config.network.model == "siren", SIGMOID_OUTPUT: config.network.model != "siren",
+            FILE_START: not drawn or command == META_INIT,
             DRAWN_START: drawn, ADAM: config.optimizer.name == "adam",
             SGD: config.optimizer.name == "sgd"}[setting.applies]
 

@@ -36,11 +36,12 @@ FITS = (TRAIN, FIT_MANY, META_INIT)
 POSITIVE, NON_NEGATIVE = "positive", "non-negative"
 NO_LEGACY = object()  # a key that checkpoints have held since they were first written
 # Where a setting does anything (Setting.applies), in the words of a refusal: "does nothing but ...".
-FOURIER, HASH_GRID, SINE = "fourier", "hashgrid", "sine"
+FOURIER, HASH_GRID, SINE, SIGMOID_OUTPUT = "fourier", "hashgrid", "sine", "sigmoid output"
 FILE_START, DRAWN_START, ADAM, SGD = "file start", "drawn start", "adam", "sgd"
 APPLIES = {FOURIER: "with Fourier features (--encoding fourier)",
            HASH_GRID: "with a hash grid (--encoding hashgrid)",
            SINE: "in a network of sine layers (--model siren)",
+           SIGMOID_OUTPUT: "where the model's output is a sigmoid (--model relu or sigmoid)",
            FILE_START: "with a file start (--init PATH), or in meta-init",
            DRAWN_START: "with a drawn start (--init random or shared): a file start keeps its own",
            ADAM: "with Adam (--optimizer adam)",
@@ -109,7 +110,7 @@ SETTINGS = (
             bound=POSITIVE, legacy=1.0),
     Setting("network.linear_output", bool, False, "A linear output layer (the render clips it to [0, 1]) in place "
             "of the relu and sigmoid models' sigmoid, which a white sky or page can drive into saturation, where it "
-            "stops learning (siren's is linear already)", legacy=False),
+            "stops learning (siren's is linear already)", legacy=False, applies=SIGMOID_OUTPUT),
     Setting("network.max_bytes", str, "", "The most bytes the network's parameters may take, stored as --dtype "
             "says: 500k, 1.5M, 2MiB, or image (the training image's 8-bit bytes); the budget sizes the hash grid's "
             "tables, or the hidden width (and the Fourier features) of any other network; empty = none (a hash grid "

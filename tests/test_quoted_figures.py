@@ -176,8 +176,7 @@ def test_the_latents_figures_the_guides_quote():
 
 def test_the_picture_sizes_the_hash_grid_guide_says():
     """The sizes docs/hashgrid.md gives for previews and the run's pictures are the limits inr draws them within."""
-    from inr_cli.limits import MAX_PICTURE_PIXELS, MAX_PICTURE_SIDE, MAX_PREVIEW_PIXELS
-    from inr_cli.runs.pictures import picture_size, preview_factor
+    from inr_cli.limits import MAX_PICTURE_PIXELS, MAX_PICTURE_SIDE, MAX_PREVIEW_PIXELS, picture_size, preview_factor
 
     def megapixels(count: int) -> str:
         return "a megapixel" if count == 1 << 20 else f"{count / (1 << 20):g} megapixels"

@@ -135,6 +135,7 @@ def test_one_map_from_a_flag_to_its_setting():
 WHERE = {settings.FOURIER: ({"encoding.name": "fourier"}, {}),
          settings.HASH_GRID: ({"encoding.name": "hashgrid"}, {}),
          settings.SINE: ({}, {"network.model": "relu"}),
+         settings.SIGMOID_OUTPUT: ({"network.model": "relu"}, {}),
          settings.FILE_START: ({"training.init": "start.safetensors"}, {}),
          settings.DRAWN_START: ({}, {"training.init": "start.safetensors"}),
          settings.ADAM: ({}, {"optimizer.name": "sgd"}),
