@@ -8,6 +8,7 @@ import pytest
 from typer.testing import CliRunner
 
 from inr_cli.cli import app
+from inr_cli.config import build_config
 from inr_cli.core.network import NetworkSpec, init_networks
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.export import write_safetensors
@@ -192,7 +193,7 @@ def test_a_file_start_names_its_network_where_nothing_else_does(tmp_path):
     result = inr("train", folder / "img1.png", "--init", tmp_path / "start", "--run-dir", tmp_path / "run", *common)
     assert result.exit_code == 0, result.output
     assert ckpt.load(tmp_path / "run").spec == ckpt.load(tmp_path / "start").spec
-    assert ckpt.load(tmp_path / "run").config.optimizer.lr == 2e-2  # the hashgrid preset's
+    assert ckpt.load(tmp_path / "run").config.optimizer.lr == build_config(None, {}, "hashgrid").optimizer.lr
     result = inr("train", folder / "img1.png", "--init", tmp_path / "start", "--run-dir", tmp_path / "other",
                  "--hidden", "16", *common)
     assert result.exit_code == 1 and result.output.count(" vs ") == 1 and "hidden 8 (the start) vs 16" in result.output
