@@ -127,7 +127,7 @@ def test_a_large_image_ends_with_pictures_within_their_limits(tmp_path, monkeypa
 
     from inr_cli import limits
 
-    monkeypatch.setattr(limits, "MAX_PICTURE_SIDE", 10)  # where shrink_factor reads it: every 4th pixel of 40 x 20
+    monkeypatch.setattr(limits, "MAX_PICTURE_SIDE", 10)  # every 4th pixel of 40 x 20
     image = make_image(tmp_path / "wide.png", "RGB", (40, 20))
     result = run("train", image, "--preset", "hashgrid", "--steps", "4", "--preview-every", "2", "--device", "cpu",
                  "--run-dir", tmp_path / "r")

@@ -146,3 +146,36 @@ def test_each_backends_training_step_is_estimated_within_a_fifth(backend_name):
         parts = memory.training_estimates(spec, size, size, config.training.batch_size, 1, backend, previews=False)[0]
         estimated = sum(part.bytes for part in parts.parts if part.what != "their copies for checkpoints")
         assert 0.8 < estimated / measured < 1.2, (preset, estimated / MB, measured / MB)
+
+
+def test_inr_trains_checkpoints_are_counted_as_the_snapshots_it_keeps(monkeypatch):
+    """inr train's estimate counts the snapshots runs/snapshots.py keeps, where the trainer runs: two
+    of a small model; of a large one none in host memory (its checkpoints are written from the
+    trainer's arrays) and one on a GPU, in device memory; the final pictures, the parameters once."""
+    import types
+
+    from inr_cli.backends.cpu_backend import CpuBackend
+    from inr_cli.config import build_config
+    from inr_cli.core import state
+    from inr_cli.core.network import NetworkSpec
+    from inr_cli.core.sizing import fit_to_image
+    from inr_cli.runs.snapshots import Snapshots
+    from inr_cli.runs.writer import BackgroundWriter
+
+    spec = NetworkSpec.from_config(fit_to_image(build_config(None, {"network.hidden": 16}, "siren"), 64, 64, 3)[0], 3)
+    model = spec.parameter_count() * 4
+    cpu, gpu = CpuBackend(), types.SimpleNamespace(name="gpu", in_host_memory=False)
+
+    def counted(backend) -> dict:
+        estimates = memory.training_estimates(spec, 64, 64, 0, 1, backend, previews=False, snapshots=True)
+        return {estimate.where: part.bytes for estimate in estimates for part in estimate.parts
+                if "for checkpoints" in part.what and part.bytes}
+
+    with BackgroundWriter() as writer:
+        assert counted(cpu) == {"host memory": 6 * model} and counted(gpu) == {"GPU memory": 6 * model}
+        assert Snapshots(cpu, (1, model // 4), writer).count == Snapshots(gpu, (1, model // 4), writer).count == 2
+        monkeypatch.setattr(state, "SMALL_SNAPSHOT_BYTES", 3 * model - 1)
+        assert counted(cpu) == {} and counted(gpu) == {"GPU memory": 3 * model}
+        assert (Snapshots(cpu, (1, model // 4), writer).count, Snapshots(gpu, (1, model // 4), writer).count) == (0, 1)
+    finishing = memory.finishing_estimate(spec, 64, 64, 1, cpu, snapshots=True)
+    assert [part.bytes for part in finishing.parts if part.what == "the parameters"] == [model]

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from inr_cli.backends.cpu_backend import CpuBackend
+from inr_cli.core import state as state_module
 from inr_cli.core.training_loop import Signals, run_steps
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats import npz
-from inr_cli.runs import snapshots as snapshots_module
 from inr_cli.runs.snapshots import Snapshots
 from inr_cli.runs.training import write_checkpoint
 from inr_cli.runs.writer import BackgroundWriter
@@ -112,7 +112,7 @@ def test_a_small_model_keeps_two_snapshots_a_large_one_one_none_in_host_memory(m
     writer = BackgroundWriter()
     on_a_device = types.SimpleNamespace(in_host_memory=False)
     assert Snapshots(CpuBackend(), (1, 1000), writer).count == 2
-    monkeypatch.setattr(snapshots_module, "SMALL_SNAPSHOT_BYTES", 3 * 4 * 1000 - 1)
+    monkeypatch.setattr(state_module, "SMALL_SNAPSHOT_BYTES", 3 * 4 * 1000 - 1)
     assert Snapshots(on_a_device, (1, 1000), writer).count == 1
     assert Snapshots(CpuBackend(), (1, 1000), writer).count == 0
     writer.close()

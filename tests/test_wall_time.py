@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageSequence
 
+from inr_cli import limits
 from inr_cli.backends.cpu_backend import CpuBackend
 from inr_cli.config import build_config
 from inr_cli.core.network import NetworkSpec
@@ -161,9 +162,9 @@ def test_previews_frames_and_final_pictures_are_bounded(tmp_path, monkeypatch):
     """Within their limits whatever the image's size: previews at every 3rd pixel of a 30 x 24 image
     (limit 100 pixels), the animation's frames smaller still, the final render and the comparison's
     panels at every 2nd pixel (limit 200), the comparison's reference panel those very pixels."""
-    monkeypatch.setattr(pictures, "MAX_PREVIEW_PIXELS", 100)
+    monkeypatch.setattr(limits, "MAX_PREVIEW_PIXELS", 100)
     monkeypatch.setattr(pictures, "MAX_FRAME_PIXELS", 30)
-    monkeypatch.setattr(pictures, "MAX_PICTURE_PIXELS", 200)
+    monkeypatch.setattr(limits, "MAX_PICTURE_PIXELS", 200)
     image = make_image(tmp_path / "img.png", "RGB", size=(30, 24))
     result = run("train", image, "--steps", "6", "--preview-every", "2", "--run-dir", tmp_path / "r", *SMALL)
     assert result.exit_code == 0, result.output

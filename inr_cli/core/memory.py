@@ -12,9 +12,10 @@ TOML keys say them), so that a refusal names what to lower:
 - the render: the chunks of rows a drawing goes through and the canvas it fills.
 
 Host and device are estimated apart: on the CPU backends everything is host memory; on the GPU the
-training buffers are device memory, checked against what the device has free, and the host keeps
-the image and the checkpoint's copies. The process's own memory (the interpreter, the libraries,
-what it has read so far) is read from the system where the check is made, and added.
+training buffers are device memory (inr train's checkpoint snapshots too), checked against what the
+device has free, and the host keeps the image (and a set's checkpoint copies). The process's own
+memory (the interpreter, the libraries, what it has read so far) is read from the system where the
+check is made, and added.
 
 The model follows what the code allocates (core/trainer.py, core/workspace.py, core/render.py and
 each backend's training pass); its constants were measured (BENCHMARKS.md, "Memory before
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 
 from inr_cli.core.network import NetworkSpec
 from inr_cli.core.render import CHUNK_PIXELS
+from inr_cli.core.state import snapshot_count
 from inr_cli.errors import InrError
 from inr_cli.hooks import hook
 from inr_cli.settings import BY_KEY
@@ -36,8 +38,9 @@ FLOAT = 4  # bytes of a float32, as every buffer of a training holds them
 # A step of the reference (NumPy) backend makes whole-array temporaries, about this many of its
 # widest activation (an activation's argument).
 NUMPY_TEMPORARIES = 1
-# The host copies of the parameters a run keeps: its starting state and, at each checkpoint, the
-# parameters and both moments taken off the trainer.
+# The host copies of the parameters a set's pack keeps (inr train's checkpoints are snapshots:
+# core/state.snapshot_count): its starting state and, at each checkpoint, the parameters and both
+# moments taken off the trainer.
 HOST_STATE_COPIES = 4
 # Reading an image holds, beside the pixels it keeps, about this many bytes per channel value (the
 # file's bytes, the decoder's).
@@ -184,12 +187,14 @@ def _workspace(spec: NetworkSpec, rows: int, networks: int, backend) -> int:
 
 
 def training_estimates(spec: NetworkSpec, width: int, height: int, batch_size: int, networks: int, backend,
-                       images_held: bool = True, previews: bool = True, value_bytes: int = 1) -> list[Estimate]:
+                       images_held: bool = True, previews: bool = True, value_bytes: int = 1,
+                       snapshots: bool = False) -> list[Estimate]:
     """What training `networks` networks of `spec` on width x height images takes while it steps,
     on `backend` (its name: numpy, cpu or gpu): host memory and, on a GPU, device memory; with
     `previews`, one is drawn meanwhile. images_held: the images are read already (inr train); else
     (a pack of fit-many) they are counted too, `value_bytes` a channel value as they are stored (1
-    for an 8-bit image, 4 for floats)."""
+    for an 8-bit image, 4 for floats). snapshots: the checkpoints of inr train, snapshots where the
+    trainer runs and streamed to the file (core/state.snapshot_count), not host copies."""
     from inr_cli.limits import picture_size, preview_factor
 
     on_gpu = getattr(backend, "name", "") == "gpu"
@@ -204,8 +209,13 @@ def training_estimates(spec: NetworkSpec, width: int, height: int, batch_size: i
     # state, a checkpoint's), which the GPU's host has too.
     training.parts.append(Part("the parameters, gradients and Adam's moments", 4 * n * params * FLOAT,
                                _parameter_keys(spec)))
-    host.parts.append(Part("their copies for checkpoints", HOST_STATE_COPIES * n * params * FLOAT,
-                           _parameter_keys(spec)))
+    if snapshots:
+        count = snapshot_count(n * params, getattr(backend, "in_host_memory", not on_gpu))
+        training.parts.append(Part("their snapshots for checkpoints", count * 3 * n * params * FLOAT,
+                                   _parameter_keys(spec)))
+    else:
+        host.parts.append(Part("their copies for checkpoints", HOST_STATE_COPIES * n * params * FLOAT,
+                               _parameter_keys(spec)))
     workspace = _workspace(spec, rows, n, backend)
     if not full_batch:
         workspace += n * rows * (spec.in_features + channels) * FLOAT  # the batch drawn each step
@@ -232,10 +242,12 @@ def training_estimates(spec: NetworkSpec, width: int, height: int, batch_size: i
     return [estimate for estimate in (host, device) if estimate is not None]
 
 
-def finishing_estimate(spec: NetworkSpec, width: int, height: int, networks: int, backend) -> Estimate:
+def finishing_estimate(spec: NetworkSpec, width: int, height: int, networks: int, backend,
+                       snapshots: bool = False) -> Estimate:
     """What a run holds once its training buffers are let go, drawing the image (every k-th pixel of
     a large one) and writing its pictures: the float render and its encodings, a chunk, the image's
-    floats to score a render drawn whole, the parameters and the last checkpoint's copies."""
+    floats to score a render drawn whole, the parameters and the last checkpoint's copies (none with
+    snapshots: inr train writes it from the trainer's own arrays)."""
     from inr_cli.limits import picture_size, shrink_factor
 
     pixels, channels = width * height, spec.out_features
@@ -246,8 +258,8 @@ def finishing_estimate(spec: NetworkSpec, width: int, height: int, networks: int
                            + (networks * pixels * channels * FLOAT if whole else 0), ("data.size",)))
     host.parts.append(Part("the render's chunks", min(networks * shown, CHUNK_PIXELS) * _render_row_bytes(
         spec, _threads(backend)), NETWORK_KEYS))
-    host.parts.append(Part("the parameters", (1 + HOST_STATE_COPIES) * networks * spec.parameter_count() * FLOAT,
-                           _parameter_keys(spec)))
+    copies = 1 if snapshots else 1 + HOST_STATE_COPIES
+    host.parts.append(Part("the parameters", copies * networks * spec.parameter_count() * FLOAT, _parameter_keys(spec)))
     return host
 
 
@@ -351,13 +363,14 @@ def check(estimates: list[Estimate], backend, doing: str, advice: str = "") -> N
 
 
 def check_training(spec: NetworkSpec, config, width: int, height: int, networks: int, backend,
-                   images_held: bool = True, doing: str = "this training", value_bytes: int = 1) -> None:
+                   images_held: bool = True, doing: str = "this training", value_bytes: int = 1,
+                   snapshots: bool = False) -> None:
     """The training check (training_estimates, finishing_estimate) for a configuration: before its
-    parameters, workspace or images are allocated (value_bytes: as training_estimates)."""
+    parameters, workspace or images are allocated (value_bytes, snapshots: as training_estimates)."""
     batch = config.training.batch_size
     estimates = training_estimates(spec, width, height, batch, networks, backend, images_held,
-                                   config.training.preview_every > 0, value_bytes)
-    finishing = finishing_estimate(spec, width, height, networks, backend)
+                                   config.training.preview_every > 0, value_bytes, snapshots)
+    finishing = finishing_estimate(spec, width, height, networks, backend, snapshots)
     host = estimates[0]
     if finishing.needed > host.needed:
         estimates[0] = finishing

@@ -36,3 +36,18 @@ class TrainingState:
     @property
     def networks(self) -> int:
         return self.params.shape[0]
+
+
+# A run's checkpoints wait for the writer as snapshots of the state (the parameters and both moments,
+# float32) where the trainer runs (runs/snapshots.py): a model whose snapshot takes up to this many
+# bytes keeps two, a larger one one, or none where the trainer's arrays are host memory (its
+# checkpoints are then written from them while the steps wait: three more copies of a large model
+# would be host memory too).
+SMALL_SNAPSHOT_BYTES = 64 << 20
+
+
+def snapshot_count(parameters: int, in_host_memory: bool) -> int:
+    """How many snapshots a run of `parameters` parameters (all its networks') keeps."""
+    if 3 * 4 * parameters <= SMALL_SNAPSHOT_BYTES:
+        return 2
+    return 0 if in_host_memory else 1

@@ -22,12 +22,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from inr_cli.core.state import TrainingState
+from inr_cli.core.state import TrainingState, snapshot_count
 from inr_cli.runs.writer import BackgroundWriter, Job
-
-# A model whose snapshot takes up to this many bytes has two snapshots; a larger one, one (none in
-# host memory).
-SMALL_SNAPSHOT_BYTES = 64 << 20
 
 
 @dataclass
@@ -45,9 +41,7 @@ class Snapshot:
 class Snapshots:
     def __init__(self, backend, shape: tuple[int, int], writer: BackgroundWriter, count: int | None = None):
         self.backend, self.shape, self.writer = backend, shape, writer
-        if count is None:
-            count = 2 if 3 * 4 * math.prod(shape) <= SMALL_SNAPSHOT_BYTES else 0 if backend.in_host_memory else 1
-        self.count = count
+        self.count = snapshot_count(math.prod(shape), backend.in_host_memory) if count is None else count
         self.held: list[Snapshot] = []
 
     def available(self) -> Snapshot | None:

@@ -155,14 +155,15 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
     seed = config.training.seed
     if resume_from is not None:
         spec, state = resume_from.spec, resume_from.state
-        check_training(spec, config, image.width, image.height, 1, backend, value_bytes=image.pixels.itemsize)
+        check_training(spec, config, image.width, image.height, 1, backend, value_bytes=image.pixels.itemsize,
+                       snapshots=True)
     else:
         config, reasons = fit_to_image(config, image.width, image.height, image.n_channels)
         for reason in reasons if not quiet else ():
             info(reason)
         spec = NetworkSpec.from_config(config, image.n_channels)
         check_training(spec, config, image.width, image.height, 1, backend,  # before a parameter is drawn
-                       value_bytes=image.pixels.itemsize)
+                       value_bytes=image.pixels.itemsize, snapshots=True)
         state = fresh_state(config, spec, image)
     with wall.phase("reading"):
         data_id = fingerprint(image)
