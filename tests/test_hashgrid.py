@@ -38,6 +38,7 @@ def test_a_large_image_trains_the_hash_grid_and_a_small_one_siren(tmp_path, larg
         assert saved["encoding.name"] == ("hashgrid" if expected == "hashgrid" else "none")
         assert saved["network.model"] == ("relu" if expected == "hashgrid" else "siren")
     assert "24x20: training the hashgrid preset" in result.output
+    assert "relu, 2 hidden x 64, linear output, hash grid" in run("info", tmp_path / "large").stdout  # the preset's
 
 
 @pytest.mark.parametrize("named", [["--preset", "siren"], ["--model", "siren"], ["--encoding", "none"],

@@ -35,6 +35,7 @@ def command(
         "hidden": spec.hidden,
         "layers": spec.layers,
         "omega0": spec.omega0 if spec.model == "siren" else None,
+        "output": spec.activations()[-1],  # the output layer's activation: linear, or a sigmoid
         "encoding": spec.encoding,
         "fourier_features": spec.fourier_features or None,
         "fourier_sigma": spec.fourier_sigma or None,
@@ -61,7 +62,7 @@ def command(
         return
     lines = [
         f"network   {spec.model}, {spec.layers} hidden x {spec.hidden}"
-        + (f", omega0 {spec.omega0:g}" if spec.model == "siren" else "")
+        + (f", omega0 {spec.omega0:g}" if spec.model == "siren" else f", {result['output']} output")
         + (f", Fourier features m={spec.fourier_features} sigma={spec.fourier_sigma:g}"
            if spec.encoding == "fourier" else "")
         + (f", hash grid of {spec.hash_levels} levels x {spec.hash_features} features, {spec.hash_min_resolution} to "
