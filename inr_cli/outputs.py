@@ -162,8 +162,8 @@ def writable(path: Path, flag: str = "-o") -> None:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
         return
-    except OSError as exc:
-        raise InrError(f"{path}: cannot look at it ({exc.strerror or exc})") from None
+    except OSError as exc:  # a parent that is a file, a folder it may not look into
+        raise InrError(f"cannot write {path} ({exc.strerror or exc})") from None
     if stat.S_ISREG(mode):
         return
     if stat.S_ISLNK(mode):
