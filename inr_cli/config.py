@@ -290,6 +290,8 @@ def validate(config: Config) -> Config:
         value = config.get(s.key)
         if s.choices and value not in s.choices:
             raise UsageError(f"{s.spelled} '{value}' is not one of: {', '.join(s.choices)}")
+        if s.type is float and not math.isfinite(value):  # NaN passes every comparison below
+            raise UsageError(f"{s.spelled} must be a finite number, got {value}")
         if s.bound == POSITIVE and not value > 0:
             raise UsageError(f"{s.spelled} must be positive, got {value}")
         if s.bound == NON_NEGATIVE and value < 0:
