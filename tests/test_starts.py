@@ -143,6 +143,8 @@ def test_a_rerun_or_resume_refuses_a_changed_start(tmp_path):
     assert inr("train", folder / "img0.png", "--run-dir", run, "--preview-every", "0", *NET).exit_code == 0
     result = inr("train", "--resume", run, "--init", "random", "--steps", "30")
     assert result.exit_code == 2 and "--init cannot change when resuming" in result.output
+    # said at the value the run was started with, it changes nothing: the run goes on
+    assert inr("train", "--resume", run, "--init", "shared", "--steps", "30").exit_code == 0
 
 
 def test_a_file_start_at_each_images_mean_colour(tmp_path):

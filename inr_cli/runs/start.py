@@ -94,13 +94,15 @@ def resume_run(data, flags, allow_data_change, quiet) -> TrainingResult | None:
     """Go on with a run, as `inr train --resume [DATA]` does (data: its directory or checkpoint, None:
     the latest run; flags: the resumable settings to change); None when it had already finished."""
     wall = WallTime()
-    fixed = sorted(set(flags) - RESUMABLE)
-    if fixed:
-        raise UsageError(f"--{fixed[0].replace('_', '-')} cannot change when resuming; start a new run instead")
     run = Path(data) if data else latest_run()
     if run.is_file() and run.suffix != ".npz":
         raise UsageError(f"{run} is not a run: --resume takes a run directory (runs/NAME) or its {ckpt.FILENAME}")
     saved = ckpt.load(run, deferred=True)  # the arrays read when the trainer takes them, to the device
+    # A setting a run cannot change may still be said, at the value it was recorded with.
+    fixed = sorted(name for name, key_value in ((n, flags_to_values({n: flags[n]})) for n in set(flags) - RESUMABLE)
+                   if any(saved.config.get(key) != value for key, value in key_value.items()))
+    if fixed:
+        raise UsageError(f"--{fixed[0].replace('_', '-')} cannot change when resuming; start a new run instead")
     run_dir = run if run.is_dir() else run.parent
     writable_inside(run_dir, "--resume")  # the files it writes again: no link, no FIFO among them
     config = with_values(saved.config, flags_to_values(flags))
