@@ -28,7 +28,7 @@ from inr_cli import arguments
 from inr_cli.config import DEVICES, Spelling, given_settings
 from inr_cli.core.memory import check_render
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
-from inr_cli.errors import ArgumentTypeError, ArgumentValueError, UsageError
+from inr_cli.errors import OUT_OF_MEMORY, ArgumentTypeError, ArgumentValueError, InrError, OutOfMemory, UsageError
 from inr_cli.formats.atomic import atomic_path
 from inr_cli.formats.checkpoint import FILENAME as CHECKPOINT
 from inr_cli.formats.input_files import is_url
@@ -387,7 +387,7 @@ def fit(image: PathLike | np.ndarray | None = None, *, preset: str | None = None
             not hasattr(image, "getdata"):  # a PIL image
         raise ArgumentTypeError(f"image is a file, an array or a PIL image, got {type(image).__name__}")
     if image is None or isinstance(image, (str, os.PathLike)):
-        with _interrupt_as_keyboard_interrupt():
+        with _run_errors_for_python():
             result = start_run(None if image is None else os.fspath(image), flags, config, run_dir, quiet, preset)
         return _load_run(result.run_dir)
     array, name = _image_array(image)
@@ -395,7 +395,7 @@ def fit(image: PathLike | np.ndarray | None = None, *, preset: str | None = None
     try:
         with atomic_path(run_dir / IMAGE_IN_RUN, suffix=".npy") as tmp, open(tmp, "wb") as handle:
             np.save(handle, array, allow_pickle=False)
-        with _interrupt_as_keyboard_interrupt():
+        with _run_errors_for_python():
             result = start_run(str(run_dir / IMAGE_IN_RUN), flags, config, run_dir, quiet, preset)
     except BaseException:
         if not (run_dir / CHECKPOINT).exists():  # no run began: the folder is left as it was found
@@ -469,7 +469,7 @@ def fit_many(folder: PathLike, out: PathLike, *, preset: str | None = None, conf
                                           ((skip_unreadable, "skip_unreadable"), (quiet, "quiet"), (add, "add"),
                                            (force, "force")))
     config, labels = arguments.optional_path(config, "config"), arguments.optional_path(labels, "labels")
-    with _interrupt_as_keyboard_interrupt():
+    with _run_errors_for_python():
         fit_folder(str(folder), str(out), flags, config, preset, pack, ray, workers, gpus_per_worker,
                    skip_unreadable, quiet, force, add, labels)
     return None if "://" in str(out) else TrainedSet(out)
@@ -486,9 +486,10 @@ def _flags(command: str, options: dict, settings: dict) -> dict:
     return given_settings(command, options, settings.items(), KEYWORDS)
 
 
-class _interrupt_as_keyboard_interrupt:
+class _run_errors_for_python:
     """The commands end an interrupted run (its checkpoint or shards saved, what to do next said)
-    with SystemExit(128 + signal); from Python that is a KeyboardInterrupt, which a notebook survives."""
+    with SystemExit(128 + signal); from Python that is a KeyboardInterrupt, which a notebook survives.
+    NumPy's MemoryError is an InrError too (OutOfMemory, a MemoryError), with the command's words."""
 
     def __enter__(self):
         return self
@@ -496,6 +497,8 @@ class _interrupt_as_keyboard_interrupt:
     def __exit__(self, kind, exc, traceback):
         if kind is SystemExit and isinstance(exc.code, int) and exc.code > 128:
             raise KeyboardInterrupt(f"interrupted (signal {exc.code - 128}); the work so far is saved") from None
+        if kind is not None and issubclass(kind, MemoryError) and not issubclass(kind, InrError):
+            raise OutOfMemory(OUT_OF_MEMORY) from None
         return False
 
 

@@ -17,7 +17,7 @@ from typer.core import TyperGroup
 from inr_cli import __version__
 from inr_cli.console import error
 from inr_cli.core.training_loop import Interrupted
-from inr_cli.errors import InrError
+from inr_cli.errors import OUT_OF_MEMORY, InrError
 
 # The exit status when standard output was closed before all was written (`inr info | head -0`):
 # Python's own when its exit cannot flush stdout. Click's would be 1, the status of any failure.
@@ -137,8 +137,7 @@ def handles_errors(command):
         except MemoryError:
             if _debug["on"]:
                 raise
-            error("out of memory: the machine had less free than inr's estimate said, or another program took "
-                  "it; lower --size, --batch-size, --hidden or the hash grid's --hash-log2-size")
+            error(OUT_OF_MEMORY)
             raise typer.Exit(1) from None
         except OSError as exc:  # what the system refused (a full disk, a read-only folder) that no reader named
             if _debug["on"]:

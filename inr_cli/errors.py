@@ -45,6 +45,16 @@ class IndexOutOfRange(UsageError, IndexError):
     """An index past the end of a set or a view."""
 
 
+class OutOfMemory(InrError, MemoryError):
+    """The machine ran out of memory after the estimate let the work begin (another program took it,
+    or a limit the estimate does not see)."""
+
+
+OUT_OF_MEMORY = ("out of memory: the machine had less free than inr's estimate said, or another program took it; "
+                 "lower the size (--size), the batch (--batch-size), the network (--hidden) or the hash grid "
+                 "(--hash-log2-size, --hash-levels, --hash-max-res)")
+
+
 class NoSuchName(InrError, KeyError):
     """A name the set does not hold."""
 

@@ -129,3 +129,16 @@ def test_an_index_a_name_and_classes_as_a_python_user_gives_them(made):
     with pytest.raises(TypeError, match="batch_size is a whole number"):
         nets.batches("2")  # said when called, not at the first batch
     assert Path(made["base"] / "set").is_dir()
+
+
+def test_running_out_of_memory_in_a_fit_is_an_inr_error_that_is_a_memory_error():
+    """NumPy's MemoryError inside fit, fit_many or meta-learning reaches Python as OutOfMemory: an
+    InrError with the command's one line, and the MemoryError a Python user catches."""
+    from inr_cli.api import _run_errors_for_python
+    from inr_cli.errors import OutOfMemory
+
+    with pytest.raises(OutOfMemory) as caught:
+        with _run_errors_for_python():
+            np.empty(1 << 62, np.uint8)  # more than any machine: NumPy's own MemoryError
+    assert isinstance(caught.value, InrError) and isinstance(caught.value, MemoryError)
+    assert "\n" not in str(caught.value) and "--hash-levels" in str(caught.value)

@@ -51,6 +51,25 @@ def test_a_hash_grid_beyond_the_machine_is_refused_before_a_parameter_is_drawn(t
     assert not (tmp_path / "run").exists()
 
 
+def test_an_address_space_limit_is_room_the_estimate_sees():
+    """`ulimit -v` leaves a process less than the machine has free: host_room counts what the limit
+    leaves (a process under one, as a subprocess here), and nothing without one."""
+    import os
+    import resource
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    limit = 3 << 30
+    code = "from inr_cli.core import memory; print(memory._address_space_room(), memory.host_room())"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    limited = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True,
+                             preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))).stdout.split()
+    assert 0 < int(limited[0]) < limit and int(limited[1]) <= int(limited[0]), limited
+    if resource.getrlimit(resource.RLIMIT_AS)[0] == resource.RLIM_INFINITY:
+        assert memory._address_space_room() is None
+
+
 def test_a_pack_and_a_render_beyond_the_machine_are_refused_naming_what_drives_them(tmp_path, monkeypatch):
     folder = tmp_path / "images"
     folder.mkdir()

@@ -306,6 +306,22 @@ def _cgroup_room() -> int | None:
         return None
 
 
+def _address_space_room() -> int | None:
+    """What an address-space limit (`ulimit -v`, RLIMIT_AS) leaves this process: the limit less what
+    it maps already; None without one."""
+    try:
+        import resource
+
+        limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if limit == resource.RLIM_INFINITY:
+            return None
+        with open("/proc/self/status", encoding="ascii") as handle:
+            mapped = next(int(line.split()[1]) * 1024 for line in handle if line.startswith("VmSize:"))
+        return limit - mapped
+    except (ImportError, OSError, ValueError, StopIteration, IndexError):
+        return None
+
+
 def process_memory() -> int:
     """Bytes this process holds now (its resident set), 0 where the system does not say."""
     try:
@@ -320,8 +336,8 @@ def process_memory() -> int:
 
 def host_room() -> int | None:
     """Bytes of host memory this process may still take: what the system has available, within a
-    container's limit; None where neither is known (the check is then skipped)."""
-    found = [room for room in (_meminfo("MemAvailable"), _cgroup_room()) if room is not None]
+    container's limit and an address-space limit; None where none is known (the check is then skipped)."""
+    found = [room for room in (_meminfo("MemAvailable"), _cgroup_room(), _address_space_room()) if room is not None]
     if not found:
         try:
             found = [os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")]
