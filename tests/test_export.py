@@ -74,6 +74,11 @@ def test_safetensors_hold_the_weights_by_layer(run_dir, tmp_path):
         entries = sum(size for _, _, size, _ in grid["levels"])
         assert tensors["encoding.table"].shape == (entries, grid["features"]) and grid["prime"] == 2654435761
         assert np.array_equal(tensors["encoding.table"].ravel(), saved.state.params[0, : entries * grid["features"]])
+    # the commands that read a run say what the file is, and where to look instead
+    for command in ("info", "render"):
+        result = runner.invoke(app, [command, str(tmp_path / "model.safetensors")])
+        assert result.exit_code == 2 and "is an exported network (inr export), not a run" in result.stderr, \
+            result.output
 
 
 def test_export_refuses_unknown_formats_before_work(tmp_path):
