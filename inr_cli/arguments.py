@@ -109,6 +109,8 @@ def names(value, name: str) -> list[str]:
 
 def float_array(value, name: str, shape: tuple | None = None) -> np.ndarray:
     """A finite float32 array (of `shape` where given: None in it for any length)."""
+    if value is None or isinstance(value, (str, bytes)):  # NumPy would make a 0-d array of it, or fail later
+        raise ArgumentTypeError(f"{name} is an array of numbers, got {_shown(value)}")
     try:
         array = np.asarray(value, dtype=np.float32)
     except (TypeError, ValueError) as exc:

@@ -126,6 +126,8 @@ def test_an_index_a_name_and_classes_as_a_python_user_gives_them(made):
         nets.view(classes="ab")  # one string is not the classes a and b
     with pytest.raises(ValueError, match=r"mean of shape \[3\]"):
         nets.view().standardized(np.zeros(3), np.ones(3))
+    with pytest.raises(TypeError, match="mean is an array of numbers, got NoneType"):
+        nets.view().standardized(None, None)
     with pytest.raises(TypeError, match="batch_size is a whole number"):
         nets.batches("2")  # said when called, not at the first batch
     assert Path(made["base"] / "set").is_dir()
