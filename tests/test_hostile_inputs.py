@@ -273,7 +273,7 @@ def test_an_export_given_where_a_checkpoint_is_expected(trained, tmp_path):
     pytest.importorskip("safetensors")
     model = tmp_path / "model.safetensors"
     assert inr("export", trained, "-o", model).code == 0
-    refused_leaving_all(tmp_path, ["info", model], "not a readable checkpoint")
+    refused_leaving_all(tmp_path, ["info", model], "is an exported network (inr export), not a run")
 
 
 # --- a set of networks --------------------------------------------------------------------------
