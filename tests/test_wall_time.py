@@ -29,16 +29,24 @@ from tests.conftest import make_image
 from tests.test_cli import SMALL, run
 
 
+def held_job(written: list, label: str):
+    """(release, started, job): a writer's job that says it started, then waits for release before it
+    appends label to written: a disk as slow as the test wants."""
+    release, started = threading.Event(), threading.Event()
+
+    def job():
+        started.set()
+        release.wait()
+        written.append(label)
+
+    return release, started, job
+
+
 def test_the_writers_queue_is_bounded_and_drains_in_order_on_exit():
     """While one job is written, one more waits and the queue is full: a third submission would wait
     for the disk instead of holding a third snapshot. Leaving the writer writes every job, in order."""
-    release, started, written = threading.Event(), threading.Event(), []
-
-    def slow():
-        started.set()
-        release.wait()
-        written.append("slow")
-
+    written = []
+    release, started, slow = held_job(written, "slow")
     with BackgroundWriter() as writer:
         writer.submit(slow, "pictures")
         started.wait()
@@ -52,13 +60,8 @@ def test_the_writers_queue_is_bounded_and_drains_in_order_on_exit():
 def test_a_newer_checkpoint_takes_the_place_of_one_still_waiting():
     """Checkpoints due faster than the disk writes them never hold the loop: the one waiting is
     replaced by the newer one, which is written; previews are all written, in order."""
-    release, started, written = threading.Event(), threading.Event(), []
-
-    def slow():
-        started.set()
-        release.wait()
-        written.append("step 1")
-
+    written = []
+    release, started, slow = held_job(written, "step 1")
     with BackgroundWriter() as writer:
         writer.submit(slow, "checkpoints", latest_only=True)
         started.wait()
