@@ -382,12 +382,7 @@ class KernelBackend(Backend):
         self._input_layouts("network_backward", stride_x, n_net, rows, plan.in0, input_grad=input_grad, z_in=z_in)
         networks_of("network_backward", x, params)
         target = grads[:, plan.offset:plan.offset + plan.parameters]
-        if plan.groups > 1:
-            partial = self.scratch("fused_partial", n_net * plan.groups * plan.parameters)
-            partial = partial.reshape(n_net, plan.groups, plan.parameters)
-            slots, stride_slots = partial, plan.groups * plan.parameters
-        else:
-            slots, stride_slots = target, stride_grads  # one slot a network: its gradients themselves
+        slots, stride_slots = self._gradient_slots(plan, n_net, target, stride_grads)
         for first, stop in network_groups(n_net):
             self.launch(plan.backward, (plan.groups, stop - first, 1), plan.block,
                         (group(x, first, stop), i64(stride_x), NULL if z_in is None else z_in[first:stop],
@@ -398,7 +393,7 @@ class KernelBackend(Backend):
                          oa[first:stop], i64(stride_o), grad_out[first:stop], slots[first:stop], i64(stride_slots),
                          NULL if input_grad is None else input_grad[first:stop], i32(rows)))
         if plan.groups > 1:
-            self.column_reduce(partial, target)
+            self.column_reduce(slots, target)
 
     def network_train(self, plan: FusedPlan, x, targets, params, grads, loss, hidden_activation: str,
                       output_activation: str, omega0: float, input_grad=None, z_in=None,
@@ -416,13 +411,9 @@ class KernelBackend(Backend):
         self._input_layouts("network_train", stride_x, n_net, rows, plan.in0, input_grad=input_grad, z_in=z_in)
         networks_of("network_train", x, params)
         target = grads[:, plan.offset:plan.offset + plan.parameters]
-        if plan.groups > 1:
-            slots = self.scratch("fused_partial", n_net * plan.groups * plan.parameters)
-            slots = slots.reshape(n_net, plan.groups, plan.parameters)
-            losses = self.scratch("fused_losses", n_net * plan.groups).reshape(n_net, plan.groups)
-            stride_slots = plan.groups * plan.parameters
-        else:  # one slot a network: its gradients and loss themselves
-            slots, losses, stride_slots = target, loss.reshape(n_net, 1), stride_grads
+        slots, stride_slots = self._gradient_slots(plan, n_net, target, stride_grads)
+        losses = (self.scratch("fused_losses", n_net * plan.groups).reshape(n_net, plan.groups) if plan.groups > 1
+                  else loss.reshape(n_net, 1))  # one slot a network: its loss itself
         for first, stop in network_groups(n_net):
             self.launch(plan.train, (plan.groups, stop - first, 1), plan.block,
                         (group(x, first, stop), i64(stride_x), targets[first:stop], i64(stride_t), params[first:stop],
@@ -436,6 +427,15 @@ class KernelBackend(Backend):
         if plan.groups > 1:
             self.column_reduce(slots, target)
             self.column_reduce(losses.reshape(n_net, plan.groups, 1), loss.reshape(n_net, 1))
+
+    def _gradient_slots(self, plan: FusedPlan, n_net: int, target, stride_grads: int):
+        """(slots, their stride): where a fused backward writes each network's gradients. One slot a
+        network is its gradients themselves (target); with plan.groups blocks a network, a scratch
+        slot each, which column_reduce sums into target after."""
+        if plan.groups == 1:
+            return target, stride_grads
+        partial = self.scratch("fused_partial", n_net * plan.groups * plan.parameters)
+        return partial.reshape(n_net, plan.groups, plan.parameters), plan.groups * plan.parameters
 
     @staticmethod
     def _input_layouts(kernel: str, stride_x: int, n_net: int, rows: int, in0: int, **arrays) -> None:
