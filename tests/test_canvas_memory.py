@@ -53,7 +53,10 @@ def test_eval_scores_every_pixel_a_strip_at_a_time(small_run, tmp_path, monkeypa
     result = runner.invoke(app, ["eval", str(small_run), saved.config.data.source, "--json", "--device", "cpu"])
     assert result.exit_code == 0, result.output
     scores = json.loads(result.stdout)
-    assert scores["psnr"] == round(psnr(whole, values), 4) and scores["ssim"] == round(ssim(whole, values), 5)
+    # the strips' render and sums may differ from the whole's in the last bits (another BLAS kernel for
+    # fewer rows): within the rounding eval prints
+    assert scores["psnr"] == pytest.approx(psnr(whole, values), abs=2e-4)
+    assert scores["ssim"] == pytest.approx(ssim(whole, values), abs=2e-5)
 
 
 def test_net_render_beyond_a_size_draws_a_region_or_writes_tiles(small_run, tmp_path, monkeypatch):  # noqa: F811
