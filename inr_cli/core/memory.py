@@ -277,15 +277,20 @@ def render_estimates(spec: NetworkSpec, width: int, height: int, backend, depth:
 
 # --- what the machine has ------------------------------------------------------------------------
 
-def _meminfo(field_name: str) -> int | None:
+def _kilobytes_field(path: str, field_name: str) -> int | None:
+    """Bytes of a "Name:  N kB" line of a /proc file (/proc/meminfo, /proc/self/status), or None."""
     try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
+        with open(path, encoding="ascii") as handle:
             for line in handle:
                 if line.startswith(field_name + ":"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def _meminfo(field_name: str) -> int | None:
+    return _kilobytes_field("/proc/meminfo", field_name)
 
 
 def _cgroup_room() -> int | None:
@@ -313,25 +318,15 @@ def _address_space_room() -> int | None:
         import resource
 
         limit = resource.getrlimit(resource.RLIMIT_AS)[0]
-        if limit == resource.RLIM_INFINITY:
-            return None
-        with open("/proc/self/status", encoding="ascii") as handle:
-            mapped = next(int(line.split()[1]) * 1024 for line in handle if line.startswith("VmSize:"))
-        return limit - mapped
-    except (ImportError, OSError, ValueError, StopIteration, IndexError):
+    except (ImportError, OSError, ValueError):
         return None
+    mapped = _kilobytes_field("/proc/self/status", "VmSize")
+    return None if limit == resource.RLIM_INFINITY or mapped is None else limit - mapped
 
 
 def process_memory() -> int:
     """Bytes this process holds now (its resident set), 0 where the system does not say."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
+    return _kilobytes_field("/proc/self/status", "VmRSS") or 0
 
 
 def host_room() -> int | None:
