@@ -317,17 +317,12 @@ def join(first: PathLike, second: PathLike, out: PathLike) -> TrainedSet:
 def _load_exported(path: Path) -> TrainedNetwork | TrainedSet:
     """A file `inr export` wrote: a set (every index.csv column back, from its metadata) or one
     network (its training size, where the export recorded it)."""
-    from inr_cli.formats.exported import read_exported
-    from inr_cli.formats.modulated import is_latent_set_file, read_latent_set
+    from inr_cli.loading import exported_contents
 
-    if is_latent_set_file(path):
-        base, channels, latents, index = read_latent_set(path)
-        return TrainedSet(path, NetworkSet(base.spec, channels, index, latents, base))
-    exported = read_exported(path)
-    if not exported.stacked:
-        return TrainedNetwork(exported.spec, exported.params[0], exported.channels, exported.width, exported.height)
-    saved = NetworkSet(exported.spec, exported.channels, exported.index, exported.params)
-    return TrainedSet(path, saved)
+    networks, exported = exported_contents(path)
+    if networks is not None:
+        return TrainedSet(path, networks)
+    return TrainedNetwork(exported.spec, exported.params[0], exported.channels, exported.width, exported.height)
 
 
 def _load_set_url(url: str) -> TrainedSet:

@@ -1,17 +1,22 @@
 """A trained network read back for drawing or export: from an `inr train` run (its directory or
-checkpoint), or one image's network from an `inr fit-many` set."""
+checkpoint), one image's network from an `inr fit-many` set, or from a .safetensors file `inr export`
+wrote (one network, or a set's with the image named)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from inr_cli.core.network import NetworkSpec
 from inr_cli.errors import UsageError
 from inr_cli.formats import checkpoint as ckpt
-from inr_cli.formats.network_set import is_network_set, load_network_set
+from inr_cli.formats.network_set import NetworkSet, is_network_set, load_network_set
+
+if TYPE_CHECKING:
+    from inr_cli.formats.exported import Exported
 
 
 @dataclass
@@ -28,16 +33,53 @@ class OneNetwork:
 
 
 def one_network(run: Path, image: str | None) -> OneNetwork:
+    """The network at `run`: a run directory or checkpoint, one image's of a set (a folder, or a set's
+    .safetensors export) named by `image`, or the network of an `inr export` .safetensors file."""
+    if is_exported_file(run):
+        return _exported_network(run, image)
     if is_network_set(run):
-        if image is None:
-            raise UsageError(f"{run} is a set of networks: name one with --image NAME")
-        networks = load_network_set(run)
-        row = networks.row(image)
-        entry = networks.index[row]
-        return OneNetwork(networks.spec, networks.params(row), networks.channels, int(entry["width"]),
-                          int(entry["height"]), f"render-{Path(image).stem}")
+        return _set_member(load_network_set(run), run, image)
     if image is not None:
         raise UsageError(f"--image names an image of an inr fit-many folder; {run} is a single run")
     saved = ckpt.load(run, moments=False)
     height, width, _ = saved.data_shape
     return OneNetwork(saved.spec, saved.params, saved.channels, width, height, "render", saved.config.network.dtype)
+
+
+def is_exported_file(path: Path) -> bool:
+    """Whether `path` names a .safetensors file (`inr export`'s): read as a network or a set."""
+    return Path(path).suffix.lower() == ".safetensors" and not Path(path).is_dir()
+
+
+def _set_member(networks: NetworkSet, where: Path, image: str | None) -> OneNetwork:
+    if image is None:
+        raise UsageError(f"{where} is a set of networks: name one with --image NAME")
+    row = networks.row(image)
+    entry = networks.index[row]
+    return OneNetwork(networks.spec, networks.params(row), networks.channels, int(entry["width"]),
+                      int(entry["height"]), f"render-{Path(image).stem}")
+
+
+def exported_contents(path: Path) -> tuple[NetworkSet | None, Exported | None]:
+    """An `inr export` .safetensors file read whole and checked: (the set it holds, None), or (None,
+    the one network it holds)."""
+    from inr_cli.formats.exported import read_exported
+    from inr_cli.formats.modulated import is_latent_set_file, read_latent_set
+
+    if is_latent_set_file(path):
+        base, channels, latents, index = read_latent_set(path)
+        return NetworkSet(base.spec, channels, index, latents, base), None
+    exported = read_exported(path)
+    if exported.stacked:
+        return NetworkSet(exported.spec, exported.channels, exported.index, exported.params), None
+    return None, exported
+
+
+def _exported_network(path: Path, image: str | None) -> OneNetwork:
+    networks, exported = exported_contents(path)
+    if networks is not None:
+        return _set_member(networks, path, image)
+    if image is not None:
+        raise UsageError(f"--image names an image of a set; {path} holds one network")
+    return OneNetwork(exported.spec, exported.params[0], exported.channels, exported.width, exported.height,
+                      "render", exported.dtype)

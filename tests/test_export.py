@@ -68,17 +68,54 @@ def test_safetensors_hold_the_weights_by_layer(run_dir, tmp_path):
         metadata = handle.metadata()
         assert '"model"' in metadata["spec"]
     if saved.spec.encoding == "hashgrid":  # the table as the README lays it out: entries of F, levels in turn
-        import json
-
         grid = json.loads(metadata["hash_grid"])
         entries = sum(size for _, _, size, _ in grid["levels"])
         assert tensors["encoding.table"].shape == (entries, grid["features"]) and grid["prime"] == 2654435761
         assert np.array_equal(tensors["encoding.table"].ravel(), saved.state.params[0, : entries * grid["features"]])
-    # the commands that read a run say what the file is, and where to look instead
-    for command in ("info", "render"):
-        result = runner.invoke(app, [command, str(tmp_path / "model.safetensors")])
-        assert result.exit_code == 2 and "is an exported network (inr export), not a run" in result.stderr, \
-            result.output
+    # inr info, render and export read the file as they read its run
+    described = [json.loads(runner.invoke(app, ["info", str(where), "--json"]).stdout)
+                 for where in (run_dir, tmp_path / "model.safetensors")]
+    facts = ("model", "hidden", "layers", "encoding", "params", "width", "height", "channels", "model_bytes")
+    assert {key: described[1][key] for key in facts} == {key: described[0][key] for key in facts}
+    assert described[1]["exported"] and "step" not in described[1]
+    for source, name in ((run_dir, "run.png"), (tmp_path / "model.safetensors", "export.png")):
+        result = runner.invoke(app, ["render", str(source), "--size", "30", "--device", "cpu", "-q",
+                                     "-o", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+    assert np.array_equal(np.asarray(Image.open(tmp_path / "run.png")), np.asarray(Image.open(tmp_path / "export.png")))
+    result = runner.invoke(app, ["render", str(tmp_path / "model.safetensors"), "--image", "img.png"])
+    assert result.exit_code == 2 and "holds one network" in result.stderr, result.output
+
+
+def test_a_set_export_is_read_as_its_folder(tmp_path):
+    """A set's .safetensors: inr info describes the set, inr render draws one image's network (--image)
+    as from the folder, and inr export writes that network out again."""
+    pytest.importorskip("safetensors")
+    from tests.conftest import make_image
+
+    images = tmp_path / "images"
+    images.mkdir()
+    for i in range(3):
+        make_image(images / f"img{i}.png", "RGB", size=(8, 6), seed=i)
+    result = runner.invoke(app, ["fit-many", str(images), "-o", str(tmp_path / "set"), "--steps", "5", "--hidden",
+                                 "8", "--layers", "2", "--device", "cpu", "-q"])
+    assert result.exit_code == 0, result.output
+    exported = tmp_path / "set.safetensors"
+    assert runner.invoke(app, ["export", str(tmp_path / "set"), "-o", str(exported)]).exit_code == 0
+    described = [json.loads(runner.invoke(app, ["info", str(where), "--json"]).stdout)
+                 for where in (tmp_path / "set", exported)]
+    assert described[1]["count"] == 3 and described[1] == described[0]
+    for source, name in ((tmp_path / "set", "folder.png"), (exported, "export.png")):
+        result = runner.invoke(app, ["render", str(source), "--image", "img1.png", "--size", "16", "--device", "cpu",
+                                     "-q", "-o", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+    assert np.array_equal(np.asarray(Image.open(tmp_path / "folder.png")),
+                          np.asarray(Image.open(tmp_path / "export.png")))
+    result = runner.invoke(app, ["render", str(exported), "--size", "16"])
+    assert result.exit_code == 2 and "name one with --image NAME" in result.stderr, result.output
+    one = tmp_path / "one.safetensors"
+    assert runner.invoke(app, ["export", str(exported), "--image", "img2.png", "-o", str(one)]).exit_code == 0
+    assert json.loads(runner.invoke(app, ["info", str(one), "--json"]).stdout)["width"] == 8
 
 
 def test_export_refuses_unknown_formats_before_work(tmp_path):

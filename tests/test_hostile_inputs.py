@@ -273,7 +273,23 @@ def test_an_export_given_where_a_checkpoint_is_expected(trained, tmp_path):
     pytest.importorskip("safetensors")
     model = tmp_path / "model.safetensors"
     assert inr("export", trained, "-o", model).code == 0
-    refused_leaving_all(tmp_path, ["info", model], "is an exported network (inr export), not a run")
+    reference = make_image(tmp_path / "reference.png", "RGB", size=(8, 6))
+    refused_leaving_all(tmp_path, ["eval", model, reference], "is an exported network (inr export), not a run",
+                        "inr render")
+
+
+def test_a_damaged_or_endless_export_is_one_line_where_it_is_read(trained, tmp_path):
+    """inr info and inr render read a .safetensors export: one cut short, or a FIFO of that name
+    (read, it would never end), is refused in one line, nothing written."""
+    pytest.importorskip("safetensors")
+    model = tmp_path / "model.safetensors"
+    assert inr("export", trained, "-o", model).code == 0
+    model.write_bytes(model.read_bytes()[: model.stat().st_size // 2])
+    fifo = tmp_path / "fifo.safetensors"
+    os.mkfifo(fifo)
+    for command in ("info", "render"):
+        refused_leaving_all(tmp_path, [command, model], "model.safetensors", "not a readable safetensors file")
+        refused_leaving_all(tmp_path, [command, fifo], "fifo.safetensors", "a FIFO, not a file inr reads")
 
 
 # --- a set of networks --------------------------------------------------------------------------

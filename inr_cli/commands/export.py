@@ -22,12 +22,13 @@ NEEDS_ARGS = True
 
 
 def command(
-    run: Path = typer.Argument(..., metavar="RUN|SET", help="Run directory, checkpoint.npz, or an inr fit-many folder "
-                               "(the whole set, or one network with --image)."),
+    run: Path = typer.Argument(..., metavar="RUN|SET", help="Run directory, checkpoint.npz, an inr fit-many folder "
+                               "(the whole set, or one network with --image), or a .safetensors file inr export "
+                               "wrote (one network again, as .onnx say)."),
     output: Path = typer.Option(..., "-o", "--output", metavar="FILE",
                                 help="model.safetensors, model.onnx or (a set) set.hdf5."),
-    image: Optional[str] = typer.Option(None, "--image", metavar="NAME", help="With an inr fit-many folder: export "
-                                        "only this image's network."),
+    image: Optional[str] = typer.Option(None, "--image", metavar="NAME", help="With a set (an inr fit-many folder or "
+                                        "its export): export only this image's network."),
     dtype: Optional[Dtype] = typer.Option(None, "--dtype", metavar="TYPE", help="Store the parameters as float32 "
                                           "or float16 (half the bytes; read back as float32). Default: the run's "
                                           "--dtype (float32 for a set)."),

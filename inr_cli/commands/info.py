@@ -10,7 +10,8 @@ from inr_cli.core.encodings import table_entries
 from inr_cli.core.metrics import psnr_from_mse
 from inr_cli.core.sizing import image_bytes, model_bytes
 from inr_cli.formats import checkpoint as ckpt
-from inr_cli.formats.network_set import is_network_set, load_network_set
+from inr_cli.formats.network_set import NetworkSet, is_network_set, load_network_set
+from inr_cli.loading import exported_contents, is_exported_file
 
 NAME = "info"
 HELP = ("What a run or a set (an inr fit-many folder) holds: network, parameters, step reached, last loss and "
@@ -19,18 +20,39 @@ NEEDS_ARGS = True
 
 
 def command(
-    run: Path = typer.Argument(..., metavar="RUN|SET", help="Run directory, checkpoint.npz, or an inr fit-many "
-                               "folder."),
+    run: Path = typer.Argument(..., metavar="RUN|SET", help="Run directory, checkpoint.npz, an inr fit-many "
+                               "folder, or a .safetensors file inr export wrote."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
+    if is_exported_file(run):
+        _exported_info(run, as_json)
+        return
     if is_network_set(run):
-        _set_info(run, as_json)
+        _set_info(load_network_set(run), as_json)
         return
     saved = ckpt.load(run, moments=False, deferred=True)  # its description: no array read but a scan
-    spec, dtype = saved.spec, saved.config.network.dtype
     height, width, channels = saved.data_shape
     loss = saved.last_loss
-    result = {
+    result = _network_facts(saved.spec, saved.config.network.dtype, width, height, saved.channels)
+    result.update({
+        "step": saved.step,
+        "total_steps": saved.total_steps,
+        "loss": None if loss != loss else loss,
+        "psnr": None if loss != loss else round(psnr_from_mse(loss), 4),
+        "seconds": round(saved.state.seconds, 3),
+    })
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    lines = _network_lines(saved.spec, result)
+    lines[2:2] = [f"step      {saved.step} of {saved.total_steps}",
+                  f"loss      {loss:.4e}   PSNR {result['psnr']} dB" if result["loss"] is not None else "loss      -"]
+    typer.echo("\n".join(lines))
+
+
+def _network_facts(spec, dtype: str, width: int, height: int, channels: tuple[str, ...]) -> dict:
+    """What --json says of one network trained on a width x height image."""
+    return {
         "model": spec.model,
         "hidden": spec.hidden,
         "layers": spec.layers,
@@ -44,23 +66,19 @@ def command(
             "hash_resolutions": [spec.hash_min_resolution, spec.hash_max_resolution]}
            if spec.encoding == "hashgrid" else {}),
         "params": spec.parameter_count(),
-        "step": saved.step,
-        "total_steps": saved.total_steps,
-        "loss": None if loss != loss else loss,
-        "psnr": None if loss != loss else round(psnr_from_mse(loss), 4),
-        "seconds": round(saved.state.seconds, 3),
         "width": width,
         "height": height,
-        "channels": ",".join(saved.channels),
+        "channels": ",".join(channels),
         "dtype": dtype,
         "model_bytes": model_bytes(spec.parameter_count(), dtype),
-        "image_bytes": image_bytes(width, height, channels),
+        "image_bytes": image_bytes(width, height, len(channels)),
         "bits_per_pixel": round(model_bytes(spec.parameter_count(), dtype) * 8 / (width * height), 4),
     }
-    if as_json:
-        typer.echo(json.dumps(result))
-        return
-    lines = [
+
+
+def _network_lines(spec, result: dict) -> list[str]:
+    """The lines a person reads of _network_facts' result."""
+    return [
         f"network   {spec.model}, {spec.layers} hidden x {spec.hidden}"
         + (f", omega0 {spec.omega0:g}" if spec.model == "siren" else f", {result['output']} output")
         + (f", Fourier features m={spec.fourier_features} sigma={spec.fourier_sigma:g}"
@@ -69,18 +87,36 @@ def command(
            f"{spec.hash_max_resolution} cells across, tables of {table_entries(spec.hash_log2_size):,} entries "
            f"(2^{spec.hash_log2_size:.4g})" if spec.encoding == "hashgrid" else ""),
         f"params    {result['params']:,}",
-        f"step      {saved.step} of {saved.total_steps}",
-        f"loss      {loss:.4e}   PSNR {result['psnr']} dB" if result["loss"] is not None else "loss      -",
-        f"image     {width}x{height} ({result['channels']})",
-        f"size      model {result['model_bytes']:,} bytes ({dtype}) vs image {result['image_bytes']:,} bytes (8-bit)"
-        f" = {result['model_bytes'] / result['image_bytes']:.2f}x, {result['bits_per_pixel']:.3g} bits per pixel",
+        f"image     {result['width']}x{result['height']} ({result['channels']})",
+        f"size      model {result['model_bytes']:,} bytes ({result['dtype']}) vs image {result['image_bytes']:,} bytes "
+        f"(8-bit) = {result['model_bytes'] / result['image_bytes']:.2f}x, {result['bits_per_pixel']:.3g} bits per "
+        f"pixel",
     ]
+
+
+def _exported_info(path: Path, as_json: bool) -> None:
+    """An `inr export` .safetensors file: the set it holds as a set's folder is described, or its one
+    network (the training image's size and bytes where the export recorded them)."""
+    networks, exported = exported_contents(path)
+    if networks is not None:
+        _set_info(networks, as_json)
+        return
+    sized = exported.width > 1 or exported.height > 1
+    result = _network_facts(exported.spec, exported.dtype, exported.width, exported.height, exported.channels)
+    if not sized:  # an export without the training size: no image to weigh the model against
+        for key in ("width", "height", "image_bytes", "bits_per_pixel"):
+            result[key] = None
+    result["exported"] = True
+    if as_json:
+        typer.echo(json.dumps(result))
+        return
+    lines = _network_lines(exported.spec, result)[:None if sized else 2]
+    lines.insert(2, "file      an inr export (no training step or loss recorded)")
     typer.echo("\n".join(lines))
 
 
-def _set_info(out: Path, as_json: bool) -> None:
-    """A set of networks from inr fit-many: how many, how good, how big."""
-    networks = load_network_set(out)
+def _set_info(networks: NetworkSet, as_json: bool) -> None:
+    """A set of networks from inr fit-many (its folder, or its export): how many, how good, how big."""
     spec = networks.spec
     psnrs = np.array([float(row["psnr"]) for row in networks.index])
     worst = int(np.argmin(psnrs))

@@ -163,8 +163,10 @@ def load(path: Path, moments: bool = True, deferred: bool = False) -> Checkpoint
             raise UsageError(f"{path} is {kind}, not a trained network: train one on it first (`inr train {path}`), "
                              f"then give its run (runs/{path.stem})")
         if path.suffix.lower() in (".safetensors", ".onnx", ".hdf5", ".h5"):
+            readers = ("; inr info, inr render, inr export and inr_cli.load read the .safetensors itself"
+                       if path.suffix.lower() == ".safetensors" else "")
             raise UsageError(f"{path} is an exported network (inr export), not a run: give the run it was exported "
-                             f"from (its directory or {FILENAME}); from Python, inr_cli.load reads a .safetensors")
+                             f"from (its directory or {FILENAME}){readers}")
         raise InrError(f"{path}: not a readable checkpoint (not an .npz archive, or truncated)")
     try:
         archive = npz.Archive(path, str(path), "checkpoint")

@@ -43,6 +43,7 @@ class Exported:
     metadata: dict = field(default_factory=dict)
     width: int = 1  # the size one network was trained at, where the export recorded it
     height: int = 1
+    dtype: str = "float32"  # what its tensors are stored in (read back as float32)
 
 
 def read_exported(path: Path) -> Exported:
@@ -130,7 +131,8 @@ def _read(path: Path, handle, spec: NetworkSpec, metadata: dict) -> Exported:
     if channels not in CHANNEL_SETS or len(channels) != spec.out_features:
         raise InrError(f"{path}: its channels '{metadata.get('channels', '')[:40]}' are not l, r,g,b or r,g,b,a for "
                        f"a network of {spec.out_features} outputs")
-    exported = Exported(spec, channels, params, stacked, metadata=metadata)
+    stored = "float16" if any(handle.get_slice(name).get_dtype() == "F16" for name in wanted) else "float32"
+    exported = Exported(spec, channels, params, stacked, metadata=metadata, dtype=stored)
     if stacked:
         exported.names, exported.index = set_rows(path, metadata, networks)
     else:
