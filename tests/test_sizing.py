@@ -14,6 +14,9 @@ from inr_cli.config import build_config, flags_to_values, with_values
 from inr_cli.core.encodings import LEVEL_HASHED, create_encoding, table_entries
 from inr_cli.core.network import NetworkSpec
 from inr_cli.core.sizing import (
+    LEVELS_HASHED,
+    LEVELS_SMALL_IMAGE,
+    LEVELS_WHOLE,
     OMEGA0_PER_PIXEL,
     OMEGA0_RANGE,
     SIGMA_PER_PIXEL,
@@ -122,8 +125,12 @@ def test_an_image_under_256_px_keeps_every_vertex():
     config, spec, reasons = sized_network(preset("hashgrid"), 128, 96)
     grid = create_encoding(spec)
     assert not grid.level_table[:, LEVEL_HASHED].any() and "holding every vertex" in reasons[-1]
-    assert spec.hash_levels == 16
+    assert spec.hash_levels == LEVELS_SMALL_IMAGE and "hash grid of 32 levels" in reasons[-1]
     assert model_bytes(spec.parameter_count(), "float32") > image_bytes(128, 96, 3)
+    # From 256 px, or under a budget named, the levels follow the bytes as for any image
+    assert sized_network(preset("hashgrid"), 256, 171)[1].hash_levels == LEVELS_HASHED
+    assert sized_network(preset("hashgrid", max_bytes="1m"), 128, 96)[1].hash_levels == LEVELS_WHOLE
+    assert sized_network(preset("hashgrid", hash_levels=12), 128, 96)[1].hash_levels == 12
 
 
 def test_float16_doubles_what_the_image_bytes_hold():
