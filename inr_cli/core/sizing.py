@@ -51,8 +51,8 @@ SMALLEST_SIZED_SIDE = 256
 # bytes 8 levels fitted a crop of Kodak 1 dB better in 300 steps and a 512-px photo 0.5 dB, while
 # more levels draw a small image better between its pixels. An image under SMALLEST_SIZED_SIDE gets
 # 32: the creases of more levels' bilinear cells, at more pitches, sum closer to a smooth surface
-# (at 96 px, 24 photos drawn 2x: 16 / 24 / 32 / 48 levels' SSIM against Lanczos's on ten of them
-# -0.0014 / +0.0011 / +0.0014 / +0.0013; BENCHMARKS.md, "Drawing larger: 2x, 4x and 8x").
+# (ten Kodak photos at 96 px drawn 2x, SSIM against Lanczos's with 16 / 24 / 32 / 48 levels: -0.0014 /
+# +0.0011 / +0.0015 / +0.0013; BENCHMARKS.md, "Drawing larger: 2x, 4x and 8x").
 LEVELS_WHOLE, LEVELS_HASHED, LEVELS_SMALL_IMAGE = 16, 8, 32
 
 
