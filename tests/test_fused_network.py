@@ -177,6 +177,15 @@ def test_a_hash_grid_gets_its_gradient_from_the_kernels(emulated, emulated_tf32,
 
 
 @pytest.mark.parametrize("variant", FUSED_VARIANTS)
+def test_the_hashgrid_preset_of_a_small_image_in_the_kernels(emulated, variant):
+    """32 levels of 2 features (64 inputs) into the preset's 2x64 ReLU head with its linear output: the
+    first layer in the kernels too, the gradients the reference's."""
+    spec = spec_for("relu", 64, 2, encoding="hashgrid", levels=32, level_features=2, linear_output=True)
+    plan = check_fused_pass(variant_of(emulated, variant), spec, networks=2, batch=40, shared_x=False)
+    assert plan.first == 0 and plan.in0 == 64
+
+
+@pytest.mark.parametrize("variant", FUSED_VARIANTS)
 def test_a_hash_grid_wider_than_the_kernels_runs_its_first_layer_on_its_own(emulated, variant):
     """8 levels of 4 features (32 inputs) into 16 neurons: the first layer runs as a layer, and the
     table's gradient comes from that layer's dL/dz times its weights."""

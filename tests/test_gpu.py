@@ -170,15 +170,17 @@ def test_fourier_features(gpu, rows, m):
     check_fourier_features(gpu, rows, m)
 
 
-@pytest.mark.parametrize("grid", ["shared entries", "preset"])
+@pytest.mark.parametrize("grid", ["shared entries", "preset", "small image"])
 def test_hashgrid(gpu, grid):
     """The hash grid's kernels at a training batch's size against the NumPy reference, 3 networks:
     four small levels whose few entries take tens of thousands of atomicAdds each (the emulation
-    adds one at a time; only the hardware races), and the hashgrid preset's 16 levels of 2^19; every
-    variant of the kernels (the vector atomics run only on sm_90)."""
+    adds one at a time; only the hardware races), the hashgrid preset's 16 levels of 2^19, and the
+    32 levels of a 128-px image (its finest just hashed); every variant of the kernels (the vector atomics run only on
+    sm_90)."""
     from inr_cli.backends.launch import HASHGRID_VARIANTS
 
-    levels = {} if grid == "shared entries" else dict(levels=16, log2_size=19, coarsest=16, finest=2048)
+    levels = {"shared entries": {}, "preset": dict(levels=16, log2_size=19, coarsest=16, finest=2048),
+              "small image": dict(levels=32, log2_size=14, coarsest=16, finest=128)}[grid]
     check_hashgrid(gpu, 262144, networks=3, variants=HASHGRID_VARIANTS, **levels)
     check_hashgrid(gpu, 262144, networks=3, shared_x=False, variants=HASHGRID_VARIANTS, **levels)
 

@@ -179,6 +179,14 @@ def test_hashgrid_on_tables_sized_to_a_budget(emulated):
     check_hashgrid(emulated, 200, networks=2, features=2, variants=HASHGRID_VARIANTS, log2_size=6.5)
 
 
+def test_hashgrid_of_32_levels(emulated):
+    """As many levels as an image under 256 px gets: the rows kernels' blocks then hold fewer points,
+    a thread for each of their 32 levels."""
+    from inr_cli.backends.launch import HASHGRID_VARIANTS
+
+    check_hashgrid(emulated, 50, networks=2, features=2, variants=HASHGRID_VARIANTS, levels=32, finest=40)
+
+
 def test_hash_grid_trains_alike_on_the_kernels_and_the_reference(emulated):
     """A few steps of the hash grid on mini-batches, table trained, through the kernels and through
     the NumPy reference: the same losses and parameters (atomics add in another order: to rounding)."""
