@@ -92,14 +92,14 @@ class TrainedNetwork:
         bottom): that part of the canvas only (`inr render --region`). A canvas of more than 64
         megapixels is drawn by region, or written in tiles by write_tiles()."""
         from inr_cli.backends import make_backend
-        from inr_cli.core.canvas import WHOLE_CANVAS_PIXELS, canvas_size, check_region
+        from inr_cli.core.canvas import WHOLE_CANVAS_PIXELS, check_region
         from inr_cli.core.render import render_at_depth
 
         size, width, height = (arguments.optional_whole(value, name) for value, name in
                                ((size, "size"), (width, "width"), (height, "height")))
         depth = arguments.choice(depth, "depth (bits per channel)", (8, 16, 32))
         device = arguments.choice(device, "device", DEVICES)
-        w, h = canvas_size(self.width, self.height, size, width, height)
+        w, h = self._canvas(size, width, height)
         if region is not None:
             if isinstance(region, (str, bytes)) or not isinstance(region, (list, tuple, np.ndarray)):
                 raise ArgumentTypeError(f"region is (left, top, right, bottom) in pixels of the canvas, got "
@@ -124,7 +124,6 @@ class TrainedNetwork:
         time, as `inr render --tiles` writes it: any size in bounded memory. An existing file is
         replaced only with force=True. Returns the path."""
         from inr_cli.backends import make_backend
-        from inr_cli.core.canvas import canvas_size
         from inr_cli.core.render import tile_rows
         from inr_cli.formats.tiled_tiff import write_pyramid
         from inr_cli.outputs import output_target
@@ -136,11 +135,23 @@ class TrainedNetwork:
         force = arguments.flag(force, "force")
         if path.suffix.lower() not in (".tif", ".tiff"):
             raise ArgumentValueError(f"{path}: a tiled pyramid is written as a TIFF (use .tif)")
-        w, h = canvas_size(self.width, self.height, size, width, height)
+        w, h = self._canvas(size, width, height)
         target = output_target(path, None, force, [self.run_dir / CHECKPOINT] if self.run_dir else [])
         backend = make_backend(device, quiet=True)
         write_pyramid(target, w, h, self.spec.out_features, tile_rows(backend, self.spec, self.params))
         return target
+
+    def _canvas(self, size: int | None, width: int | None, height: int | None) -> tuple[int, int]:
+        """canvas_size's width and height, its refusals in the library's spelling (size=, not --size)."""
+        from inr_cli.core.canvas import canvas_size
+
+        for value, name in ((size, "size"), (width, "width"), (height, "height")):
+            if value is not None and value < 1:
+                raise ArgumentValueError(f"{name} must be a positive number of pixels, got {value}")
+        try:
+            return canvas_size(self.width, self.height, size, width, height)
+        except UsageError as exc:
+            raise ArgumentValueError(str(exc)) from None
 
     def to_torch(self, clip: bool = True):
         """A torch.nn.Module: coords [rows, 2] -> colours [rows, C], the same function as __call__,
@@ -416,7 +427,10 @@ def _image_array(image) -> tuple[np.ndarray, str]:
         name = Path(getattr(image, "filename", "") or "image").stem
     else:
         array, name = np.asarray(image), "array"
-    pixels_from_array(array, "image")  # refused here, before anything is written
+    try:
+        pixels_from_array(array, "image")  # refused here, before anything is written
+    except InrError as exc:  # its values or its shape: the argument's
+        raise ArgumentValueError(str(exc)) from None
     return array, name
 
 
@@ -494,7 +508,15 @@ class _run_errors_for_python:
             raise KeyboardInterrupt(f"interrupted (signal {exc.code - 128}); the work so far is saved") from None
         if kind is not None and issubclass(kind, MemoryError) and not issubclass(kind, InrError):
             raise OutOfMemory(OUT_OF_MEMORY) from None
+        if kind is not None and issubclass(kind, UsageError) and not issubclass(kind, PYTHON_ERRORS):
+            # a setting's value refused where the command checks it (a bound, a choice, a pair that
+            # conflicts): the ValueError Python code catches, with the command's message
+            raise ArgumentValueError(str(exc)) from None
         return False
+
+
+# The built-in errors an argument's InrError is also (errors.py): one of them is kept as it is.
+PYTHON_ERRORS = (TypeError, ValueError, LookupError, OSError)
 
 
 def _settings(settings) -> dict:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields, make_dataclass, replace
 from pathlib import Path
 
-from inr_cli.errors import ArgumentTypeError, UsageError
+from inr_cli.errors import ArgumentTypeError, ArgumentValueError, UsageError
 from inr_cli.resources import configs_dir
 from inr_cli.settings import (  # noqa: F401
     ADAM,
@@ -203,14 +203,14 @@ def given_settings(command: str, flags: dict, keys: Iterable[tuple[str, object]]
             close = difflib.get_close_matches(name, list(by_name), n=1)
             hint = (f"; did you mean {spelling.flag(close[0])}?" if close
                     else f" (settings: {', '.join(map(spelling.flag, by_name))})")
-            raise UsageError(f"{spelling.flag(name)} is not a setting of {command}{hint}")
+            raise ArgumentTypeError(f"{spelling.flag(name)} is not a setting of {command}{hint}")
         if value is None:
             continue
         setting = by_name[name]
         value = coerce_value(spelling.flag(name), setting.type, value)
         if setting.flag_bound == POSITIVE and value <= 0:
             key_takes_it = setting.bound is None or (setting.bound == NON_NEGATIVE and value == 0)
-            raise UsageError(f"{spelling.flag(name)} must be positive, got {value}" + (
+            raise ArgumentValueError(f"{spelling.flag(name)} must be positive, got {value}" + (
                 f"; for {setting.key} = {value} leave {spelling.flag(name)} out or pass "
                 f"{spelling.key_value(setting.key, value)}" if key_takes_it else ""))
         given[name], said[name] = value, spelling.flag(name)
@@ -223,7 +223,7 @@ def given_settings(command: str, flags: dict, keys: Iterable[tuple[str, object]]
         name = BY_KEY[key].name
         value = coerce_value(spelling.key(key), KEY_TYPES[key], value)
         if name in given and given[name] != value:
-            raise UsageError(f"{key} is given twice, differently ({said[name]} and "
+            raise ArgumentValueError(f"{key} is given twice, differently ({said[name]} and "
                              f"{spelling.key_value(key, value)})")
         given[name], said[name] = value, spelling.key_value(key, value)
     return given

@@ -131,8 +131,8 @@ SETTINGS = (
             name="fourier_features", bound=POSITIVE, most=MAX_WIDTH, applies=FOURIER),
     Setting("encoding.sigma", float, 6.0, "Spread of the Fourier frequencies; 0 = from the image's size (0.027 "
             "per pixel of its longer side, 2 to 10)", name="fourier_sigma", bound=NON_NEGATIVE, applies=FOURIER),
-    Setting("encoding.levels", int, 0, "Hash grid: levels of the grid, coarsest to finest; 0 = from the image (16 "
-            "where the byte budget holds them whole, 8 where it hashes them)", name="hash_levels",
+    Setting("encoding.levels", int, 0, "Hash grid: levels of the grid, coarsest to finest; 0 = from the image (32 "
+            "under 256 px; else 16 where the byte budget holds them whole, 8 where it hashes them)", name="hash_levels",
             bound=NON_NEGATIVE, most=MAX_LEVELS, legacy=16, applies=HASH_GRID),
     Setting("encoding.level_features", int, 2, "Hash grid: trained features per level (the network sees levels x "
             "features inputs)", name="hash_features", bound=POSITIVE, most=MAX_LEVEL_FEATURES, legacy=2,

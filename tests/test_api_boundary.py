@@ -133,6 +133,34 @@ def test_an_index_a_name_and_classes_as_a_python_user_gives_them(made):
     assert Path(made["base"] / "set").is_dir()
 
 
+def test_a_setting_or_size_the_command_refuses_is_a_value_error(made, tmp_path):
+    """What the command checks deeper than the argument's type (a bound, a choice, an image's values, a
+    canvas) reaches Python as the ValueError it catches, with the command's one line; an unknown
+    keyword as the TypeError Python raises for one. Nothing is left behind."""
+    base, net = made["base"], made["net"]
+    refused = [
+        (lambda: inr_cli.fit(np.full((4, 5, 3), 0.5), run_dir=tmp_path / "a", quiet=True, **{**TINY, "steps": -1}),
+         ValueError, "must be positive, got -1"),
+        (lambda: inr_cli.fit(np.full((4, 5, 3), 0.5), run_dir=tmp_path / "b", quiet=True, lr=-1.0, **TINY),
+         ValueError, "must be positive"),
+        (lambda: inr_cli.fit(np.full((4, 5, 3), 0.5), run_dir=tmp_path / "c", quiet=True, model="xx", **TINY),
+         ValueError, "model 'xx' is not one of"),
+        (lambda: inr_cli.fit(np.full((4, 5, 3), 200.0), run_dir=tmp_path / "d", quiet=True, **TINY),
+         ValueError, "must be in [0, 1]"),
+        (lambda: inr_cli.fit(np.full((4, 5, 3), 0.5), run_dir=tmp_path / "e", quiet=True, stepz=3, **TINY),
+         TypeError, "did you mean steps="),
+        (lambda: inr_cli.fit_many(base / "more", tmp_path / "f", quiet=True, **{**TINY, "steps": -2}),
+         ValueError, "must be positive, got -2"),
+        (lambda: net.render(size=0), ValueError, "size must be a positive number of pixels, got 0"),
+        (lambda: net.write_tiles(tmp_path / "g.tif", height=-3), ValueError, "height must be a positive number"),
+    ]
+    for call, kind, message in refused:
+        with pytest.raises(kind) as caught:
+            call()
+        assert isinstance(caught.value, InrError) and message in str(caught.value), str(caught.value)
+    assert not list(tmp_path.iterdir())
+
+
 def test_running_out_of_memory_in_a_fit_is_an_inr_error_that_is_a_memory_error():
     """NumPy's MemoryError inside fit, fit_many or meta-learning reaches Python as OutOfMemory: an
     InrError with the command's one line, and the MemoryError a Python user catches."""

@@ -259,6 +259,9 @@ def test_device_gpu_without_gpu_is_a_clear_error(rgb_png, tmp_path):
         pytest.skip("a GPU is present")
     result = run("train", rgb_png, "--device", "gpu", "--run-dir", tmp_path / "r", "-q")
     assert result.exit_code == 1 and "--device gpu:" in result.output
+    result = run("train", rgb_png, "--device", "gpu", "--run-dir", tmp_path / "r")  # said before any plan
+    assert result.exit_code == 1 and result.stderr.strip().startswith("error: --device gpu:"), result.stderr
+    assert not (tmp_path / "r").exists()
     result = run("train", rgb_png, "--steps", "1", "--hidden", "8", "--run-dir", tmp_path / "r2")
     assert result.exit_code == 0 and "GPU" not in result.output  # no CuPy: the CPU is the user's choice
 
@@ -307,6 +310,15 @@ def test_eval_train_size_trains_renders_and_compares(tmp_path, coffee):
     assert result.exit_code == 0 and json.loads(result.stdout.strip().splitlines()[-1])["step"] == step
     text = run("eval", run_dir, coffee, "--train-size", "24", "--device", "cpu").stdout
     assert "lanczos" in text and "bicubic" in text
+    # The run reused only beside the very image it learned: not another size, not other pixels, and
+    # a --train-size that shrinks nothing is refused
+    flipped = tmp_path / "flipped.png"
+    Image.open(coffee).transpose(Image.FLIP_LEFT_RIGHT).save(flipped)
+    for reference, size, refusal in ((coffee, "48", "was trained at 24x16, not at 48x32"),
+                                     (flipped, "24", "was trained on other pixels than"),
+                                     (coffee, "600", "is not smaller than")):
+        result = run("eval", run_dir, reference, "--train-size", size, "--device", "cpu")
+        assert result.exit_code == 2 and refusal in result.stderr, result.output
 
 
 def test_presets_hold_what_they_tune_and_runs_hold_every_key(tmp_path):

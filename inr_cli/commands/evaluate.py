@@ -16,7 +16,7 @@ from inr_cli.core.metrics import psnr, ssim
 from inr_cli.core.render import score_drawing
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import checkpoint as ckpt
-from inr_cli.formats.data import load_training_data
+from inr_cli.formats.data import load_training_data, same_data
 from inr_cli.formats.images import fit_longer_side, resample, resize
 from inr_cli.outputs import folder_output
 from inr_cli.runs.directory import holds_run
@@ -52,7 +52,12 @@ def command(
         raise UsageError(f"--train-size compares against Lanczos and bicubic upscales held whole as floats; "
                          f"{reference} is {ref.width}x{ref.height}, more than {WHOLE_CANVAS_PIXELS >> 20} megapixels: "
                          f"score a trained run against it without --train-size")
-    if train_size is not None and not ckpt.resolve_exists(run):
+    if train_size is not None and train_size >= max(ref.width, ref.height):
+        raise UsageError(f"--train-size {train_size} is not smaller than {reference}'s longer side "
+                         f"({max(ref.width, ref.height)} px): there is nothing to draw larger; give a smaller "
+                         f"--train-size, or score a run against it without --train-size")
+    reused = train_size is not None and ckpt.resolve_exists(run)
+    if train_size is not None and not reused:
         run_dir = run.parent if run.suffix == ".npz" else run  # RUN may name the checkpoint to be
         folder_output(run_dir, holds_run, "run of inr train", "RUN")
         small = resize(ref, train_size)
@@ -74,6 +79,8 @@ def command(
                        f"{','.join(saved.channels)}")
     if train_size is None:
         _say_shape_differs(saved.data_shape[1], saved.data_shape[0], ref.width, ref.height, reference)
+    elif reused:
+        _check_trained_on(saved, resize(ref, train_size), run, reference, train_size)
     backend = make_backend(device, quiet=as_json)
     scores = score_drawing(backend, saved.spec, saved.params, ref)  # a strip at a time, every pixel
     result = {
@@ -86,9 +93,6 @@ def command(
     }
     if train_size is not None:
         small = resize(ref, train_size)
-        if (saved.data_shape[1], saved.data_shape[0]) != (small.width, small.height):
-            notice(f"{shown_path(run)} was trained at {saved.data_shape[1]}x{saved.data_shape[0]}, "
-                   f"not at {small.width}x{small.height}; the baselines use the latter")
         result["train_width"], result["train_height"] = small.width, small.height
         reference_values = ref.values
         for name, method in (("lanczos", Image.LANCZOS), ("bicubic", Image.BICUBIC)):
@@ -104,6 +108,22 @@ def command(
         if name in result:
             typer.echo(f"{name:8s} PSNR {result[name]['psnr']:.2f} dB  SSIM {result[name]['ssim']:.4f}  "
                        f"(upscaled from {result['train_width']}x{result['train_height']})")
+
+
+def _check_trained_on(saved, small, run: Path, reference: Path, train_size: int) -> None:
+    """A run reused by --train-size was trained on the very image the baselines upscale (the
+    reference shrunk to --train-size): another size or other pixels would score the network beside
+    Lanczos and bicubic from another image."""
+    trained_w, trained_h = saved.data_shape[1], saved.data_shape[0]
+    if (trained_w, trained_h) != (small.width, small.height):
+        raise UsageError(f"{shown_path(run)} was trained at {trained_w}x{trained_h}, not at {small.width}x"
+                         f"{small.height} ({reference} at --train-size {train_size}): beside Lanczos and bicubic from "
+                         f"another size its score would not compare; give --train-size {max(trained_w, trained_h)}, "
+                         f"or a new RUN directory (eval trains one there)")
+    if not same_data(small, saved.data_fingerprint):
+        raise UsageError(f"{shown_path(run)} was trained on other pixels than {reference} shrunk to {small.width}x"
+                         f"{small.height}: Lanczos and bicubic would upscale another image than the one it learned; "
+                         f"give a new RUN directory (eval trains one there), or leave out --train-size to score it")
 
 
 def _say_shape_differs(trained_w: int, trained_h: int, ref_w: int, ref_h: int, reference: Path) -> None:

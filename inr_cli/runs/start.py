@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from inr_cli import settings
+from inr_cli.backends import require_gpu
 from inr_cli.config import build_config, flags_to_values, with_values
 from inr_cli.console import info, notice
 from inr_cli.core.schedule import learning_rate
@@ -55,6 +56,8 @@ def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> Training
         values["data.source"] = "" if data == SAMPLE else str(Path(data).resolve())
     config = build_config(config_file, values, preset, start=start_network(values, preset, config_file))
     config = resolved_start(config)
+    if config.training.device == "gpu":
+        require_gpu()
     source = config.data.source
     notices: list[str] = []
     with wall.phase("reading"):
@@ -66,8 +69,6 @@ def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> Training
     sized = preset_for_size(image.width, image.height) if chooses else None
     if sized is not None:
         config = resolved_start(build_config(None, values, sized))
-        if not quiet:
-            info(sized_preset_note(image.width, image.height, sized))
     if (preset is None and flags.get("model") == "relu" and "encoding" not in flags
             and config.encoding.name == "fourier"):
         notice("--model relu starts from the fourier preset: Fourier features (sigma "
@@ -83,6 +84,8 @@ def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> Training
         raise UsageError(f"{run_dir} already holds a run; continue it with --resume {run_dir} or pick another "
                          f"--run-dir")
     if not quiet:
+        if sized is not None:
+            info(sized_preset_note(image.width, image.height, sized))
         net = config.network
         encoding = "" if config.encoding.name == "none" else f" on {config.encoding.name} features"
         info(f"training {net.model} ({net.layers}x{net.hidden}){encoding} on {source or 'the built-in sample'} "

@@ -223,10 +223,11 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
     total = len(plan.images)
     done = total - sum(len(plan.shards[i]) for i in pending)
     if not quiet:
-        shards = f"{len(plan.shards)} shard{'s' if len(plan.shards) != 1 else ''}"
+        largest = max(len(shard) for shard in plan.shards)  # the images a shard holds, not what it could
+        shards = "1 shard" if len(plan.shards) == 1 else f"{len(plan.shards)} shards of up to {largest}"
         network = f"{plan.spec.model} {plan.spec.layers}x{plan.spec.hidden}"
         what = f"latents of {plan.latent} over a base {network}" if plan.latent else network
-        info(f"fitting {total} images ({shards} of up to {plan.pack}; {done} done) on {runner.where}: {what}, "
+        info(f"fitting {total} images ({shards}; {done} done) on {runner.where}: {what}, "
              f"{plan.config.training.steps} steps -> {out}")
     steps = plan.config.training.steps
     with Signals() as signals, ImageProgress(total, done, steps, quiet) as progress:
