@@ -107,7 +107,7 @@ def presets_rows() -> list[tuple[str, str]]:
         ("README.md", f"| `siren` | SIREN 3x256 | {preset_steps('siren')} | {pair(siren, 'siren')} (coffee / rocket"),
         ("README.md", f"| `hashgrid` | hash grid + ReLU 2x64 | {preset_steps('hashgrid')} | 40 dB in "
                       f"{hashgrid['steps_40dB']} steps (coffee, 512 px), the network no larger than the photo "
-                      f"({before['steps_40dB']} steps at 11x its bytes)"),
+                      f"({before['steps_40dB']} steps with tables of 11x its bytes)"),
         ("README.md", f"| {preset_steps('fourier')} | {pair(fourier, 'fourier')} (coffee / rocket"),
         ("README.md", f"| {preset_steps('sigmoid')} | {pair(sigmoid, 'sigmoid')} (coffee / rocket"),
         ("README.md", f"| {preset_steps('sets')} | {low:.1f}-{high:.1f} dB (32-px sets, 2x32)"),
