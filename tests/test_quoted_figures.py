@@ -161,7 +161,8 @@ def test_the_latents_figures_the_guides_quote():
     table = text("BENCHMARKS.md")
     guide = " ".join(text("docs/learning-on-weights.md").split())
     for name, dataset in (("2x32-letters", "letters"), ("2x32-photos", "photo tiles"), ("2x32-digits", "digits"),
-                          ("2x32-shapes", "shapes, not tuned on"), ("3x64-letters", "letters")):
+                          ("2x32-shapes", "shapes, not tuned on"), ("3x64-letters", "letters"),
+                          *((f"3x64-192-{name}", name) for name in ("letters", "photos", "digits", "shapes"))):
         row = latents(name)
         accuracy = row["accuracy"]
         cell = (f"{row['held_out']['mean_psnr']:.2f} / {row['held_out_at']['10']['mean_psnr']:.2f} dB, "
@@ -172,6 +173,11 @@ def test_the_latents_figures_the_guides_quote():
     assert f"letters ({letters:.1%}, {latents('3x64-letters')['accuracy']['linear']:.1%} over a 3x64 base" in guide
     side = latents("2x32-letters")["side_by_side"]
     assert f"**{side['latents_images_per_second_over_whole']:.1f}x the images per second**" in table
+    wide = latents("3x64-192-letters")
+    assert (f"on the letters ({wide['accuracy']['linear']:.1%}, {wide['accuracy']['mlp']:.1%} with an MLP) and draw "
+            f"the digits at {latents('3x64-192-digits')['held_out_at']['10']['mean_psnr']:.1f} dB in 10 steps") in guide
+    assert f"**{latents('3x64-192-letters-side-by-side')['side_by_side']['latents_images_per_second_over_whole']:.1f}x**" \
+        in table
 
 
 def test_the_picture_sizes_the_hash_grid_guide_says():
