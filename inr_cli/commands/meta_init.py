@@ -43,7 +43,8 @@ def command(
                                              "(default: 1.0; a base: 0.001)", show_default=False),
     modulations: int = typer.Option(0, "--modulations", metavar="D", help="Learn a base with modulations instead "
                                     "(functa): D numbers per image shift every hidden layer, fitted in --inner-steps "
-                                    "steps; fit-many --init BASE then fits each image's D numbers alone.",
+                                    "steps; fit-many --init BASE then fits each image's D numbers alone. Up to the "
+                                    "base's layers x hidden (one a shift) draws best.",
                                     show_default=False),
     meta_sgd: bool = typer.Option(True, "--meta-sgd/--no-meta-sgd", help="A base: learn each latent's rate "
                                   "(meta-SGD), or hold them at --inner-lr."),
