@@ -336,3 +336,24 @@ def test_what_a_base_cannot_take_is_refused_in_one_line(tmp_path):
     (out / "base.safetensors").unlink()
     with pytest.raises(InrError, match="missing; a set of latents is drawn through its base"):
         __import__("inr_cli").load(out)
+
+
+def test_the_bases_outer_rate_decays_linearly_to_nothing(monkeypatch):
+    """Adam's step on θ at outer step s is --outer-lr x (1 - s / outer steps), as Reptile's (betas 0
+    here, so that a step is the rate times the gradient's sign): a long learning ends in small steps
+    instead of falling apart."""
+    from types import SimpleNamespace
+
+    from inr_cli.sets import meta_base
+    from inr_cli.sets.meta import MetaOptions
+
+    gradient = np.array([0.5, -2.0, 3.0, 0.25])  # three of θ, then the one latent's rate
+    monkeypatch.setattr(meta_base, "ADAM_BETAS", (0.0, 0.0))
+    monkeypatch.setattr(meta_base, "outer_gradient", lambda latent_pass, base: (gradient.copy(), np.zeros(2)))
+    options = MetaOptions(outer_steps=10, outer_lr=0.01, modulations=1)
+    learning = SimpleNamespace(options=options, latent=1, size=4, _pass=lambda theta, chosen: None,
+                               base=lambda theta: None)
+    theta = np.array([1.0, 1.0, 1.0, 0.5])
+    for step, rate in ((0, 0.01), (5, 0.005), (9, 0.001)):
+        moved, _ = meta_base.ModulatedLearning.step(learning, theta, {}, step, [0])
+        np.testing.assert_allclose(theta - moved, rate * np.sign(gradient), rtol=1e-6)

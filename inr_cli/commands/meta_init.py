@@ -39,8 +39,8 @@ def command(
                                               "base: 3).", show_default=False),
     meta_batch: int = typer.Option(8, "--meta-batch", metavar="N", help="Images fitted together per outer step."),
     outer_lr: Optional[float] = typer.Option(None, "--outer-lr", metavar="F", help="Reptile's step toward the "
-                                             "adapted weights, decaying linearly to 0; a base: Adam's rate. "
-                                             "(default: 1.0; a base: 0.001)", show_default=False),
+                                             "adapted weights; a base: Adam's rate; either decaying linearly to 0 "
+                                             "over the outer steps (default: 1.0; a base: 0.001)", show_default=False),
     modulations: int = typer.Option(0, "--modulations", metavar="D", help="Learn a base with modulations instead "
                                     "(functa): D numbers per image shift every hidden layer, fitted in --inner-steps "
                                     "steps; fit-many --init BASE then fits each image's D numbers alone. Up to the "

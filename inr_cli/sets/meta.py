@@ -51,7 +51,7 @@ from inr_cli.formats.start import start_sha256
 from inr_cli.limits import MAX_METADATA_BYTES
 from inr_cli.outputs import check_parent, refuse_inputs, refuse_inside, side_files, takes_files, writable
 from inr_cli.sets import inputs
-from inr_cli.sets.meta_common import InnerFitsDiverged, first_start
+from inr_cli.sets.meta_common import InnerFitsDiverged, first_start, outer_rate
 from inr_cli.sets.plan import image_seed
 
 
@@ -379,7 +379,7 @@ class Reptile:
 
     def step(self, theta: np.ndarray, kept: dict, step: int, chosen) -> tuple[np.ndarray, dict]:
         adapted, _ = self.runner.fit(theta.astype(np.float32), chosen)
-        return reptile_step(theta, adapted, self.options.outer_lr * (1 - step / self.options.outer_steps)), kept
+        return reptile_step(theta, adapted, outer_rate(self.options, step)), kept
 
     def heldout_loss(self, theta: np.ndarray, heldout) -> float:
         return float(np.mean(self.runner.fit(theta.astype(np.float32), heldout)[1]))

@@ -5,7 +5,9 @@ Zintgraf et al. 2019, and meta-SGD's learned rates, Li et al. 2017).
 
 An outer step takes a batch of images, fits their latents for K steps (core/modulations.py's
 LatentPass, the engine fit-many's latents are fitted on), and moves θ = (base, map, rates) by Adam
-along the gradient of their mean loss after the K steps, taken through the K steps. That gradient
+along the gradient of their mean loss after the K steps, taken through the K steps; Adam's rate
+decays linearly to 0 over the outer steps, as Reptile's step does (held, a 3x128 base learned well
+for a thousand outer steps and then fell apart: BENCHMARKS.md, "Sets of latents"). That gradient
 needs, at each inner step k going back, the Hessian of the loss at z_k times a vector u in latent
 space, for θ and for z: those are central differences of the engine's gradient along u,
 (∇L(z_k + εu) - ∇L(z_k - εu)) / 2ε (Hessian-free MAML, Fallah et al. 2020), ε chosen so that the
@@ -19,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from inr_cli.core.modulations import LatentPass, ModulatedBase
-from inr_cli.sets.meta_common import InnerFitsDiverged, first_start
+from inr_cli.sets.meta_common import InnerFitsDiverged, first_start, outer_rate
 
 PHASE_STEP = 1e-2  # radians: the largest change of a sine's argument a difference step makes
 
@@ -129,7 +131,7 @@ class ModulatedLearning:
         (beta1, beta2), t = ADAM_BETAS, step + 1
         moment1 = beta1 * kept.get("moment1", np.zeros(self.size)) + (1 - beta1) * gradient
         moment2 = beta2 * kept.get("moment2", np.zeros(self.size)) + (1 - beta2) * gradient ** 2
-        moved = theta - self.options.outer_lr * (moment1 / (1 - beta1 ** t)) / (
+        moved = theta - outer_rate(self.options, step) * (moment1 / (1 - beta1 ** t)) / (
             np.sqrt(moment2 / (1 - beta2 ** t)) + ADAM_EPS)
         moved[-self.latent:] = np.clip(moved[-self.latent:], 0.0, MOST_RATE)
         return moved, {"moment1": moment1, "moment2": moment2}

@@ -1,5 +1,5 @@
 """What both of meta-init's outer loops use (Reptile's in meta.py, the modulated base's in
-meta_base.py): the first start, and the error of inner fits that blew up."""
+meta_base.py): the first start, the outer rate's schedule, and the error of inner fits that blew up."""
 
 from __future__ import annotations
 
@@ -14,6 +14,12 @@ from inr_cli.formats.start import initial_params
 
 class InnerFitsDiverged(InrError):
     """The inner fits of an outer step blew up (a rate too large for the network)."""
+
+
+def outer_rate(options, step: int) -> float:
+    """The outer rate at outer step `step` (from 0): --outer-lr (Reptile's step, or a base's Adam
+    rate) decaying linearly to 0 over the outer steps."""
+    return options.outer_lr * (1 - step / options.outer_steps)
 
 
 def first_start(config: Config, spec: NetworkSpec, images: list[PixelImage]) -> np.ndarray:
