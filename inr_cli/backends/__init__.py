@@ -27,24 +27,24 @@ def get_backend(device: str = "auto", matmul: str = "kernel", notices: list | No
         return _on_the_cpu(precision)
     from inr_cli.backends.gpu_probe import cupy_installed, gpu_unavailable_reason
 
-    if device == "gpu":
-        require_gpu()
     reason = gpu_unavailable_reason()
     if reason is None:
         from inr_cli.backends.cuda_backend import CudaBackend
 
         return CudaBackend(matmul=matmul, precision=precision, fused=fused)
+    if device == "gpu":
+        require_gpu(reason)
     if notices is not None and cupy_installed():
         notices.append(f"no usable GPU ({reason}); using the CPU")
     return _on_the_cpu(precision)
 
 
-def require_gpu() -> None:
+def require_gpu(reason: str | None = None) -> None:
     """--device gpu: refused at once where no GPU can be used, naming what is missing (a command
-    asks before it says what it will do)."""
+    asks before it says what it will do); `reason`: gpu_unavailable_reason's, where already probed."""
     from inr_cli.backends.gpu_probe import gpu_unavailable_reason
 
-    reason = gpu_unavailable_reason()
+    reason = reason or gpu_unavailable_reason()
     if reason is not None:
         raise InrError(f"--device gpu: {reason}")
 
