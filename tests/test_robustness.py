@@ -103,6 +103,43 @@ def test_interrupt_saves_and_says_how_to_resume(tmp_path, image, sig):
     assert saved.step > 0 and np.isfinite(saved.last_loss)  # the loss the loop last read, for inr info
 
 
+# A run whose background writer's lock is left by a signal at the worst moment: inside the lock's
+# own __exit__ (Python code, where an exception raised by a handler leaves the lock held). Run
+# as a child process, so that a run which would then wait for ever fails the test instead.
+SIGNAL_IN_THE_WRITERS_LOCK = """
+import os, signal, sys, threading
+from inr_cli.runs import writer
+
+class SignallingCondition(threading.Condition):
+    exits = 0
+
+    def __exit__(self, *exc):
+        if threading.current_thread() is threading.main_thread():
+            SignallingCondition.exits += 1
+            if SignallingCondition.exits == 200:  # well into the steps
+                os.kill(os.getpid(), signal.SIGINT)
+        return super().__exit__(*exc)
+
+writer.threading = type("threading", (), {"Condition": SignallingCondition, "Thread": threading.Thread})
+sys.argv = ["inr", *sys.argv[1:]]
+from inr_cli.cli import run
+run()
+"""
+
+
+def test_a_signal_inside_the_writers_lock_stops_the_run(tmp_path, image):
+    run = tmp_path / "run"
+    script = tmp_path / "signal_in_lock.py"
+    script.write_text(SIGNAL_IN_THE_WRITERS_LOCK)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(script), "train", str(image), "--steps", "100000",
+                           "--checkpoint-every", "100000", "--run-dir", str(run), *NET],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 130, done.stderr
+    assert f"inr train --resume {run}" in done.stderr and "Traceback" not in done.stderr
+    assert ckpt.load(run).step > 0
+
+
 def test_disk_full_keeps_previous_checkpoint(tmp_path, image, monkeypatch):
     run = tmp_path / "run"
     assert runner.invoke(app, ["train", str(image), "--steps", "4", "--run-dir", str(run), *NET]).exit_code == 0

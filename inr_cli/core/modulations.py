@@ -229,7 +229,7 @@ def fit_latents(latent_pass: LatentPass, steps: int, target_psnr: float = 0.0, s
     [N] (of the latents returned), steps [N]}. on_step(step, losses) sees each step's losses; a signal
     pending in `signals` (training_loop.Signals) ends it as Interrupted; a loss that is not finite is
     LatentsDiverged, naming the network's row."""
-    from inr_cli.core.training_loop import Interrupted, reached_target
+    from inr_cli.core.training_loop import reached_target
 
     n = latent_pass.networks
     done = np.zeros(n, dtype=bool)
@@ -250,8 +250,8 @@ def fit_latents(latent_pass: LatentPass, steps: int, target_psnr: float = 0.0, s
             done |= reached
         if done.all():
             break
-        if signals is not None and signals.pending is not None:
-            raise Interrupted(signals.pending)
+        if signals is not None:
+            signals.check()
         latent_pass.step()
     return {"latents": latents, "loss": losses, "steps": taken}
 

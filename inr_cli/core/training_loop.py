@@ -84,18 +84,29 @@ class DivergenceGuard:
 class Signals:
     """Interrupting signals, raised as Interrupted at once, or, inside a step, once the step is whole
     and its loss read if due (an update half done would leave the moments ahead of the parameters,
-    and the checkpoint would not resume exactly). A context: the previous handlers come back on exit."""
+    and the checkpoint would not resume exactly). A context: the previous handlers come back on exit.
 
-    def __init__(self):
+    at_once False: a signal is only noted, and acted on where the command calls check() (the loop
+    does after every step). A command whose loop shares locks with a thread of its own (the run's
+    background writer) needs this: an exception raised inside a lock's Python code (a Condition's
+    __exit__) leaves the lock held, and the thread, then the command's end, waits for ever."""
+
+    def __init__(self, at_once: bool = True):
+        self.at_once = at_once
         self.in_step = False
         self.pending: int | None = None
         self.previous: dict = {}
 
     def handler(self, signum, frame):
-        if self.in_step:
+        if self.in_step or not self.at_once:
             self.pending = signum
         else:
             raise Interrupted(signum)
+
+    def check(self) -> None:
+        """Raise Interrupted for a signal noted and not yet acted on."""
+        if self.pending is not None:
+            raise Interrupted(self.pending)
 
     def __enter__(self):
         for sig in INTERRUPTING_SIGNALS:
@@ -174,8 +185,7 @@ def run_steps(trainer: Trainer, signals: Signals, log_every: int, on_reading=Non
                 losses = read(step, ended=step == total and total >= JUDGED_STEPS)
                 if step % log_every == 0 and step < total and reached_target(losses, target_psnr).any():
                     return losses
-            if signals.pending is not None:
-                raise Interrupted(signals.pending)
+            signals.check()
             if on_step is not None:
                 on_step(step)
             if checkpoint is not None and step < total:

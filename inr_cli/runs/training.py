@@ -273,7 +273,8 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
         trainer.pause_clock()  # the first checkpoint and the metrics are not training
         k = shrink_factor(image.width, image.height)
         finished = False  # the last checkpoint handed to the writer, the trainer's memory let go
-        with Signals() as signals, TrainingProgress(trainer.step_done, total, quiet) as progress:
+        # Signals are acted on between the steps and the pictures, never inside the writer's locks.
+        with Signals(at_once=False) as signals, TrainingProgress(trainer.step_done, total, quiet) as progress:
             try:
                 try:
                     run_steps(trainer, signals, train.log_every, on_reading, on_step, checkpoint,
@@ -289,18 +290,22 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
                 finally:
                     settle()
                     metrics.close()
+                signals.check()
                 save_last(trainer, final=True)
                 finished = True
                 snapshots.release()
                 trainer.release_training_memory()  # room for the final render of a large image
+                signals.check()
                 with wall.phase("pictures"):
                     values = _draw(trainer, k)
+                    signals.check()
                     if subset is None:  # drawn whole: its PSNR exactly, from the final render
                         image_psnr, psnr_read = psnr(values, image.values), ""
                     else:
                         image_psnr, psnr_read = subset.psnr(backend, spec, trainer.params[:1]), subset.describe()
                     _write_final_pictures(values, image, run_dir, k, image_psnr, writer)
                 writer.drain()
+                signals.check()
             except Interrupted as exc:
                 signals.ignore()  # a second Ctrl-C must not cut the last checkpoint short
                 progress.stop()

@@ -159,8 +159,7 @@ def fit_pack(backend, plan: Plan, images: list[PixelImage], names: list[str], si
                 saved.save_finished(plan, result)
                 save(trainer.step_done)
             signals.in_step = False
-            if signals.pending is not None:
-                raise Interrupted(signals.pending)
+            signals.check()
     except Interrupted as exc:
         if saved is None:
             raise
