@@ -33,7 +33,7 @@ from inr_cli.formats.atomic import atomic_path
 from inr_cli.formats.checkpoint import FILENAME as CHECKPOINT
 from inr_cli.formats.input_files import is_url
 from inr_cli.formats.network_set import CHANNEL_SETS, LABEL, NetworkSet, is_network_set, load_network_set
-from inr_cli.loading import one_network
+from inr_cli.loading import is_exported_file, one_network
 from inr_cli.outputs import IGNORED
 from inr_cli.runs.directory import IMAGE_IN_RUN
 from inr_cli.settings import FIT_MANY
@@ -309,7 +309,7 @@ def load(path: PathLike) -> TrainedNetwork | TrainedSet:
     if isinstance(path, str) and is_url(path):
         return _load_set_url(path)
     path = arguments.path(path, "path")
-    if path.suffix.lower() == ".safetensors" and path.is_file():
+    if is_exported_file(path):
         return _load_exported(path)
     return TrainedSet(path) if is_network_set(path) else _load_run(path)
 

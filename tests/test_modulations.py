@@ -185,6 +185,17 @@ NET = ["--hidden", "8", "--layers", "2", "--device", "cpu", "-q"]
 META = ["--modulations", "4", "--outer-steps", "6", "--meta-batch", "4", "--eval-every", "3"]
 
 
+def test_more_latents_than_shifts_are_said_to_add_nothing(tmp_path):
+    folder = letters(tmp_path / "kind", 8, 0)
+    over = ["--modulations", "17", "--outer-steps", "1", "--meta-batch", "2", "--eval-every", "1"]
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(tmp_path / "b.safetensors"), *NET, *over])
+    assert result.exit_code == 0, result.output
+    assert "--modulations 17 is more than the 16 shifts of a base 2x8" in result.output  # 2 layers of 8
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(tmp_path / "c.safetensors"), *NET, *over[2:],
+                                 "--modulations", "16"])
+    assert result.exit_code == 0 and "is more than" not in result.output
+
+
 def test_meta_init_learns_a_base_resumes_to_it_and_fit_many_fits_its_latents(tmp_path, monkeypatch):
     folder = letters(tmp_path / "kind", 12, 0)
     whole, cut = tmp_path / "whole.safetensors", tmp_path / "cut.safetensors"

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from inr_cli.config import META_INIT, SET_PRESETS, build_config, flags_to_values, given_keys, with_values
-from inr_cli.console import info
+from inr_cli.console import info, notice
 from inr_cli.errors import UsageError
 from inr_cli.formats.export import need_writer
 from inr_cli.formats.start import is_file_start, resolved_start, start_file, start_network
@@ -58,8 +58,13 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
         runner = InProcess(make_backend(config.training.device, quiet=quiet, **kernel_options(config.training)))
 
     def started(facts: dict) -> None:
+        spec = facts["spec"]
+        shifts = spec.layers * spec.hidden
+        if options["modulations"] > shifts:
+            notice(f"--modulations {options['modulations']} is more than the {shifts} shifts of a base "
+                   f"{spec.layers}x{spec.hidden} (a bias a hidden neuron): {shifts} latents reach every shift, more "
+                   f"only make each image's row longer")
         if not quiet:
-            spec = facts["spec"]
             again = f"; going on from outer step {facts['step']}" if facts["step"] else ""
             what = f"a base with {options['modulations']} modulations" if options["modulations"] else "a start"
             info(f"meta-init: {what} for {spec.model} {spec.layers}x{spec.hidden} from {facts['images']} images of "
