@@ -173,6 +173,7 @@ def run_steps(trainer: Trainer, signals: Signals, log_every: int, on_reading=Non
     with np.errstate(all="ignore"):
         first = trainer.step_done
         while trainer.step_done < total:
+            signals.check()  # one noted during the last step's previews or checkpoint (at_once False)
             signals.in_step = True
             trainer.step()
             signals.in_step = False
