@@ -46,6 +46,7 @@ MAX_CHANNELS = 4  # r, g, b, a
 # level: 16 such levels of 2 features are already 2 GiB per network).
 MAX_LEVELS, MAX_LEVEL_FEATURES, MAX_RESOLUTION = 64, 64, 1 << 20
 MAX_LOG2_TABLE_SIZE = 24
+MAX_SEED = (1 << 64) - 1  # a seed is an unsigned 64-bit number, as the kernels draw from it
 
 # Seconds a connection or a read of a URL may wait (INR_NETWORK_TIMEOUT sets another).
 NETWORK_TIMEOUT = 60.0

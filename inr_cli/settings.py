@@ -16,7 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from inr_cli.limits import MAX_LAYERS, MAX_LEVEL_FEATURES, MAX_LEVELS, MAX_LOG2_TABLE_SIZE, MAX_RESOLUTION, MAX_WIDTH
+from inr_cli.limits import (
+    MAX_LAYERS,
+    MAX_LEVEL_FEATURES,
+    MAX_LEVELS,
+    MAX_LOG2_TABLE_SIZE,
+    MAX_RESOLUTION,
+    MAX_SEED,
+    MAX_WIDTH,
+)
 
 # The choices, as types: the command line lists them in --help and completes them.
 Model = Literal["siren", "sigmoid", "relu"]
@@ -164,7 +172,7 @@ SETTINGS = (
     Setting("training.batch_size", int, 0, "Random pixels per step; 0 = every pixel every step",
             bound=NON_NEGATIVE),
     Setting("training.seed", int, 0, "Seed of the initialisation and mini-batches (fit-many: each image's "
-            "seed comes from it and the image's name)", bound=NON_NEGATIVE),
+            "seed comes from it and the image's name)", bound=NON_NEGATIVE, most=MAX_SEED),
     Setting("training.init", str, "shared", "Where the networks start: each from its own seed's draw (random), "
             "all from one draw of --seed (shared: what makes a set's weights comparable; for one network the same "
             "as random), or from the weights of a run, checkpoint or .safetensors start (PATH, e.g. from inr "

@@ -177,7 +177,9 @@ def test_train_refuses_at_once_the_networks_a_reader_calls_damaged(trained, tmp_
     flags = ["--steps", "3", "--device", "cpu", "-q", "--run-dir", tmp_path / "run"]
     for given, said in ((["--encoding", "hashgrid", "--hash-levels", "65"],
                          "--hash-levels (encoding.levels) must be at most 64, got 65"),
-                        (["--hidden", "70000"], "--hidden (network.hidden) must be at most 65536, got 70000")):
+                        (["--hidden", "70000"], "--hidden (network.hidden) must be at most 65536, got 70000"),
+                        (["--seed", str(1 << 64)],  # the seeds are unsigned 64-bit numbers
+                         f"--seed (training.seed) must be at most {(1 << 64) - 1}, got {1 << 64}")):
         refused_leaving_all(tmp_path, ["train", image, *flags, *given], said)
     ran = inr("train", image, *flags, "--hidden", "65536", "--layers", "2", measure=True)
     refused(ran, "the settings give a network of 4,295,426,051 parameters, above inr's limit of 2,147,483,648")
