@@ -160,6 +160,24 @@ def test_disk_full_keeps_previous_checkpoint(tmp_path, image, monkeypatch):
     assert not list(run.glob(".*.tmp"))
 
 
+def test_disk_full_at_the_first_checkpoint_leaves_no_run_to_trip_over(tmp_path, image, monkeypatch):
+    run = tmp_path / "run"
+    real_write = npz.write
+
+    def full_disk(handle, members):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(npz, "write", full_disk)
+    result = runner.invoke(app, ["train", str(image), "--steps", "4", "--run-dir", str(run), *NET])
+    assert result.exit_code == 1
+    assert "no checkpoint of the run was written yet" in result.output, result.output
+    assert f"nothing was saved, so {run} is removed" in result.output and not run.exists()
+    monkeypatch.setattr(npz, "write", real_write)
+    result = runner.invoke(app, ["train", str(image), "--steps", "4", "--run-dir", str(run), *NET])
+    assert result.exit_code == 0, result.output  # the same command, once there is room
+    assert ckpt.load(run).step == 4
+
+
 def test_unwritable_run_directory(tmp_path, image):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")

@@ -102,10 +102,18 @@ def run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: 
     """`inr train`: a run directory, its checkpoints, metrics, previews and pictures, around the loop.
     wall: the run's wall time, started where the command started (reading the image counted)."""
     created = not run_dir.exists()
+    wrote = []  # not empty once this run has written its files in run_dir
     try:
-        return _run_training(config, image, run_dir, resume_from, quiet, wall or WallTime())
+        return _run_training(config, image, run_dir, resume_from, quiet, wall or WallTime(), wrote)
     except BlewUp as exc:
         raise InrError(_after_blowing_up(exc, run_dir, created, new_run=resume_from is None)) from None
+    except InrError as exc:
+        # A new run that failed before its first checkpoint was written (a full disk) holds nothing
+        # to resume: its files go, and the same command starts it again.
+        if resume_from is None and wrote and not (run_dir / ckpt.FILENAME).is_file():
+            _remove_run(run_dir, created)
+            raise InrError(f"{exc}; nothing was saved, so {run_dir} is removed") from None
+        raise
 
 
 def _after_blowing_up(exc: BlewUp, run_dir: Path, created: bool, new_run: bool) -> str:
@@ -150,7 +158,7 @@ def _remove_run(run_dir: Path, created: bool) -> None:
 
 
 def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from: ckpt.Checkpoint | None,
-                  quiet: bool, wall: WallTime) -> TrainingResult:
+                  quiet: bool, wall: WallTime, wrote: list) -> TrainingResult:
     backend = make_backend(config.training.device, quiet=quiet, **kernel_options(config.training))
     seed = config.training.seed
     if resume_from is not None:
@@ -206,6 +214,7 @@ def _run_training(config: Config, image: PixelImage, run_dir: Path, resume_from:
             leftover.unlink(missing_ok=True)
         (run_dir / BLEW_UP).unlink(missing_ok=True)  # a run resumed by its name is given its chance again
         try:
+            wrote.append("config.toml")
             atomic_write_text(run_dir / "config.toml", to_toml(config))
         except OSError as exc:
             raise InrError(f"cannot write to the run directory {run_dir} ({exc.strerror})") from None
@@ -337,8 +346,9 @@ def write_checkpoint(checkpoint: ckpt.Checkpoint, run_dir: Path, dtype: str = "f
     try:
         ckpt.save(checkpoint, run_dir / ckpt.FILENAME, dtype, read)
     except OSError as exc:
-        raise InrError(f"cannot write the checkpoint in {run_dir} ({exc.strerror or exc}); "
-                       f"the previous checkpoint is intact") from None
+        kept = "the previous checkpoint is intact" if (run_dir / ckpt.FILENAME).is_file() else \
+            "no checkpoint of the run was written yet"
+        raise InrError(f"cannot write the checkpoint in {run_dir} ({exc.strerror or exc}); {kept}") from None
 
 
 def round_in_place(backend, array, dtype) -> None:
