@@ -3,7 +3,7 @@
 from rich.console import Console
 from rich.markup import escape
 
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, emoji=False)  # ":name:" in a file name is text
 
 
 def notice(message: str) -> None:

@@ -49,6 +49,13 @@ def test_a_command_that_reads_a_network_given_the_image_says_to_train_it_first(t
                                           f"(`inr train {image}`), then give its run (runs/photo)")
 
 
+def test_a_name_with_colons_is_quoted_as_it_is(tmp_path):
+    """Rich reads ":smile:" as an emoji code; a message names the file exactly."""
+    missing = tmp_path / "a:smile:b:100:.png"
+    result = run("encode", missing)
+    assert result.exit_code == 1 and result.stderr.strip() == f"error: {missing}: no such file"
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found on this machine")
 def test_doctor_compiles_the_kernels_with_nvcc(monkeypatch, nvcc_builds):
     """No GPU here (CuPy absent or no device): doctor --compile compiles every kernel file with nvcc -ptx,
