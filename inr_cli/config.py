@@ -11,12 +11,15 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import os
+import stat
 import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields, make_dataclass, replace
 from pathlib import Path
 
 from inr_cli.errors import ArgumentTypeError, ArgumentValueError, UsageError
+from inr_cli.limits import MAX_TEXT_BYTES
 from inr_cli.resources import configs_dir
 from inr_cli.settings import (  # noqa: F401
     ADAM,
@@ -112,10 +115,19 @@ def preset_path(name: str) -> Path:
 def read_toml(path: Path) -> dict:
     """{"section.key": value} from a config file, checked for unknown sections, keys and types."""
     path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"{path}: config file not found")
     try:
-        document = tomllib.loads(path.read_text(encoding="utf-8"))
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a folder, or a FIFO that would block the read
+            raise UsageError(f"{path}: not a config file (.toml) but a folder, FIFO or device")
+        with open(path, "rb") as handle:
+            text = handle.read(MAX_TEXT_BYTES + 1)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: config file not found") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if len(text) > MAX_TEXT_BYTES:
+        raise UsageError(f"{path}: larger than {MAX_TEXT_BYTES:,} bytes, more than a configuration could be")
+    try:
+        document = tomllib.loads(text.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path}: not valid TOML: {exc}") from None
     except UnicodeDecodeError:

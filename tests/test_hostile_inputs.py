@@ -160,8 +160,9 @@ def spec_with(trained: Path, **fields) -> np.ndarray:
     (lambda t: {"channels": np.array("r,g,<script>")}, "are not l, r,g,b or r,g,b,a"),
     (lambda t: {"params": np.zeros((1, 5), np.float32)}, "'params' has shape (1, 5) float32"),
     (lambda t: {"moment2": np.zeros((2, 3), np.float64)}, "'moment2' has shape (2, 3) float64"),
-    (lambda t: {"seconds": np.array(float("inf"))}, "'loss' or 'seconds'"),
-    (lambda t: {"loss": np.zeros(4)}, "'loss' or 'seconds'"),
+    (lambda t: {"seconds": np.array(float("inf"))}, "'seconds' (the training time) is inf"),
+    (lambda t: {"loss": np.zeros(4)}, "'loss' holds 4 values for 1 network"),
+    (lambda t: {"step": np.array(10 ** 12)}, "step 1000000000000 of"),  # past the run's total
     (lambda t: {"data_fingerprint": None}, "'data_fingerprint' is missing"),
 ])
 def test_a_tampered_checkpoint_is_one_line(trained, tmp_path, change, message):
@@ -468,6 +469,14 @@ def test_a_fifo_is_refused_not_waited_on(tmp_path, suffix):
     fifo = tmp_path / f"x{suffix}"
     os.mkfifo(fifo)
     refused_leaving_all(tmp_path, ["train", fifo, *NET, "--run-dir", tmp_path / "run"], "a FIFO", out=tmp_path / "run")
+
+
+def test_a_config_that_is_a_fifo_or_a_folder_is_named_as_such(tmp_path):
+    image = make_image(tmp_path / "img.png", "RGB", size=(12, 9), seed=3)
+    os.mkfifo(tmp_path / "fifo.toml")
+    for config in (tmp_path / "fifo.toml", tmp_path):
+        refused_leaving_all(tmp_path, ["train", image, *NET, "--config", config, "--run-dir", tmp_path / "run"],
+                            f"{config}: not a config file (.toml) but a folder, FIFO or device")
 
 
 def test_special_files_in_a_list(tmp_path):

@@ -434,7 +434,7 @@ def test_a_resize_beyond_the_limits_is_refused_before_it_is_made(made, tmp_path,
     args = (["encode", made / "img.png", "-o", tmp_path / "x.csv"] if command == "encode" else
             ["train", made / "img.png", "--run-dir", tmp_path / "run", *NET])
     ran = inr(*args, "--size", "1000000", measure=True)
-    refused(ran, "exceeds the limit of 65535 pixels a side")
+    refused(ran, "size 1000000 makes an image of 1000000x800000, which exceeds the limit of 65535 pixels a side")
     assert ran.peak_bytes < 600 << 20
 
 

@@ -30,7 +30,7 @@ def canvas_size(train_width: int, train_height: int, size: int | None, width: in
         w, h = max(1, round(height * train_width / train_height)), height
     else:
         w, h = train_width, train_height
-    return within_limits(w, h, "canvas")
+    return within_limits(w, h, "a canvas")
 
 
 def check_region(region: tuple, width: int, height: int, name: str = "--region") -> tuple[int, int, int, int]:

@@ -123,17 +123,17 @@ def check_image(width: int, height: int, where: str) -> None:
         raise InrError(f"{where}: the image is {fault}")
 
 
-def within_limits(width: int, height: int, what: str = "image") -> tuple[int, int]:
+def within_limits(width: int, height: int, what: str = "an image") -> tuple[int, int]:
     """(width, height), refused in one line beyond inr's limits (limits.py) before anything is
-    allocated for it."""
+    allocated for it; `what` names it in the refusal."""
     fault = beyond_image_limits(width, height)
     if fault:
-        raise UsageError(f"a {what} of {fault}")
+        raise UsageError(f"{what} of {fault}")
     return width, height
 
 
 def fit_longer_side(width: int, height: int, size: int) -> tuple[int, int]:
     """Width and height with the longer side `size` and the aspect ratio kept, within inr's limits."""
     if width >= height:
-        return within_limits(size, max(1, round(height * size / width)))
-    return within_limits(max(1, round(width * size / height)), size)
+        return within_limits(size, max(1, round(height * size / width)), f"size {size} makes an image")
+    return within_limits(max(1, round(width * size / height)), size, f"size {size} makes an image")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from inr_cli.core.state import TrainingState
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import npz
 from inr_cli.formats.atomic import atomic_path
+from inr_cli.formats.input_files import check_regular
 from inr_cli.formats.network_description import spec_from_json
 from inr_cli.formats.pixel_csv import CHANNEL_SETS
 from inr_cli.formats.versions import refuse_newer
@@ -104,7 +106,9 @@ def resolve(path: Path) -> Path:
     path = Path(path)
     if path.is_dir():
         candidate = path / FILENAME
-        if not candidate.is_file():
+        if os.path.lexists(candidate):
+            check_regular(candidate, expected="a checkpoint")  # a FIFO or a folder by its name, said as such
+        else:
             raise InrError(f"{path}: no {FILENAME} in this directory (is it a run directory?)")
         return candidate
     if not path.exists():
@@ -295,10 +299,13 @@ def _from_arrays(path: Path, arrays: _CheckedArrays, moments: bool = True, defer
     else:
         seconds = float(need("seconds"))
         loss = np.asarray(need("loss"), dtype=np.float64).reshape(-1)
-        if loss.shape != (networks,) or not math.isfinite(seconds) or seconds < 0:
-            raise InrError(f"{path}: damaged checkpoint, 'loss' or 'seconds' does not fit {networks} networks")
+        if loss.shape != (networks,):
+            raise InrError(f"{path}: damaged checkpoint, 'loss' holds {loss.size} values for {networks} "
+                           f"network{'s' if networks != 1 else ''}")
+        if not math.isfinite(seconds) or seconds < 0:
+            raise InrError(f"{path}: damaged checkpoint, 'seconds' (the training time) is {seconds}")
     step, total_steps = int(need("step")), int(need("total_steps"))
-    if step < 0 or total_steps < 0:
+    if step < 0 or total_steps < 0 or step > total_steps > 0:  # a run never steps past its total
         raise InrError(f"{path}: damaged checkpoint, step {step} of {total_steps}")
     state = TrainingState(flats["params"], flats.get("moment1"), flats.get("moment2"), step, seconds, loss)
     return Checkpoint(

@@ -44,6 +44,8 @@ def read_npy(path: Path) -> PixelImage:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else "it ends too soon"
+        if "pickle" in reason:  # NumPy's own advice, to load it unsafely, is not for a file of pixels
+            reason = "no array header: NumPy would read it as pickled Python objects, which inr never loads"
         raise InrError(f"{path}: not a NumPy array file ({reason})") from None
     if not isinstance(array, np.ndarray):  # numpy.load opens an .npz archive whatever its name
         array.close()
