@@ -119,13 +119,14 @@ def read_toml(path: Path) -> dict:
         if not stat.S_ISREG(os.stat(path).st_mode):  # a folder, or a FIFO that would block the read
             raise UsageError(f"{path}: not a config file (.toml) but a folder, FIFO or device")
         with open(path, "rb") as handle:
-            text = handle.read(MAX_TEXT_BYTES + 1)
+            # its size, not a read of the limit's bytes: that would take a buffer of the limit each time
+            if os.fstat(handle.fileno()).st_size > MAX_TEXT_BYTES:
+                raise UsageError(f"{path}: larger than {MAX_TEXT_BYTES:,} bytes, more than a configuration could be")
+            text = handle.read()
     except FileNotFoundError:
         raise UsageError(f"{path}: config file not found") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if len(text) > MAX_TEXT_BYTES:
-        raise UsageError(f"{path}: larger than {MAX_TEXT_BYTES:,} bytes, more than a configuration could be")
     try:
         document = tomllib.loads(text.decode("utf-8"))
     except tomllib.TOMLDecodeError as exc:
