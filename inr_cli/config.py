@@ -11,8 +11,10 @@ from __future__ import annotations
 import difflib
 import json
 import math
+import numbers
 import os
 import stat
+import sys
 import tomllib
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, fields, make_dataclass, replace
@@ -147,26 +149,43 @@ def _flatten(where: str, document: dict) -> dict:
             dotted = f"{section}.{key}"
             if dotted not in KEY_TYPES:
                 raise UsageError(f"{where}: {_unknown_key(dotted)}")
-            values[dotted] = coerce_value(f"{where}: {dotted}", KEY_TYPES[dotted], value)
+            values[dotted] = coerce_setting(f"{where}: {dotted}", dotted, value)
     return values
 
 
+def _is_bool(value) -> bool:
+    """A Python or NumPy bool (NumPy's is no numbers.Integral; one exists only where NumPy is loaded)."""
+    numpy = sys.modules.get("numpy")
+    return isinstance(value, bool) or (numpy is not None and isinstance(value, numpy.bool_))
+
+
 def coerce_value(where: str, expected: type, value):
+    """value as a setting of type `expected` holds it: a bool, an int (a Python or NumPy integer, never
+    a bool or a float), a float (any real number but a bool) or a str; another is refused by name."""
     if expected is bool:
-        if not isinstance(value, bool):
+        if not _is_bool(value):
             raise ArgumentTypeError(f"{where} must be true or false, got {value!r}")
-        return value
+        return bool(value)
     if expected is int:
-        if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise ArgumentTypeError(f"{where} must be an integer, got {value!r}")
-        return value
+        return int(value)
     if expected is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise ArgumentTypeError(f"{where} must be a number, got {value!r}")
         return float(value)
     if not isinstance(value, str):
         raise ArgumentTypeError(f"{where} must be a string, got {value!r}")
-    return value
+    return str(value)
+
+
+def coerce_setting(where: str, key: str, value):
+    """A value given for the setting `key` (by a flag, --set, a config file or the API), as the
+    configuration holds it (coerce_value); a byte budget (network.max_bytes) is also checked here,
+    where `where` names how it was given: a text or a whole number of bytes, held as text."""
+    if key == BUDGET_KEY:
+        return budget_text(where, value)
+    return coerce_value(where, KEY_TYPES[key], value)
 
 
 def from_values(values: dict, where: str = "configuration") -> Config:
@@ -220,7 +239,7 @@ def given_settings(command: str, flags: dict, keys: Iterable[tuple[str, object]]
         if value is None:
             continue
         setting = by_name[name]
-        value = coerce_value(spelling.flag(name), setting.type, value)
+        value = coerce_setting(spelling.flag(name), setting.key, value)
         if setting.flag_bound == POSITIVE and value <= 0:
             key_takes_it = setting.bound is None or (setting.bound == NON_NEGATIVE and value == 0)
             raise ArgumentValueError(f"{spelling.flag(name)} must be positive, got {value}" + (
@@ -234,7 +253,7 @@ def given_settings(command: str, flags: dict, keys: Iterable[tuple[str, object]]
         if key not in allowed:
             raise UsageError(f"{spelling.key(key)}: {key} is not a setting of {command}")
         name = BY_KEY[key].name
-        value = coerce_value(spelling.key(key), KEY_TYPES[key], value)
+        value = coerce_setting(spelling.key(key), key, value)
         if name in given and given[name] != value:
             raise ArgumentValueError(f"{key} is given twice, differently ({said[name]} and "
                              f"{spelling.key_value(key, value)})")
@@ -277,11 +296,31 @@ def _parse(where: str, expected: type, raw: str):
 
 
 BYTE_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "ki": 2**10, "mi": 2**20, "gi": 2**30}
+BUDGET_KEY = "network.max_bytes"
 
 
-def budget_bytes(text: str) -> int | str | None:
+def budget_text(where: str, value) -> str:
+    """A byte budget as given (`where` names how: --max-bytes, max_bytes=, a file's key): a text
+    budget_bytes reads, or a whole number of bytes (a TOML integer, a Python or NumPy int), which is
+    held as its text; a bool, a float or a count below one byte is refused with budget_bytes' line."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        if value < 1:
+            raise ArgumentValueError(_not_a_budget(where, value))
+        return str(int(value))
+    if not isinstance(value, str):
+        raise ArgumentTypeError(_not_a_budget(where, value))
+    budget_bytes(value, where)
+    return str(value)
+
+
+def _not_a_budget(where: str, value) -> str:
+    return f"{where} {value!r} is not a byte budget: write it as 500k, 1.5M, 2MiB, 300000 or image"
+
+
+def budget_bytes(text: str, where: str = "max_bytes") -> int | str | None:
     """network.max_bytes read: a number of bytes (500k, 1.5M, 2MiB, 300000; a trailing B is allowed),
-    "image" (the training image's 8-bit bytes, decided with the image), or None for an empty text."""
+    "image" (the training image's 8-bit bytes, decided with the image), or None for an empty text.
+    `where` names the setting in the refusal."""
     words = text.strip().lower()
     if not words:
         return None
@@ -294,7 +333,7 @@ def budget_bytes(text: str) -> int | str | None:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value >= 1):
-        raise UsageError(f"max_bytes '{text}' is not a byte budget: write it as 500k, 1.5M, 2MiB, 300000 or image")
+        raise ArgumentValueError(_not_a_budget(where, str(text)))
     return int(value * BYTE_UNITS[unit])
 
 

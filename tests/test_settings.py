@@ -7,6 +7,7 @@ import itertools
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import typer.main
 from typer.testing import CliRunner
@@ -15,7 +16,7 @@ from inr_cli import settings
 from inr_cli.api import KEYWORDS
 from inr_cli.cli import app
 from inr_cli.commands.setting_options import COMMAND_LINE
-from inr_cli.config import given_settings, options_table
+from inr_cli.config import budget_bytes, given_settings, options_table, read_toml
 from inr_cli.errors import UsageError
 
 GUIDE = Path(__file__).resolve().parents[1] / "docs" / "training.md"
@@ -105,6 +106,15 @@ NETWORK_KEYS = ", ".join(s.field for s in settings.SETTINGS if s.section == "net
     ("train", {}, [("optimizer.lr", "fast")],
      "--set optimizer.lr must be a number, got 'fast'",
      "settings['optimizer.lr'] must be a number, got 'fast'"),
+    ("train", {"max_bytes": "500kk"}, [],  # a byte budget is read where it is given, by its flag
+     "--max-bytes '500kk' is not a byte budget: write it as 500k, 1.5M, 2MiB, 300000 or image",
+     "max_bytes= '500kk' is not a byte budget: write it as 500k, 1.5M, 2MiB, 300000 or image"),
+    ("train", {}, [("network.max_bytes", "lots")],
+     "--set network.max_bytes 'lots' is not a byte budget: write it as 500k, 1.5M, 2MiB, 300000 or image",
+     "settings['network.max_bytes'] 'lots' is not a byte budget: write it as 500k, 1.5M, 2MiB, 300000 or image"),
+    ("train", {"max_bytes": 0}, [],
+     "--max-bytes 0 is not a byte budget: write it as 500k, 1.5M, 2MiB, 300000 or image",
+     "max_bytes= 0 is not a byte budget: write it as 500k, 1.5M, 2MiB, 300000 or image"),
 ])
 def test_given_settings_are_checked_once_in_each_callers_spelling(command, flags, keys, on_the_command_line,
                                                                   in_python):
@@ -121,6 +131,41 @@ def test_given_settings_by_name_and_by_key():
                            [("optimizer.beta2", 0.99), ("network.hidden", 8), ("data.size", 0)], KEYWORDS)
     assert given == {"hidden": 8, "fourier_sigma": 3.0, "beta2": 0.99, "size": 0}
     assert isinstance(given["fourier_sigma"], float)
+
+
+def test_numpy_scalars_are_the_numbers_they_hold():
+    """A NumPy integer or float is taken where a Python one is, and held as the Python one (the
+    checkpoint's JSON, the config.toml); a NumPy bool is no number, a float no integer."""
+    given = given_settings("train", {"hidden": np.int64(8), "steps": np.uint16(5), "lr": np.float32(0.5),
+                                     "omega0": np.int32(30), "gray": np.bool_(True)},
+                           [("optimizer.beta2", np.float64(0.99))], KEYWORDS)
+    assert given == {"hidden": 8, "steps": 5, "lr": 0.5, "omega0": 30.0, "gray": True, "beta2": 0.99}
+    assert [type(given[name]) for name in ("hidden", "steps", "lr", "omega0", "gray", "beta2")] == \
+        [int, int, float, float, bool, float]
+    for flags in ({"hidden": np.bool_(True)}, {"lr": np.bool_(False)}, {"steps": np.float32(5)},
+                  {"gray": np.int64(1)}):
+        with pytest.raises(TypeError, match="must be"):
+            given_settings("train", flags, [], KEYWORDS)
+
+
+def test_a_byte_budget_is_a_text_or_a_whole_number_of_bytes(tmp_path):
+    """network.max_bytes, a text (500k, 2MiB, image), is also a number of bytes where the caller has
+    numbers: a TOML integer, a Python or NumPy int, held as its text. A bool, a float, zero or less is
+    refused in one line naming where it was given."""
+    assert given_settings("train", {"max_bytes": 300000}, [], KEYWORDS) == {"max_bytes": "300000"}
+    assert given_settings("train", {}, [("network.max_bytes", np.int64(4096))], KEYWORDS) == {"max_bytes": "4096"}
+    assert given_settings("train", {"max_bytes": "2MiB"}, [], KEYWORDS) == {"max_bytes": "2MiB"}
+    (tmp_path / "budget.toml").write_text("[network]\nmax_bytes = 500000\n")
+    assert read_toml(tmp_path / "budget.toml") == {"network.max_bytes": "500000"}
+    assert budget_bytes(read_toml(tmp_path / "budget.toml")["network.max_bytes"]) == 500000
+    for value, kind in (("0", ValueError), ("-4", ValueError), ("true", TypeError), ("1.5e5", TypeError),
+                        ('"many"', ValueError)):
+        (tmp_path / "bad.toml").write_text(f"[network]\nmax_bytes = {value}\n")
+        with pytest.raises(kind) as raised:
+            read_toml(tmp_path / "bad.toml")
+        assert isinstance(raised.value, UsageError)
+        assert str(raised.value).startswith(f"{tmp_path / 'bad.toml'}: network.max_bytes "), str(raised.value)
+        assert str(raised.value).endswith(" is not a byte budget: write it as 500k, 1.5M, 2MiB, 300000 or image")
 
 
 def test_one_map_from_a_flag_to_its_setting():

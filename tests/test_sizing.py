@@ -168,7 +168,8 @@ def test_a_budget_nothing_fits_is_refused_by_name(tmp_path):
     image = make_image(tmp_path / "small.png", "RGB", size=(40, 30))
     for args, says in ((["--preset", "hashgrid", "--max-bytes", "10k"], "--max-bytes 10k: the smallest hash grid"),
                        (["--max-bytes", "500"], "--max-bytes 500: the narrowest siren network"),
-                       (["--max-bytes", "lots"], "max_bytes 'lots' is not a byte budget")):
+                       (["--max-bytes", "lots"], "error: --max-bytes 'lots' is not a byte budget"),
+                       (["--set", "network.max_bytes=0"], "error: --set network.max_bytes '0' is not a byte budget")):
         result = CliRunner().invoke(app, ["train", str(image), "--device", "cpu", "--run-dir",
                                           str(tmp_path / "run"), *args])
         assert result.exit_code == 2 and says in result.output, result.output
