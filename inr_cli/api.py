@@ -12,11 +12,15 @@ fourier_sigma=, lr_min=...), or a dict of configuration keys (settings={"optimiz
 which also reaches the keys that have no flag. Bad input raises inr_cli.InrError (UsageError for a
 bad setting) carrying the one-line message the command would print. Every argument is checked where
 it comes in (arguments.py): a bad one is an InrError that is also the built-in error Python code
-catches for it (TypeError, ValueError, IndexError for a row past the end, KeyError for a name).
+catches for it (TypeError, ValueError, IndexError for a row past the end, KeyError for a name). A
+usage error raised deeper down, by a check the commands share (an unknown key, a setting's bound, a
+file that is not a run), leaves the API as a ValueError too (_run_errors_for_python).
 """
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import os
 import shutil
 from pathlib import Path
@@ -43,6 +47,44 @@ PathLike = str | Path
 EVALUATION_DEVICE = "cpu"  # net(coords) takes and gives NumPy arrays: a GPU would only add copies
 
 
+class _run_errors_for_python(contextlib.ContextDecorator):
+    """What leaves the API, made what Python code catches (a decorator on every public function and,
+    through _at_the_boundary, method). A usage error raised anywhere beneath, by a check the
+    commands share (a setting's bound, a choice, a file that is not a run), is the ValueError a bad
+    argument is; one already a built-in (arguments.py's) stays as it is. The commands end an
+    interrupted run (its checkpoint or shards saved, what to do next said) with SystemExit(128 +
+    signal); from Python that is a KeyboardInterrupt, which a notebook survives. NumPy's
+    MemoryError is an InrError too (OutOfMemory, a MemoryError), with the command's words."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, traceback):
+        if kind is SystemExit and isinstance(exc.code, int) and exc.code > 128:
+            raise KeyboardInterrupt(f"interrupted (signal {exc.code - 128}); the work so far is saved") from None
+        if kind is not None and issubclass(kind, MemoryError) and not issubclass(kind, InrError):
+            raise OutOfMemory(OUT_OF_MEMORY) from None
+        if kind is not None and issubclass(kind, UsageError) and not issubclass(kind, PYTHON_ERRORS):
+            raise ArgumentValueError(str(exc)) from None
+        return False
+
+
+# The built-in errors an argument's InrError is also (errors.py): one of them is kept as it is.
+PYTHON_ERRORS = (TypeError, ValueError, LookupError, OSError)
+# The methods a user calls besides the public ones
+ENTRY_DUNDERS = ("__init__", "__call__", "__getitem__")
+
+
+def _at_the_boundary(cls: type) -> type:
+    """cls with each of its public methods (and __init__, __call__, __getitem__) under
+    _run_errors_for_python, so that no method added later escapes it."""
+    for name, member in list(vars(cls).items()):
+        if inspect.isfunction(member) and (not name.startswith("_") or name in ENTRY_DUNDERS):
+            setattr(cls, name, _run_errors_for_python()(member))
+    return cls
+
+
+@_at_the_boundary
 class TrainedNetwork:
     """One trained network: its description (`spec`), its flat parameters (`params` [P] float32),
     the channels it draws (`channels`, e.g. ("r", "g", "b")), the size it was trained at and, for
@@ -104,10 +146,7 @@ class TrainedNetwork:
             if isinstance(region, (str, bytes)) or not isinstance(region, (list, tuple, np.ndarray)):
                 raise ArgumentTypeError(f"region is (left, top, right, bottom) in pixels of the canvas, got "
                                         f"{type(region).__name__} {str(region)[:40]}")
-            try:
-                region = check_region(tuple(np.asarray(region).ravel().tolist()), w, h, "region")
-            except UsageError as exc:
-                raise ArgumentValueError(str(exc)) from None
+            region = check_region(tuple(np.asarray(region).ravel().tolist()), w, h, "region")
         elif w * h > WHOLE_CANVAS_PIXELS:
             raise ArgumentValueError(f"a {w}x{h} canvas is more than {WHOLE_CANVAS_PIXELS >> 20} megapixels to hold "
                                      f"as one array: draw a part of it with region=(left, top, right, bottom) (all "
@@ -148,10 +187,7 @@ class TrainedNetwork:
         for value, name in ((size, "size"), (width, "width"), (height, "height")):
             if value is not None and value < 1:
                 raise ArgumentValueError(f"{name} must be a positive number of pixels, got {value}")
-        try:
-            return canvas_size(self.width, self.height, size, width, height)
-        except UsageError as exc:
-            raise ArgumentValueError(str(exc)) from None
+        return canvas_size(self.width, self.height, size, width, height)
 
     def to_torch(self, clip: bool = True):
         """A torch.nn.Module: coords [rows, 2] -> colours [rows, C], the same function as __call__,
@@ -168,6 +204,7 @@ class TrainedNetwork:
         return to_jax(self.spec, self.params[None], single=True, clip=arguments.flag(clip, "clip"))
 
 
+@_at_the_boundary
 class TrainedSet:
     """The networks of an `inr fit-many` folder, one per image, all of one shape (`spec`); or a set of
     latents, one per image, over one base network (`base`: fit-many --init BASE), whose `weights` are
@@ -302,6 +339,7 @@ class TrainedSet:
         return to_jax(self.spec, np.asarray(self.weights), single=False, clip=arguments.flag(clip, "clip"))
 
 
+@_run_errors_for_python()
 def load(path: PathLike) -> TrainedNetwork | TrainedSet:
     """A trained network from an `inr train` run directory or its checkpoint.npz, or the set of an
     `inr fit-many` output folder, or of a URL it was written to (-o s3://..., memory://...); a
@@ -314,6 +352,7 @@ def load(path: PathLike) -> TrainedNetwork | TrainedSet:
     return TrainedSet(path) if is_network_set(path) else _load_run(path)
 
 
+@_run_errors_for_python()
 def join(first: PathLike, second: PathLike, out: PathLike) -> TrainedSet:
     """Two sets fitted with the same settings and start, joined into the new folder `out` (inr join):
     every network as it was fitted, the rows sorted by name."""
@@ -373,6 +412,7 @@ def _load_run(path: Path) -> TrainedNetwork:
                           path if path.is_dir() else path.parent)
 
 
+@_run_errors_for_python()
 def fit(image: PathLike | np.ndarray | None = None, *, preset: str | None = None, config: PathLike | None = None,
         run_dir: PathLike | None = None, quiet: bool = False, settings: dict | None = None,
         **options) -> TrainedNetwork:
@@ -393,16 +433,14 @@ def fit(image: PathLike | np.ndarray | None = None, *, preset: str | None = None
             not hasattr(image, "getdata"):  # a PIL image
         raise ArgumentTypeError(f"image is a file, an array or a PIL image, got {type(image).__name__}")
     if image is None or isinstance(image, (str, os.PathLike)):
-        with _run_errors_for_python():
-            result = start_run(None if image is None else os.fspath(image), flags, config, run_dir, quiet, preset)
+        result = start_run(None if image is None else os.fspath(image), flags, config, run_dir, quiet, preset)
         return _load_run(result.run_dir)
     array, name = _image_array(image)
     run_dir, made = _array_run_dir(run_dir, name)
     try:
         with atomic_path(run_dir / IMAGE_IN_RUN, suffix=".npy") as tmp, open(tmp, "wb") as handle:
             np.save(handle, array, allow_pickle=False)
-        with _run_errors_for_python():
-            result = start_run(str(run_dir / IMAGE_IN_RUN), flags, config, run_dir, quiet, preset)
+        result = start_run(str(run_dir / IMAGE_IN_RUN), flags, config, run_dir, quiet, preset)
     except BaseException:
         if not (run_dir / CHECKPOINT).exists():  # no run began: the folder is left as it was found
             for leftover in [run_dir] if made else [p for p in run_dir.iterdir() if p.name not in IGNORED]:
@@ -425,8 +463,8 @@ def _image_array(image) -> tuple[np.ndarray, str]:
         pixels = pixels_from_pil(ImageOps.exif_transpose(image), gray=False)  # as the file would be read
         array = pixels.pixels
         name = Path(getattr(image, "filename", "") or "image").stem
-    else:
-        array, name = np.asarray(image), "array"
+    else:  # numbers only: text, complex values or None refused by their dtype (arguments.real_array)
+        array, name = arguments.real_array(image, "image"), "array"
     try:
         pixels_from_array(array, "image")  # refused here, before anything is written
     except InrError as exc:  # its values or its shape: the argument's
@@ -455,6 +493,7 @@ def _array_run_dir(run_dir: Path | None, name: str) -> tuple[Path, bool]:
             continue
 
 
+@_run_errors_for_python()
 def fit_many(folder: PathLike, out: PathLike, *, preset: str | None = None, config: PathLike | None = None,
              pack: int | None = None, ray: str | None = None, workers: int | None = None,
              gpus_per_worker: float | None = None, skip_unreadable: bool = False, quiet: bool = False,
@@ -478,9 +517,8 @@ def fit_many(folder: PathLike, out: PathLike, *, preset: str | None = None, conf
                                           ((skip_unreadable, "skip_unreadable"), (quiet, "quiet"), (add, "add"),
                                            (force, "force")))
     config, labels = arguments.optional_path(config, "config"), arguments.optional_path(labels, "labels")
-    with _run_errors_for_python():
-        fit_folder(str(folder), str(out), flags, config, preset, pack, ray, workers, gpus_per_worker,
-                   skip_unreadable, quiet, force, add, labels)
+    fit_folder(str(folder), str(out), flags, config, preset, pack, ray, workers, gpus_per_worker,
+               skip_unreadable, quiet, force, add, labels)
     return None if "://" in str(out) else TrainedSet(out)
 
 
@@ -493,30 +531,6 @@ def _flags(command: str, options: dict, settings: dict) -> dict:
     """{flag name: value} from keyword arguments (named as the flags) and {"section.key": value},
     checked as the command checks its flags and --set, with the messages in the library's spelling."""
     return given_settings(command, options, settings.items(), KEYWORDS)
-
-
-class _run_errors_for_python:
-    """The commands end an interrupted run (its checkpoint or shards saved, what to do next said)
-    with SystemExit(128 + signal); from Python that is a KeyboardInterrupt, which a notebook survives.
-    NumPy's MemoryError is an InrError too (OutOfMemory, a MemoryError), with the command's words."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, exc, traceback):
-        if kind is SystemExit and isinstance(exc.code, int) and exc.code > 128:
-            raise KeyboardInterrupt(f"interrupted (signal {exc.code - 128}); the work so far is saved") from None
-        if kind is not None and issubclass(kind, MemoryError) and not issubclass(kind, InrError):
-            raise OutOfMemory(OUT_OF_MEMORY) from None
-        if kind is not None and issubclass(kind, UsageError) and not issubclass(kind, PYTHON_ERRORS):
-            # a setting's value refused where the command checks it (a bound, a choice, a pair that
-            # conflicts): the ValueError Python code catches, with the command's message
-            raise ArgumentValueError(str(exc)) from None
-        return False
-
-
-# The built-in errors an argument's InrError is also (errors.py): one of them is kept as it is.
-PYTHON_ERRORS = (TypeError, ValueError, LookupError, OSError)
 
 
 def _settings(settings) -> dict:

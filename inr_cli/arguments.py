@@ -76,6 +76,9 @@ def flag(value, name: str) -> bool:
 
 
 def choice(value, name: str, choices) -> object:
+    """One of `choices` (str or int ones): a NumPy integer is the int it holds, a bool none of them."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)):
+        value = int(value)
     if not isinstance(value, (str, int)) or isinstance(value, bool) or value not in choices:
         raise ArgumentValueError(f"{name} is one of {', '.join(map(str, choices))}, got {_shown(value)}")
     return value
@@ -107,14 +110,39 @@ def names(value, name: str) -> list[str]:
     return [str(item) for item in items]
 
 
-def float_array(value, name: str, shape: tuple | None = None) -> np.ndarray:
-    """A finite float32 array (of `shape` where given: None in it for any length)."""
+def real_array(value, name: str) -> np.ndarray:
+    """An array of real numbers (integers or floats, of any width), as given: one of text, of
+    complex numbers (NumPy would drop their imaginary parts), of bools or of objects that are not
+    numbers (None, which NumPy would make NaN) is refused by its dtype. An object array of real
+    numbers (Fraction, say) is their float64 array."""
     if value is None or isinstance(value, (str, bytes)):  # NumPy would make a 0-d array of it, or fail later
         raise ArgumentTypeError(f"{name} is an array of numbers, got {_shown(value)}")
     try:
-        array = np.asarray(value, dtype=np.float32)
-    except (TypeError, ValueError) as exc:
+        array = np.asarray(value)
+    except (TypeError, ValueError) as exc:  # a ragged list, an object NumPy cannot hold
         raise ArgumentTypeError(f"{name} is an array of numbers, got {_shown(value)} ({exc})") from None
+    if array.dtype.kind == "O":
+        bad = [item for item in array.flat if isinstance(item, (bool, np.bool_)) or
+               not isinstance(item, numbers.Real)]
+        if bad:  # None among them: NumPy's float would be NaN
+            raise ArgumentTypeError(f"{name} is an array of numbers; this one, of dtype object, holds "
+                                    f"{_shown(bad[0])}, which is not a number")
+        try:
+            array = array.astype(np.float64)
+        except OverflowError:  # an int of more digits than a float holds
+            raise ArgumentValueError(f"{name} holds a number beyond a float's range") from None
+    if array.dtype.kind == "c":
+        raise ArgumentTypeError(f"{name} is an array of real numbers, got one of dtype {array.dtype}: complex "
+                                f"values are not taken (give their .real or abs())")
+    if array.dtype.kind not in "iuf":
+        raise ArgumentTypeError(f"{name} is an array of numbers, got one of dtype {array.dtype}")
+    return array
+
+
+def float_array(value, name: str, shape: tuple | None = None) -> np.ndarray:
+    """A finite float32 array (of `shape` where given: None in it for any length), from an array of
+    real numbers (real_array)."""
+    array = real_array(value, name).astype(np.float32, copy=False)
     if shape is not None and (array.ndim != len(shape) or any(want is not None and got != want
                                                              for got, want in zip(array.shape, shape))):
         expected = "[" + ", ".join("n" if want is None else str(want) for want in shape) + "]"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,11 +17,12 @@ import pytest
 
 import inr_cli
 from inr_cli.api import TrainedNetwork, TrainedSet
-from inr_cli.errors import ArgumentTypeError, IndexOutOfRange, InrError, NoSuchName
+from inr_cli.errors import ArgumentTypeError, IndexOutOfRange, InrError, NoSuchName, UsageError
 from inr_cli.weights_data import WeightsView
 from tests.test_output_policy import make_images
 
-HOSTILE = [None, 123, -1, 0, 1.5, float("nan"), True, "2", "", [], ["a"], object(), np.zeros((2, 3))]
+HOSTILE = [None, 123, -1, 0, 1.5, float("nan"), True, "2", "", [], ["a"], object(), np.zeros((2, 3)),
+           "photo.png"]  # an image where a run or a set goes (written where the walk runs)
 TINY = {"steps": 1, "hidden": 8, "layers": 1, "device": "cpu"}
 fresh = itertools.count()
 
@@ -87,6 +89,7 @@ def public(made: dict) -> dict:
 
 def test_every_public_function_takes_only_what_it_checks(made, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a hostile value taken as a path is one here
+    (tmp_path / "photo.png").write_bytes((made["base"] / "imgs" / "a" / "i0.png").read_bytes())
     calls = public(made)
     missing = sorted(set(calls) - set(baselines(made)))
     assert not missing, f"public API with no baseline here: {missing}"
@@ -103,6 +106,8 @@ def test_every_public_function_takes_only_what_it_checks(made, tmp_path, monkeyp
                     next(result, None)
             except InrError as exc:
                 assert "\n" not in str(exc) and str(exc), (name, parameter.name, value, str(exc))
+                assert not isinstance(exc, UsageError) or isinstance(exc, (TypeError, ValueError, LookupError)), \
+                    (name, parameter.name, value, f"a bare {type(exc).__name__}: {exc}")
             except Exception as exc:  # noqa: BLE001 - what the test is for
                 pytest.fail(f"{name}({parameter.name}={value!r:.40}) raised {type(exc).__name__}: {exc}")
 
@@ -172,3 +177,99 @@ def test_running_out_of_memory_in_a_fit_is_an_inr_error_that_is_a_memory_error()
             np.empty(1 << 62, np.uint8)  # more than any machine: NumPy's own MemoryError
     assert isinstance(caught.value, InrError) and isinstance(caught.value, MemoryError)
     assert "\n" not in str(caught.value) and "--hash-levels" in str(caught.value)
+
+
+def test_a_usage_error_from_beneath_is_a_value_error(made, tmp_path):
+    """What a check the commands share refuses (a file that is not a run, an unknown configuration
+    key, a setting's bound) reaches Python as the ValueError a bad argument is, still an InrError with
+    the command's line; nothing is left behind."""
+    image = made["base"] / "imgs" / "a" / "i0.png"
+    refused = [
+        (lambda: inr_cli.load(image), "is an image, not a trained network"),
+        (lambda: inr_cli.fit(image, settings={"nosuch.key": 1}, run_dir=tmp_path / "a", quiet=True, **TINY),
+         "settings['nosuch.key']: unknown key 'nosuch.key'"),
+        (lambda: inr_cli.fit(np.full((4, 5, 3), 0.5), settings={"training.checkpoint_every": 1, "network.omega": 1},
+                             run_dir=tmp_path / "b", quiet=True, **TINY), "unknown key 'network.omega'"),
+        (lambda: inr_cli.fit_many(made["base"] / "more", tmp_path / "c", settings={"training.checkpoint_every": 5},
+                                  quiet=True, **TINY), "training.checkpoint_every is not a setting of fit-many"),
+        (lambda: inr_cli.fit(image, run_dir=tmp_path / "d", quiet=True, **{**TINY, "hidden": 10**9}),
+         "must be at most"),
+    ]
+    for call, message in refused:
+        with pytest.raises(ValueError) as caught:
+            call()
+        assert isinstance(caught.value, InrError) and message in str(caught.value), str(caught.value)
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_byte_budget_is_a_number_of_bytes_or_its_text(made, tmp_path):
+    """max_bytes= takes a whole number of bytes, as --max-bytes 300000 does, and fits the network the
+    text fits; a bool, a float, zero or less is refused in one line naming max_bytes=."""
+    array = np.full((4, 5, 3), 0.5)
+    fits = {"array": array, "quiet": True, "steps": 1, "device": "cpu"}
+    by_text = inr_cli.fit(fits.pop("array"), run_dir=tmp_path / "text", max_bytes="3000", **fits)
+    for given in (3000, np.int64(3000)):
+        by_number = inr_cli.fit(array, run_dir=tmp_path / f"n{type(given).__name__}", max_bytes=given, **fits)
+        assert by_number.spec == by_text.spec and np.array_equal(by_number.params, by_text.params)
+        assert 'max_bytes = "3000"' in (by_number.run_dir / "config.toml").read_text()
+    (tmp_path / "budget.toml").write_text("[network]\nmax_bytes = 3000\n")
+    by_file = inr_cli.fit(array, run_dir=tmp_path / "file", config=tmp_path / "budget.toml", **fits)
+    assert by_file.spec == by_text.spec and np.array_equal(by_file.params, by_text.params)
+    for bad, kind in ((True, TypeError), (1.5e5, TypeError), (0, ValueError), (-5, ValueError),
+                      ("500kk", ValueError)):
+        with pytest.raises(kind) as caught:
+            inr_cli.fit(array, run_dir=tmp_path / "bad", max_bytes=bad, **fits)
+        assert isinstance(caught.value, InrError)
+        assert str(caught.value) == (f"max_bytes= {bad!r} is not a byte budget: write it as 500k, 1.5M, 2MiB, "
+                                     f"300000 or image")
+    assert not (tmp_path / "bad").exists()
+
+
+def test_numpy_scalars_are_taken_where_python_numbers_are(made, tmp_path):
+    """np.int64(8) where an int goes, np.float32(1e-3) where a float goes: the fit of the Python numbers,
+    bit for bit. A NumPy float where an integer goes, or a NumPy bool, stays refused."""
+    array = np.full((4, 5, 3), 0.5)
+    plain = inr_cli.fit(array, run_dir=tmp_path / "plain", quiet=True, hidden=8, layers=1, steps=3, lr=1e-3,
+                        device="cpu", settings={"optimizer.beta2": 0.95})
+    numpy = inr_cli.fit(array, run_dir=tmp_path / "numpy", quiet=True, hidden=np.int64(8), layers=np.int32(1),
+                        steps=np.uint8(3), lr=np.float64(1e-3), device="cpu",
+                        settings={"optimizer.beta2": np.float64(0.95)})
+    assert numpy.spec == plain.spec and np.array_equal(numpy.params, plain.params)
+    assert inr_cli.fit(array, run_dir=tmp_path / "f32", quiet=True, lr=np.float32(1e-3), **TINY).spec == \
+        inr_cli.fit(array, run_dir=tmp_path / "py", quiet=True, lr=float(np.float32(1e-3)), **TINY).spec
+    net = made["net"]
+    assert net.render(size=np.int64(8), depth=np.int64(16)).dtype == np.uint16
+    for bad in ({"hidden": np.float64(8)}, {"steps": np.bool_(True)}, {"lr": np.bool_(True)}):
+        with pytest.raises(TypeError, match="must be an integer|must be a number") as caught:
+            inr_cli.fit(array, run_dir=tmp_path / "bad", quiet=True, **{**TINY, **bad})
+        assert isinstance(caught.value, InrError)
+    with pytest.raises(ValueError, match="depth"):
+        net.render(depth=np.float64(16))
+
+
+@pytest.mark.parametrize("array, says", [
+    (np.array([[None, None]]), "of dtype object, holds NoneType None, which is not a number"),
+    (np.array([[0.5, None]]), "of dtype object, holds NoneType None, which is not a number"),
+    (np.zeros((2, 2), np.complex64), "got one of dtype complex64: complex values are not taken"),
+    (np.array([["0.5", "0.5"]]), "got one of dtype <U3"),
+    (np.zeros((2, 2), bool), "got one of dtype bool"),
+    ([[0.5, 0.5], [0.5]], "is an array of numbers, got list"),
+])
+def test_an_array_of_what_are_not_real_numbers_is_refused_by_its_dtype(made, array, says, tmp_path, monkeypatch):
+    """Coordinates, parameters, statistics and an image to fit: None is not NaN, a complex value is
+    not its real part (NumPy only warns), text is not the number it spells. A TypeError naming the
+    dtype, never a NumPy warning; an object array of numbers is the numbers."""
+    monkeypatch.chdir(tmp_path)  # where a fit would write its run
+    net, nets = made["net"], made["set"]
+    width = nets.spec.parameter_count()
+    calls = {"coords": lambda: net(array), "set coords": lambda: nets(array),
+             "params": lambda: TrainedNetwork(nets.spec, array, nets.channels, 8, 8),  # its dtype before its shape
+             "mean": lambda: nets.view().standardized(array, np.ones(width)),
+             "image": lambda: inr_cli.fit(array, quiet=True, **TINY)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # NumPy's ComplexWarning among them
+        for what, call in calls.items():
+            with pytest.raises(TypeError) as caught:
+                call()
+            assert isinstance(caught.value, InrError) and says in str(caught.value), (what, str(caught.value))
+    assert net(np.array([[0.5, -0.5]], dtype=object)).shape == (1, len(net.channels))
