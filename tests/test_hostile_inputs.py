@@ -5,6 +5,7 @@ declares."""
 
 from __future__ import annotations
 
+import filecmp
 import hashlib
 import json
 import os
@@ -56,10 +57,11 @@ sys.exit(main())
 
 
 def inr(*args, env: dict | None = None, timeout: float = 300, measure: bool = False,
-        limit_bytes: int | None = None) -> Ran:
+        limit_bytes: int | None = None, stdout=subprocess.PIPE) -> Ran:
     """`inr ARGS` in a process of its own, as a user runs it (the interpreter's own warning filters);
     with `measure`, the most memory it held; with `limit_bytes`, no file it writes may grow beyond
-    that (RLIMIT_FSIZE: a write past it fails as on a full disk, "File too large")."""
+    that (RLIMIT_FSIZE: a write past it fails as on a full disk, "File too large"). `stdout`: a file
+    in place of the pipe read here."""
     environment = {key: value for key, value in os.environ.items() if key != "PYTHONWARNINGS"}
     environment.update({"PYTHONPATH": str(ROOT), **(env or {})})
     with tempfile.TemporaryDirectory() as scratch:
@@ -70,7 +72,7 @@ def inr(*args, env: dict | None = None, timeout: float = 300, measure: bool = Fa
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
 
         process = subprocess.Popen([sys.executable, *program, *map(str, args)], env=environment,
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.PIPE, text=True,
                                    preexec_fn=limited if limit_bytes is not None else None)
         try:
             stdout, stderr = process.communicate(timeout=timeout)
@@ -477,6 +479,29 @@ def test_a_config_that_is_a_fifo_or_a_folder_is_named_as_such(tmp_path):
     for config in (tmp_path / "fifo.toml", tmp_path):
         refused_leaving_all(tmp_path, ["train", image, *NET, "--config", config, "--run-dir", tmp_path / "run"],
                             f"{config}: not a config file (.toml) but a folder, FIFO or device")
+
+
+# --- the CSV of a large image -------------------------------------------------------------------
+
+
+def test_encode_writes_a_large_image_in_bounded_memory(tmp_path):
+    """The CSV of a 3000x3000 image (about 180 MB of text, which as Python strings took 1.3 GB and
+    more) is made and written a block of rows at a time, to a file and to standard output: beyond
+    what encoding a tiny image holds, the process holds little more than the image."""
+    rng = np.random.default_rng(0)
+    Image.fromarray(rng.integers(0, 256, (3000, 3000), dtype=np.uint8)).save(tmp_path / "large.png", compress_level=1)
+    make_image(tmp_path / "tiny.png", "L", size=(2, 2))
+    ran = inr("encode", tmp_path / "tiny.png", "-o", tmp_path / "tiny.csv", measure=True)
+    assert ran.code == 0, ran.stderr
+    baseline = ran.peak_bytes
+    ran = inr("encode", tmp_path / "large.png", "-o", tmp_path / "large.csv", measure=True)
+    assert ran.code == 0, ran.stderr
+    written = (tmp_path / "large.csv").stat().st_size
+    assert written > 150e6 and ran.peak_bytes - baseline < written / 4, (written, ran.peak_bytes, baseline)
+    with open(tmp_path / "out.csv", "wb") as stdout:
+        ran = inr("encode", tmp_path / "large.png", "-o", "-", measure=True, stdout=stdout)
+    assert ran.code == 0 and ran.peak_bytes - baseline < written / 4, (ran.stderr, ran.peak_bytes, baseline)
+    assert filecmp.cmp(tmp_path / "out.csv", tmp_path / "large.csv", shallow=False)
 
 
 def test_special_files_in_a_list(tmp_path):

@@ -51,6 +51,29 @@ def test_a_hash_grid_beyond_the_machine_is_refused_before_a_parameter_is_drawn(t
     assert not (tmp_path / "run").exists()
 
 
+def test_an_image_beyond_the_machine_is_refused_by_encode_before_it_is_decoded(tmp_path, monkeypatch):
+    """encode holds an image's pixels (its CSV is written a block of rows at a time): an image whose
+    pixels, as its header declares them, would not fit the memory free is refused before a pixel is
+    decoded (this file holds none: decoding it would fail), and so is a --size that enlarges an image
+    beyond; nothing is written."""
+    from tests.test_hostile_inputs import png_header_only
+
+    monkeypatch.setattr(memory, "host_room", lambda: 4 << 30)
+    declared = png_header_only(tmp_path / "huge.png", 50000, 30000)
+    result = runner.invoke(app, ["encode", str(declared), "-o", str(tmp_path / "huge.csv")])
+    line = one_line(result, 1)
+    assert line.startswith(f"error: encoding {declared} (50000x30000) needs about 13.5 GB more host memory and "
+                           f"4.3 GB is free (its decoding 9.0 GB, the image 4.5 GB; "), line
+    assert line.endswith("; close other programs or use a machine with more memory"), line
+    image = photo(tmp_path / "photo.png", 64)
+    assert runner.invoke(app, ["encode", str(image), "-o", str(tmp_path / "photo.csv"), "--size", "128"]).exit_code == 0
+    result = runner.invoke(app, ["encode", str(image), "-o", str(tmp_path / "large.csv"), "--size", "40000"])
+    line = one_line(result, 1)
+    assert line.startswith(f"error: encoding {image} (64x64) needs about 57.6 GB more host memory"), line
+    assert "(its resize to 40000x40000 57.6 GB, the image 12 kB;" in line and line.endswith("; give a smaller --size")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["huge.png", "photo.csv", "photo.png"]
+
+
 def test_an_address_space_limit_is_room_the_estimate_sees():
     """`ulimit -v` leaves a process less than the machine has free: host_room counts what the limit
     leaves (a process under one, as a subprocess here), and nothing without one."""

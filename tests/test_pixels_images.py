@@ -33,6 +33,46 @@ def test_csv_layout(tmp_path, rgb_png):
     assert (x, y) == ("12", "8")
 
 
+def every_number_formatted(image) -> bytes:
+    """The pixel CSV by its definition: a header, then each pixel's row, row-major, each value of
+    PixelImage.values formatted "%.8g" on its own."""
+    values = image.values
+    rows = [",".join(("x", "y") + image.channels)]
+    for y in range(image.height):
+        for x in range(image.width):
+            rows.append(",".join([str(x), str(y), *("%.8g" % float(v) for v in values[y, x])]))
+    return ("\n".join(rows) + "\n").encode()
+
+
+@pytest.mark.parametrize("kind", ["8-bit RGB", "16-bit grey", "float RGBA", "wider than a block"])
+def test_a_csv_written_in_blocks_is_the_text_of_every_number(tmp_path, kind, monkeypatch, capsysbinary):
+    """The CSV is made and written a block of rows at a time (its text is never held whole): to a
+    file and to standard output, the bytes of the one-piece text, whichever the blocks' size."""
+    from inr_cli.core.pixels import PixelImage
+    from inr_cli.formats import pixel_csv
+
+    rng = np.random.default_rng(5)
+    shape = {"8-bit RGB": (23, 37, 3), "16-bit grey": (19, 31, 1), "float RGBA": (11, 29, 4),
+             "wider than a block": (3, 150, 3)}[kind]
+    if kind == "8-bit RGB" or kind == "wider than a block":
+        pixels, depth = rng.integers(0, 256, shape, dtype=np.uint8), 8
+    elif kind == "16-bit grey":
+        pixels, depth = (rng.integers(0, 65536, shape) / 65535).astype(np.float32), 16
+    else:
+        pixels, depth = rng.random(shape, dtype=np.float32), 16
+    pixels.flat[0], pixels.flat[-1] = 0, pixels.dtype.type(255 if depth == 8 else 1)
+    image = PixelImage(pixels, {1: ("l",), 3: ("r", "g", "b"), 4: ("r", "g", "b", "a")}[shape[2]], depth)
+    expected = every_number_formatted(image)
+    assert pixel_csv.csv_text(image).encode() == expected  # one block: the whole image
+    monkeypatch.setattr(pixel_csv, "CSV_BLOCK_PIXELS", 100)  # many blocks, and rows of 150 one a block
+    assert len(list(pixel_csv.csv_blocks(image))) > 3
+    write_csv(image, tmp_path / "blocks.csv")
+    assert (tmp_path / "blocks.csv").read_bytes() == expected
+    capsysbinary.readouterr()
+    write_csv(image, "-")
+    assert capsysbinary.readouterr().out == expected
+
+
 def test_sixteen_bit_grey_roundtrip(tmp_path):
     values = (np.arange(30 * 20, dtype=np.uint16).reshape(20, 30) * 97)
     Image.fromarray(values).save(tmp_path / "g16.png")

@@ -7,8 +7,10 @@ import typer
 
 from inr_cli.commands.paths import default_output, output_target, say_replacing
 from inr_cli.console import notice
+from inr_cli.core.memory import check, reading_estimate
+from inr_cli.core.pixels import fit_longer_side
 from inr_cli.errors import UsageError
-from inr_cli.formats.images import load_image
+from inr_cli.formats.images import declared_layout, load_image
 from inr_cli.formats.pixel_csv import write_csv
 
 NAME = "encode"
@@ -31,6 +33,7 @@ def command(
         raise UsageError(f"{image} is already a pixel CSV; `inr decode {image}` turns it into an image")
     target = output_target(output, None if output else default_output(image, ".csv"), force, [image],
                            announce=False)
+    check_memory(image, size, gray)
     notices: list[str] = []
     pixels = load_image(image, size=size, gray=gray, notices=notices)  # a bad input is refused first
     if output is None:
@@ -42,3 +45,14 @@ def command(
         return
     write_csv(pixels, target)
     typer.echo(str(target))
+
+
+def check_memory(image: Path, size: int | None, gray: bool) -> None:
+    """The image as its header declares it, refused in one line where reading it (and resizing it)
+    would not fit the memory free, before a pixel is decoded; the CSV is written a block at a time."""
+    width, height, channels, value_bytes = declared_layout(image, gray)
+    resized = fit_longer_side(width, height, size) if size is not None else None
+    enlarged = resized is not None and resized[0] * resized[1] > width * height
+    advice = "give a smaller --size" if enlarged else "close other programs or use a machine with more memory"
+    check([reading_estimate(width, height, channels, value_bytes, resized)], None,
+          f"encoding {image} ({width}x{height})", advice)

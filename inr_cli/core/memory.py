@@ -45,6 +45,9 @@ HOST_STATE_COPIES = 4
 # Reading an image holds, beside the pixels it keeps, about this many bytes per channel value (the
 # file's bytes, the decoder's).
 DECODE_BYTES = 2
+# Resizing an image (formats/images.resize, Lanczos) holds about this many bytes per channel value of
+# the result: each channel resampled as floats, stacked, clipped and turned back into what is kept.
+RESIZE_BYTES = 12
 # Finishing a run draws the whole image (float32), makes its 8-bit copy, the encoder's copy of that
 # and the compressed file: about this many bytes per channel value beside the float render.
 FINISH_BYTES = 3
@@ -273,6 +276,24 @@ def render_estimates(spec: NetworkSpec, width: int, height: int, backend, depth:
     if getattr(backend, "name", "") == "gpu":
         return [Estimate("host memory", [canvas]), Estimate("GPU memory", [chunk])]
     return [Estimate("host memory", [chunk, canvas])]
+
+
+def reading_estimate(width: int, height: int, channels: int, value_bytes: int,
+                     resized: tuple[int, int] | None = None) -> Estimate:
+    """What reading a width x height image of `channels` values a pixel holds (formats/images.py):
+    its pixels as kept (value_bytes a value) and, the larger of the two, the decoder's own or, when
+    it is resized (`resized`: the new width and height), the float copy Lanczos works from and its
+    results."""
+    values = width * height * channels
+    host = Estimate("host memory", [Part("the image", values * value_bytes)])
+    decoding = Part("its decoding", values * DECODE_BYTES)
+    if resized is not None:
+        floats = (values + width * height) * FLOAT  # the float copy, one channel's image for Pillow
+        resizing = Part(f"its resize to {resized[0]}x{resized[1]}",
+                        floats + resized[0] * resized[1] * channels * RESIZE_BYTES)
+        decoding = max(decoding, resizing, key=lambda part: part.bytes)
+    host.parts.append(decoding)
+    return host
 
 
 # --- what the machine has ------------------------------------------------------------------------

@@ -77,33 +77,74 @@ def load_image(path: Path, size: int | None = None, gray: bool = False, notices:
     if size is not None and not enlarge:
         pixels = load_image(path, None, gray, notices)
         return resize(pixels, size) if size < max(pixels.width, pixels.height) else pixels
-    check_regular(path, expected="an image file")
-    if path.stat().st_size == 0:
-        raise InrError(f"{path}: the file is empty")
+    _check_file(path)
     if not gray and _is_png16_colour(path):
         pixels = _read_png16(path)
         return resize(pixels, size) if size is not None else pixels
-    try:
-        with within_pixel_limit(str(path)), Image.open(path) as im:
-            if getattr(im, "n_frames", 1) > 1 and notices is not None:
-                notices.append(f"{path.name} has {im.n_frames} frames; using the first")
-            check_image(im.width, im.height, str(path))  # declared by its header: before a pixel is decoded
-            pixels = _read_large(path, im, gray)
-            if pixels is None:
-                im.seek(0)
-                im.load()
-                if im.getexif().get(ORIENTATION, 1) != 1:  # else exif_transpose copies the image all the same
-                    im = ImageOps.exif_transpose(im)
-                pixels = pixels_from_pil(im, gray)
-    except UnidentifiedImageError:
-        raise InrError(f"{path}: not an image file Pillow can read") from None
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise InrError(f"{path}: broken or truncated image ({exc})") from None
+    with _opened(path) as im:
+        if getattr(im, "n_frames", 1) > 1 and notices is not None:
+            notices.append(f"{path.name} has {im.n_frames} frames; using the first")
+        pixels = _read_large(path, im, gray)
+        if pixels is None:
+            im.seek(0)
+            im.load()
+            if im.getexif().get(ORIENTATION, 1) != 1:  # else exif_transpose copies the image all the same
+                im = ImageOps.exif_transpose(im)
+            pixels = pixels_from_pil(im, gray)
     if size is not None:
         if size > max(pixels.width, pixels.height) and notices is not None:
             notices.append(f"{path.name} is {pixels.width}x{pixels.height}: --size {size} enlarges it (Lanczos)")
         pixels = resize(pixels, size)
     return pixels
+
+
+def declared_layout(path: Path, gray: bool = False) -> tuple[int, int, int, int]:
+    """(width, height, channels, bytes a value) of the pixels load_image keeps of an image file, from
+    its header alone: what reading it will hold, known before a pixel is decoded."""
+    path = Path(path)
+    _check_file(path)
+    with _opened(path) as im:
+        width, height, mode, info = im.width, im.height, im.mode, dict(im.info)
+    if not gray and _is_png16_colour(path):  # kept as floats, grey and alpha as RGBA
+        from inr_cli.formats.png import png_depth
+
+        return width, height, 3 if png_depth(path)[1] == 2 else 4, 4
+    sample = decoded_sample(mode, info, gray)
+    if sample is None:  # the most any image is kept as: RGBA floats
+        return width, height, 4, 4
+    return width, height, sample.n_channels, sample.pixels.itemsize
+
+
+def decoded_sample(mode: str, info: dict, gray: bool) -> PixelImage | None:
+    """A one-pixel image of Pillow's `mode` through the very conversion of the decoder
+    (pixels_from_pil): the channels and the type a file of that mode decodes to, known from its
+    header; None for a mode Pillow reads but cannot make."""
+    try:
+        sample = Image.new(mode, (1, 1))
+    except ValueError:
+        return None
+    sample.info.update({key: info[key] for key in ("transparency",) if key in info})
+    return pixels_from_pil(sample, gray)
+
+
+def _check_file(path: Path) -> None:
+    check_regular(path, expected="an image file")
+    if path.stat().st_size == 0:
+        raise InrError(f"{path}: the file is empty")
+
+
+@contextmanager
+def _opened(path: Path):
+    """The image file opened by Pillow, its size checked against inr's limits from its header (before
+    a pixel is decoded); what Pillow cannot read in it is one line."""
+    try:
+        with within_pixel_limit(str(path)), Image.open(path) as im:
+            check_image(im.width, im.height, str(path))
+            yield im
+    except UnidentifiedImageError:
+        raise InrError(f"{path}: not an image file Pillow can read") from None
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise InrError(f"{path}: broken or truncated image ({exc})") from None
 
 
 # From this many pixels up, an 8-bit TIFF is decoded by tifffile, and a JPEG or PNG by imagecodecs where

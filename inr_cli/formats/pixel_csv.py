@@ -6,14 +6,16 @@ column 0..W-1, y the row 0..H-1, and channels are `l`, `r,g,b` or `r,g,b,a`.
 
 from __future__ import annotations
 
+import functools
 import io
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from inr_cli.core.pixels import MAX_IMAGE_PIXELS, PixelImage, check_image
+from inr_cli.core.pixels import MAX_IMAGE_PIXELS, PixelImage, as_floats, check_image
 from inr_cli.errors import InrError
 from inr_cli.formats.atomic import atomic_path
 from inr_cli.formats.input_files import check_regular
@@ -23,36 +25,76 @@ KNOWN_CHANNELS = {"l", "r", "g", "b", "a"}
 
 
 STDIO = "-"  # the Unix way: standard output for write_csv, standard input for read_csv
+# Pixels formatted and written at a time: the text of a whole image would be far larger than the
+# image (tens of bytes a pixel as bytes, hundreds as Python strings), so it is never held whole.
+CSV_BLOCK_PIXELS = 1 << 16
 
 
 def write_csv(image: PixelImage, path: Path) -> None:
-    text = csv_text(image)
+    """The CSV of an image in a file, written a block of rows at a time in place of a temporary file
+    (the file appears only when whole), or on standard output as it is made when path is "-"."""
     if str(path) == STDIO:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        try:
+            sys.stdout.flush()  # what was written as text goes first
+            for block in csv_blocks(image):
+                sys.stdout.buffer.write(block)
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:
+            raise InrError("standard output was closed before the CSV was written") from None
         return
-    with atomic_path(Path(path)) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+    with atomic_path(Path(path)) as tmp, open(tmp, "wb") as handle:
+        for block in csv_blocks(image):
+            handle.write(block)
 
 
 def csv_text(image: PixelImage) -> str:
-    """The CSV of an image. Each distinct value is formatted once ("%.8g" keeps round(v * 65535)
-    exact, so 8- and 16-bit images round-trip) and the rows are joined from those strings: 4x faster
-    than formatting every number, the same text."""
-    h, w, c = image.values.shape
-    flat = image.values.reshape(-1, c)
-    codes, values = _value_codes(flat)
-    table = np.array(["%.8g" % float(v) for v in values], dtype=object)
-    columns = [table[codes[:, k]].tolist() for k in range(c)]
-    xs = [str(i) for i in range(w)] * h
-    ys = [row for row in (str(j) for j in range(h)) for _ in range(w)]
-    header = ",".join(("x", "y") + image.channels)
-    return header + "\n" + "\n".join(map(",".join, zip(xs, ys, *columns))) + "\n"
+    """The CSV of an image as one string (for a small image: write_csv writes any)."""
+    return b"".join(csv_blocks(image)).decode("ascii")
+
+
+def csv_blocks(image: PixelImage) -> Iterator[bytes]:
+    """The CSV of an image as ASCII: its header, then its rows, a block of whole image rows (about
+    CSV_BLOCK_PIXELS pixels, one row at least) at a time. Each distinct value is formatted once
+    ("%.8g" keeps round(v * 65535) exact, so 8- and 16-bit images round-trip); each row's pieces are
+    laid side by side in fixed-width byte columns padded with NUL, which no text holds, and the
+    padding dropped: the text of formatting every number, several times faster."""
+    height, width, channels = image.pixels.shape
+    yield (",".join(("x", "y") + image.channels) + "\n").encode("ascii")
+    xs = _padded([f"{x}," for x in range(width)])
+    rows = max(1, CSV_BLOCK_PIXELS // width)
+    table = image.table()
+    for top in range(0, height, rows):
+        bottom = min(height, top + rows)
+        block = table[top * width:bottom * width]
+        if block.dtype == np.uint8:
+            codes, text = block, _level_text()
+        else:
+            codes, values = _value_codes(as_floats(block))  # the float32 values, whatever the storage
+            text = _padded(["%.8g" % float(v) for v in values])
+        count = len(block)
+        pieces = [np.tile(xs, (bottom - top, 1)), np.repeat(_padded([f"{y}," for y in range(top, bottom)]), width, 0)]
+        for k in range(channels):
+            pieces.append(text[codes[:, k]])
+            pieces.append(np.broadcast_to(np.uint8(ord("\n" if k == channels - 1 else ",")), (count, 1)))
+        laid = np.concatenate(pieces, axis=1).reshape(-1)
+        yield laid[laid != 0].tobytes()
+
+
+def _padded(strings: list[str]) -> np.ndarray:
+    """(len(strings), longest) uint8: each string's ASCII bytes, NUL after."""
+    array = np.array([text.encode("ascii") for text in strings])
+    return array.view(np.uint8).reshape(len(strings), array.itemsize)
+
+
+@functools.cache
+def _level_text() -> np.ndarray:
+    """The text of each 8-bit level's value as PixelImage.values gives it, _padded."""
+    return _padded(["%.8g" % float(v) for v in as_floats(np.arange(256, dtype=np.uint8))])
 
 
 def _value_codes(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(codes, values) with values[codes] == flat. 8-bit images take a direct path (256 levels);
-    anything else sorts its distinct values."""
+    """(codes, values) with values[codes] == flat. Floats that are all 8-bit levels take a direct
+    path (256 of them); anything else sorts its distinct values."""
     levels = np.rint(flat * 255.0).clip(0, 255).astype(np.intp)
     values = np.zeros(256, flat.dtype)
     values[levels] = flat

@@ -21,15 +21,12 @@ from itertools import islice
 from pathlib import Path
 from typing import NamedTuple
 
-from PIL import Image
-
 from inr_cli.config import Config
 from inr_cli.core.pixels import PixelImage, fit_longer_side
 from inr_cli.errors import InrError
 from inr_cli.formats import images as image_files
 from inr_cli.formats import input_files
 from inr_cli.formats.data import load_training_data
-from inr_cli.formats.images import pixels_from_pil
 from inr_cli.limits import MAX_LIST_BYTES
 
 LIST_SUFFIXES = (".txt", ".lst", ".list")
@@ -296,11 +293,8 @@ def describe(name: str, data: bytes, config: Config) -> tuple[int, int, str]:
         width, height = height, width
     if 0 < config.data.size < max(width, height):  # a set's --size shrinks, never enlarges
         width, height = fit_longer_side(width, height, config.data.size)
-    # The channels of a one-pixel image of the same mode, through the very conversion of the decoder.
-    try:
-        sample = Image.new(mode, (1, 1))
-    except ValueError:  # a mode Pillow reads but cannot make: the decoder says
+    sample = image_files.decoded_sample(mode, info, config.data.gray)
+    if sample is None:  # a mode Pillow reads but cannot make: the decoder says
         image = decode(name, data, config)
         return image.width, image.height, ",".join(image.channels)
-    sample.info.update({key: info[key] for key in ("transparency",) if key in info})
-    return width, height, ",".join(pixels_from_pil(sample, config.data.gray).channels)
+    return width, height, ",".join(sample.channels)
