@@ -57,11 +57,14 @@ sys.exit(main())
 
 
 def inr(*args, env: dict | None = None, timeout: float = 300, measure: bool = False,
-        limit_bytes: int | None = None, stdout=subprocess.PIPE) -> Ran:
+        limit_bytes: int | None = None, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        address_space: int | None = None) -> Ran:
     """`inr ARGS` in a process of its own, as a user runs it (the interpreter's own warning filters);
     with `measure`, the most memory it held; with `limit_bytes`, no file it writes may grow beyond
-    that (RLIMIT_FSIZE: a write past it fails as on a full disk, "File too large"). `stdout`: a file
-    in place of the pipe read here."""
+    that (RLIMIT_FSIZE: a write past it fails as on a full disk, "File too large"). `stdin` and
+    `stdout`: a file or a pipe in place of /dev/null and the pipe read here; with `address_space`, the
+    most memory it may map (RLIMIT_AS), so that an input read without end is an out-of-memory line,
+    never the machine's memory taken."""
     environment = {key: value for key, value in os.environ.items() if key != "PYTHONWARNINGS"}
     environment.update({"PYTHONPATH": str(ROOT), **(env or {})})
     with tempfile.TemporaryDirectory() as scratch:
@@ -69,11 +72,13 @@ def inr(*args, env: dict | None = None, timeout: float = 300, measure: bool = Fa
         environment["INR_TEST_PEAK_FILE"] = str(peak_file)
         program = ["-c", PEAK_REPORTER] if measure else ["-m", "inr_cli"]
         def limited():
-            resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+            for kind, limit in ((resource.RLIMIT_FSIZE, limit_bytes), (resource.RLIMIT_AS, address_space)):
+                if limit is not None:
+                    resource.setrlimit(kind, (limit, limit))
 
         process = subprocess.Popen([sys.executable, *program, *map(str, args)], env=environment,
-                                   stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.PIPE, text=True,
-                                   preexec_fn=limited if limit_bytes is not None else None)
+                                   stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, text=True,
+                                   preexec_fn=limited if (limit_bytes, address_space) != (None, None) else None)
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -481,7 +486,68 @@ def test_a_config_that_is_a_fifo_or_a_folder_is_named_as_such(tmp_path):
                             f"{config}: not a config file (.toml) but a folder, FIFO or device")
 
 
-# --- the CSV of a large image -------------------------------------------------------------------
+# --- standard input, and the CSV of a large image ----------------------------------------------
+
+
+# The most memory a `decode -` here may map: on code that read standard input without end, an
+# out-of-memory line instead of the machine's memory.
+READS_WITHOUT_END = 4 << 30
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/null"])
+def test_standard_input_that_is_a_device_is_refused_as_a_named_one_is(tmp_path, device):
+    """`decode -` reading a device (/dev/zero never ends, a terminal waits for typing) is refused
+    before a byte is read, in the words a device named as the input gets."""
+    with open(device, "rb") as stdin:
+        ran = inr("decode", "-", "-o", tmp_path / "z.png", stdin=stdin, address_space=READS_WITHOUT_END, timeout=120)
+    refused(ran, "standard input: a device, not a file inr reads (it could block or never end); pipe a pixel CSV "
+                 "in, or name its file")
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("feeder,said", [
+    (["yes"], "standard input line 1: header must start with 'x,y', found 'y'"),
+    (["cat", "/dev/zero"], "standard input line 1: longer than 1024 bytes, not a header"),
+])
+def test_an_endless_pipe_that_is_no_pixel_csv_is_refused_at_its_first_line(tmp_path, feeder, said):
+    """A pipe never says its size; its first line is checked as soon as it is read, so that an
+    endless stream of anything but a pixel CSV is refused at once, not read to its end."""
+    writer = subprocess.Popen(feeder, stdout=subprocess.PIPE)
+    try:
+        ran = inr("decode", "-", "-o", tmp_path / "z.png", stdin=writer.stdout, address_space=READS_WITHOUT_END,
+                  timeout=120)
+    finally:
+        writer.kill()
+        writer.wait()
+        writer.stdout.close()
+    refused(ran, said)
+    assert not list(tmp_path.iterdir())
+
+
+def test_standard_input_is_read_up_to_the_largest_pixel_csv(tmp_path, monkeypatch):
+    """What `decode -` reads is capped at the bytes of the pixel CSV of the largest image inr reads
+    (MAX_CSV_BYTES, every row as long as encode writes one; made small here), refused in one line
+    beyond, a block at a time."""
+    from typer.testing import CliRunner
+
+    from inr_cli.cli import app
+    from inr_cli.core.pixels import MAX_IMAGE_PIXELS, MAX_SIDE
+    from inr_cli.formats import input_files, pixel_csv
+
+    longest_value = max(len("%.8g" % v) for v in np.arange(65536, dtype=np.float32) / np.float32(65535))
+    longest_row = len(f"{MAX_SIDE - 1},{MAX_SIDE - 1}") + 4 * (1 + longest_value) + len("\r\n")
+    assert pixel_csv.MAX_CSV_BYTES >= MAX_IMAGE_PIXELS * longest_row
+    text = "x,y,l\n" + "".join(f"{x},0,0.5\n" for x in range(100))
+    monkeypatch.setattr(input_files, "READ_BYTES", 64)
+    monkeypatch.setattr(pixel_csv, "MAX_CSV_BYTES", len(text))
+    result = CliRunner().invoke(app, ["decode", "-", "-o", str(tmp_path / "at.png")], input=text)
+    assert result.exit_code == 0 and Image.open(tmp_path / "at.png").size == (100, 1), result.output
+    monkeypatch.setattr(pixel_csv, "MAX_CSV_BYTES", len(text) - 1)
+    result = CliRunner().invoke(app, ["decode", "-", "-o", str(tmp_path / "beyond.png")], input=text)
+    assert result.exit_code == 1 and result.stderr.strip() == (
+        f"error: standard input: more than {len(text) - 1:,} bytes, more than the pixel CSV of the largest image inr "
+        f"reads could be"), result.output
+    assert not (tmp_path / "beyond.png").exists()
 
 
 def test_encode_writes_a_large_image_in_bounded_memory(tmp_path):

@@ -9,8 +9,10 @@ of http(s)://, s3://, gs://, ftp:// and sftp:// URLs; other fsspec protocols kee
 
 from __future__ import annotations
 
+import io
 import os
 import stat
+import sys
 from pathlib import Path
 
 from inr_cli.errors import InrError, UsageError
@@ -101,9 +103,45 @@ def check_regular(path: str | Path, where: str | None = None, expected: str = "a
     if stat.S_ISDIR(mode):
         raise InrError(f"{where}: is a directory, expected {expected}")
     if not stat.S_ISREG(mode):
-        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else \
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a device" if _is_device(mode) else \
             "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
         raise InrError(f"{where}: {kind}, not a file inr reads (it could block or never end)")
+
+
+def _is_device(mode: int) -> bool:
+    return stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+
+
+def check_standard_input(expected: str) -> None:
+    """Refuse, in one line, standard input that is a device (a terminal, /dev/zero) before anything
+    reads it: a pipe or a redirected file is read, a device could wait for typing or never end.
+    Standard input without a file descriptor (an embedding program's stream) is read as it is."""
+    try:
+        fd = sys.stdin.fileno()
+        mode = os.fstat(fd).st_mode
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is both of the last two
+        return
+    if _is_device(mode):
+        kind = "a terminal" if os.isatty(fd) else "a device"
+        raise InrError(f"standard input: {kind}, not a file inr reads (it could block or never end); pipe "
+                       f"{expected} in, or name its file")
+
+
+# Bytes read from a stream at a time.
+READ_BYTES = 1 << 20
+
+
+def read_stream(stream, limit: int, where: str, what: str, start: bytes = b"") -> bytes:
+    """`start` and the rest of a stream's bytes (standard input, a pipe), of at most `limit` bytes
+    in all: read a block at a time, refused in one line once beyond (a stream never says its size)."""
+    held = io.BytesIO()
+    held.write(start)
+    while held.tell() <= limit:
+        block = stream.read(min(READ_BYTES, limit + 1 - held.tell()))
+        if not block:
+            return held.getvalue()
+        held.write(block)
+    raise InrError(f"{where}: more than {limit:,} bytes, more than {what} could be")
 
 
 def read_local(path: str | Path, limit: int | None = None, what: str = "the file") -> bytes:

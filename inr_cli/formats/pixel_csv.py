@@ -18,13 +18,22 @@ import numpy as np
 from inr_cli.core.pixels import MAX_IMAGE_PIXELS, PixelImage, as_floats, check_image
 from inr_cli.errors import InrError
 from inr_cli.formats.atomic import atomic_path
-from inr_cli.formats.input_files import check_regular
+from inr_cli.formats.input_files import check_regular, check_standard_input, read_stream
 
 CHANNEL_SETS = {("l",): "grey", ("r", "g", "b"): "RGB", ("r", "g", "b", "a"): "RGBA"}
 KNOWN_CHANNELS = {"l", "r", "g", "b", "a"}
 
 
 STDIO = "-"  # the Unix way: standard output for write_csv, standard input for read_csv
+# A header line, a byte-order mark and spaces included (`x,y,r,g,b,a` is 11 bytes).
+HEADER_BYTES = 1024
+# The longest row encode writes: two coordinates of 5 digits (a side is at most 65535 pixels), four
+# values of 13 characters ("%.8g" of 1/65535 is 1.5259022e-05), their commas and a line end (two
+# bytes from Windows).
+MAX_ROW_BYTES = 2 * 6 + 4 * 14 + 1
+# The most bytes read from standard input, which never says its size: the pixel CSV of the largest
+# image inr reads, every row as long as encode writes one.
+MAX_CSV_BYTES = HEADER_BYTES + MAX_IMAGE_PIXELS * MAX_ROW_BYTES
 # Pixels formatted and written at a time: the text of a whole image would be far larger than the
 # image (tens of bytes a pixel as bytes, hundreds as Python strings), so it is never held whole.
 CSV_BLOCK_PIXELS = 1 << 16
@@ -109,18 +118,13 @@ def read_csv(path: Path) -> PixelImage:
     path = Path(path)
     stdin = str(path) == STDIO
     name = "standard input" if stdin else str(path)  # as given: the folder tells runs/a/x.csv from runs/b/x.csv
-    if not stdin:
-        check_regular(path, expected="a pixel CSV")  # a FIFO or a device could block or never end
     if stdin:
-        data = sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode()
+        data = _standard_input(name)
     else:
+        check_regular(path, expected="a pixel CSV")  # a FIFO or a device could block or never end
         data = path.read_bytes()
     end = data.find(b"\n")
-    first_line = data if end < 0 else data[:end]  # (split() would copy the whole file)
-    try:
-        header = first_line.decode("utf-8-sig").rstrip("\r")
-    except UnicodeDecodeError:
-        raise InrError(f"{name}: not a text file (expected a pixel CSV)") from None
+    header = _header_line(name, data if end < 0 else data[:end])  # (split() would copy the whole file)
     if not data or data.isspace():
         raise InrError(f"{name}: the file is empty (expected a header 'x,y,r,g,b' and pixel rows)")
     channels = _parse_header(name, header)
@@ -138,6 +142,28 @@ def read_csv(path: Path) -> PixelImage:
     table = _parse_rows(name, body, 2 + len(channels))
     line_numbers = np.array([n for n, _ in body])
     return _table_to_image(name, table, line_numbers, channels)
+
+
+def _standard_input(name: str) -> bytes:
+    """Standard input's bytes: not a device (check_standard_input); its header checked as soon as its
+    first line is read, so that an endless stream of anything else (`yes`, zeros through a pipe) is
+    refused at once; at most MAX_CSV_BYTES in all."""
+    check_standard_input("a pixel CSV")
+    stream = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else io.BytesIO(sys.stdin.read().encode())
+    head = stream.readline(HEADER_BYTES + 1)
+    if len(head) > HEADER_BYTES:
+        raise InrError(f"{name} line 1: longer than {HEADER_BYTES} bytes, not a header (expected a header "
+                       f"'x,y,r,g,b' and pixel rows)")
+    if head.strip():  # a blank start is judged on the whole, as a file's is
+        _parse_header(name, _header_line(name, head.rstrip(b"\n")))
+    return read_stream(stream, MAX_CSV_BYTES, name, "the pixel CSV of the largest image inr reads", start=head)
+
+
+def _header_line(name: str, first_line: bytes) -> str:
+    try:
+        return first_line.decode("utf-8-sig").rstrip("\r")
+    except UnicodeDecodeError:
+        raise InrError(f"{name}: not a text file (expected a pixel CSV)") from None
 
 
 def _parse_fast(data: bytes, path: Path, n_columns: int) -> np.ndarray | None:
