@@ -80,6 +80,8 @@ def test_encode_size_gray_and_default_output(tmp_path, coffee):
     (["encode", "{tmp}/text.png"], 1, "not an image"),
     (["encode", "{tmp}", "--size", "10"], 1, "directory"),
     (["encode", "{rgb}", "--size", "0"], 2, "--size must be a positive"),
+    (["encode", "{rgb}", "-o", "{tmp}/y.png"], 2, "{tmp}/y.png: encode writes a pixel CSV, not an image; name a CSV "
+                                                  "file (-o {tmp}/y.csv)"),
     (["decode", "{tmp}/bad.csv"], 1, "{tmp}/bad.csv line 2"),  # the folder too: runs/a/x.csv, runs/b/x.csv
     (["train", "{rgb}", "--steps", "0"], 2, "--steps (training.steps) must be positive"),
     (["train", "{rgb}", "--lr", "-1"], 2, "--lr (optimizer.lr) must be positive"),
@@ -440,6 +442,22 @@ def test_outputs_respect_the_umask_and_never_go_through_a_link_or_a_pipe(tmp_pat
     os.mkfifo(tmp_path / "pipe.csv")
     result = run("encode", rgb_png, "-o", tmp_path / "pipe.csv")
     assert result.exit_code == 2 and "not a regular file" in result.stderr, result.output
+
+
+def test_encode_writes_a_csv_under_any_name_but_an_images(tmp_path, rgb_png):
+    """A CSV under an image's extension is a file no reader opens, inr's own included: refused
+    before anything is read or written, in any case of the letters; any other name is written."""
+    for name in ("y.png", "y.JPG", "y.tiff", "y.bmp"):
+        result = run("encode", rgb_png, "-o", tmp_path / name)
+        assert result.exit_code == 2 and result.stderr.strip() == (
+            f"error: {tmp_path / name}: encode writes a pixel CSV, not an image; name a CSV file "
+            f"(-o {tmp_path / 'y.csv'})"), result.output
+        assert not (tmp_path / name).exists()
+    for name in ("y.csv", "y.txt", "y"):
+        result = run("encode", rgb_png, "-o", tmp_path / name)
+        assert result.exit_code == 0 and result.stdout.strip() == str(tmp_path / name), result.output
+        assert (tmp_path / name).read_text().startswith("x,y,r,g,b\n")
+    assert run("encode", rgb_png, "-o", "-").stdout.startswith("x,y,r,g,b\n")
 
 
 def test_dash_is_standard_output_and_input(tmp_path, rgb_png):

@@ -8,7 +8,7 @@ import typer
 from inr_cli.commands.paths import default_output, output_target, say_replacing
 from inr_cli.console import notice
 from inr_cli.errors import UsageError
-from inr_cli.formats.images import image_format, save_image, writable_extensions
+from inr_cli.formats.images import image_format, is_image_name, save_image
 from inr_cli.formats.pixel_csv import read_csv
 
 NAME = "decode"
@@ -26,7 +26,7 @@ def command(
 ) -> None:
     if str(csv) == "-" and output is None:
         raise UsageError("decode - reads the CSV from standard input: name the image to write with -o")
-    if Path(csv).suffix.lower() in writable_extensions():
+    if is_image_name(csv):
         raise UsageError(f"{csv} is an image; decode turns a pixel CSV into one (`inr encode {csv}` writes the CSV)")
     if output is not None and str(output) == "-":
         raise UsageError("decode writes an image file: name it with -o (- is not supported here)")

@@ -10,7 +10,7 @@ from inr_cli.console import notice
 from inr_cli.core.memory import check, reading_estimate
 from inr_cli.core.pixels import fit_longer_side
 from inr_cli.errors import UsageError
-from inr_cli.formats.images import declared_layout, load_image
+from inr_cli.formats.images import declared_layout, is_image_name, load_image
 from inr_cli.formats.pixel_csv import write_csv
 
 NAME = "encode"
@@ -31,6 +31,9 @@ def command(
         raise UsageError(f"--size must be a positive number of pixels, got {size}")
     if Path(image).suffix.lower() == ".csv":
         raise UsageError(f"{image} is already a pixel CSV; `inr decode {image}` turns it into an image")
+    if output is not None and str(output) != "-" and is_image_name(output):
+        raise UsageError(f"{output}: encode writes a pixel CSV, not an image; name a CSV file "
+                         f"(-o {Path(output).with_suffix('.csv')})")
     target = output_target(output, None if output else default_output(image, ".csv"), force, [image],
                            announce=False)
     check_memory(image, size, gray)

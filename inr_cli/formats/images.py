@@ -347,6 +347,12 @@ def writable_extensions() -> list[str]:
     return [ext for ext, fmt in WRITE_EXTENSIONS.items() if fmt in Image.SAVE]
 
 
+def is_image_name(path: Path | str) -> bool:
+    """Whether a file name's extension is that of an image inr writes (decode's input, encode's -o:
+    a CSV under such a name is a file no image reader opens)."""
+    return Path(path).suffix.lower() in writable_extensions()
+
+
 def image_format(path: Path) -> str:
     """Pillow's format for the file name's extension, or one line (a usage error) listing those that
     work: checked before a render, not after it."""
