@@ -4,7 +4,8 @@ the scratch folders of join and fit-many --add).
 
 - Nothing of the user's is replaced without --force, and then only what the command itself writes.
   A file named by -o that exists is refused (a usage problem: exit code 2) unless --force; a default
-  name chosen by the tool (RUN/render-WxH.png, IMAGE.csv) is replaced with a one-line notice. A side
+  name chosen by the tool (RUN/render-WxH.png, IMAGE-encoded.csv) is replaced with a one-line notice
+  (encode and decode keep a file at IMAGE.csv or CSV.png: commands/paths.default_output). A side
   file named after the output (a log, a chart, a checkpoint) is checked as the output is. A folder
   output is new, empty, or the command's own (it holds the command's marker: a run's checkpoint, a
   study's journal, a set's plan); anything else is refused (--force, where a command has it, writes

@@ -70,9 +70,20 @@ def test_encode_size_gray_and_default_output(tmp_path, coffee):
     assert result.exit_code == 0, result.output
     lines = (tmp_path / "photo.csv").read_text().splitlines()
     assert lines[0] == "x,y,l" and len(lines) == 1 + 30 * 20
-    result = run("encode", src)  # the default name, chosen by the tool: replaced, and said so
-    assert result.exit_code == 0 and f"replacing {tmp_path / 'photo.csv'}" in result.output
-    assert (tmp_path / "photo.csv").read_text().splitlines()[0] == "x,y,r,g,b"
+    grey = (tmp_path / "photo.csv").read_bytes()
+    result = run("encode", src)  # the default name exists: kept, and the tool's own name written, said so
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == str(tmp_path / "photo-encoded.csv")
+    assert result.stderr.strip() == (f"note: {tmp_path / 'photo.csv'} exists and is kept: writing "
+                                      f"{tmp_path / 'photo-encoded.csv'}; -o names another")
+    assert (tmp_path / "photo.csv").read_bytes() == grey
+    assert (tmp_path / "photo-encoded.csv").read_text().splitlines()[0] == "x,y,r,g,b"
+    result = run("encode", src, "--gray")  # both names taken: the tool's own one is replaced, in one note
+    assert result.exit_code == 0 and result.stderr.strip() == (
+        f"note: {tmp_path / 'photo.csv'} exists and is kept: replacing {tmp_path / 'photo-encoded.csv'} (the "
+        f"default output name); -o names another")
+    assert (tmp_path / "photo-encoded.csv").read_text().splitlines()[0] == "x,y,l"
+    assert (tmp_path / "photo.csv").read_bytes() == grey
 
 
 @pytest.mark.parametrize("args,code,message", [

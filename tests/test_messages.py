@@ -113,13 +113,15 @@ def test_a_bad_input_is_the_only_message_not_the_output_it_would_have_replaced(t
     assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("error: ")
     good = make_image(tmp_path / "good.png", "RGB")
     assert run("encode", good).exit_code == 0
+    assert run("encode", good).exit_code == 0  # good.csv is kept: good-encoded.csv
     broken = tmp_path / "good.png"
     broken.write_bytes(b"\x89PNG\r\n\x1a\n not really")
-    result = run("encode", broken)  # good.csv exists: the default name it would replace
-    assert result.exit_code != 0 and "replacing" not in result.stderr, result.stderr
+    result = run("encode", broken)  # good-encoded.csv exists: the default name it would replace
+    assert result.exit_code != 0 and "note" not in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("error: ")
     make_image(broken, "RGB", seed=1)
     result = run("encode", broken)
-    assert result.exit_code == 0 and "note: replacing " in result.stderr
+    assert result.exit_code == 0 and "note: " in result.stderr and "replacing " in result.stderr
 
 
 def test_an_image_given_to_decode_or_a_csv_given_to_encode_says_which_command_it_wants(tmp_path):

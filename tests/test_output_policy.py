@@ -237,6 +237,28 @@ def test_a_file_of_the_users_is_replaced_only_with_force(recipe, base, place):
             refused_leaving_all(recipe, base, out, place, force)
 
 
+def test_a_file_at_a_default_output_name_is_kept_and_the_tools_own_name_written(base, tmp_path):
+    """encode and decode without -o: a file at IMAGE.csv or CSV.png (notes of the user's, another
+    image) is kept, and the tool's own name beside it is written, in one note that says so; that name
+    of the tool's is replaced, said so, the next time."""
+    for command, source, kept, written in (("encode", "img.png", "img.csv", "img-encoded.csv"),
+                                           ("decode", "img.csv", "img.png", "img-decoded.png")):
+        shutil.copy(base / source, tmp_path / source)
+        (tmp_path / kept).write_bytes(MINE)
+        for doing in ("writing", "replacing"):
+            result = run(command, tmp_path / source)
+            assert result.exit_code == 0, result.output
+            assert result.stdout.strip() == str(tmp_path / written)
+            note = result.stderr.strip()
+            assert note.startswith(f"note: {tmp_path / kept} exists") and "\n" not in note, note
+            assert f"is kept: {doing} {tmp_path / written}" in note, note
+            assert (tmp_path / kept).read_bytes() == MINE
+        if command == "encode":
+            assert (tmp_path / written).read_bytes() == (base / "img.csv").read_bytes()
+        else:
+            assert np.array_equal(np.asarray(Image.open(tmp_path / written)), np.asarray(Image.open(base / kept)))
+
+
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda recipe: recipe.id)
 def test_a_folder_of_the_users_is_never_replaced(recipe, base, place):
     out = output_in(recipe, place)

@@ -5,8 +5,7 @@ from typing import Optional
 
 import typer
 
-from inr_cli.commands.paths import default_output, output_target, say_replacing
-from inr_cli.console import notice
+from inr_cli.commands.paths import default_output, output_target, say_default_output
 from inr_cli.errors import UsageError
 from inr_cli.formats.images import image_format, is_image_name, save_image
 from inr_cli.formats.pixel_csv import read_csv
@@ -35,9 +34,6 @@ def command(
     image_format(target)
     pixels = read_csv(csv)  # a bad input is refused before any word about the output
     if output is None:
-        plain = Path(csv).with_suffix(".png")
-        if target != plain:
-            notice(f"{plain} exists (the image encoded, perhaps) and is kept: writing {target}; -o names another")
-        say_replacing(target)
+        say_default_output(csv, ".png", target, " (the image encoded, perhaps)")
     save_image(pixels, target)
     typer.echo(str(target))

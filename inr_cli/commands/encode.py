@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from inr_cli.commands.paths import default_output, output_target, say_replacing
+from inr_cli.commands.paths import default_output, output_target, say_default_output
 from inr_cli.console import notice
 from inr_cli.core.memory import check, reading_estimate
 from inr_cli.core.pixels import fit_longer_side
@@ -21,7 +21,8 @@ NEEDS_ARGS = True
 def command(
     image: Path = typer.Argument(..., metavar="IMAGE", help="Image file (PNG, JPEG, GIF, ...)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="CSV to write (default: "
-                                          "IMAGE with .csv, replaced if it exists; - for standard output)."),
+                                          "IMAGE with .csv, or NAME-encoded.csv when that exists; replaced if it "
+                                          "exists; - for standard output)."),
     force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
     size: Optional[int] = typer.Option(None, "--size", metavar="N", help="Resize so the longer side is N pixels "
                                        "(Lanczos)."),
@@ -34,13 +35,13 @@ def command(
     if output is not None and str(output) != "-" and is_image_name(output):
         raise UsageError(f"{output}: encode writes a pixel CSV, not an image; name a CSV file "
                          f"(-o {Path(output).with_suffix('.csv')})")
-    target = output_target(output, None if output else default_output(image, ".csv"), force, [image],
-                           announce=False)
+    target = output_target(output, None if output else default_output(image, ".csv", fallback="encoded"), force,
+                           [image], announce=False)
     check_memory(image, size, gray)
     notices: list[str] = []
     pixels = load_image(image, size=size, gray=gray, notices=notices)  # a bad input is refused first
     if output is None:
-        say_replacing(target)
+        say_default_output(image, ".csv", target)
     for message in notices:
         notice(message)
     if str(target) == "-":

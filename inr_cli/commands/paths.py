@@ -3,8 +3,10 @@ output policy's (inr_cli/outputs.py), from where output_target and say_replacing
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from inr_cli.console import notice
 from inr_cli.errors import InrError
 from inr_cli.formats.network_set import PLAN, is_network_set
 from inr_cli.outputs import output_target, say_replacing  # noqa: F401 - the commands' -o rule
@@ -12,11 +14,25 @@ from inr_cli.outputs import output_target, say_replacing  # noqa: F401 - the com
 
 def default_output(source: Path, suffix: str, fallback: str | None = None) -> Path:
     """SOURCE with `suffix`; if that exists, SOURCE-`fallback` with it (decode after encode finds the
-    original image there). The caller passes it to output_target, which says when it replaces a file."""
+    original image there, encode may find notes of the user's: neither is the tool's to replace). The
+    caller passes it to output_target, and says which it writes with say_default_output."""
     target = Path(source).with_suffix(suffix)
     if target.exists() and fallback:
         target = Path(source).with_name(f"{Path(source).stem}-{fallback}{suffix}")
     return target
+
+
+def say_default_output(source: Path, suffix: str, target: Path, why: str = "") -> None:
+    """The one note for default_output's `target`, once the input has been read: where SOURCE with
+    `suffix` exists it is kept (`why`: what it is, perhaps) and the note says which name is written
+    instead; else say_replacing's, where that name exists."""
+    plain = Path(source).with_suffix(suffix)
+    if Path(target) == plain:
+        say_replacing(target)
+        return
+    replaced = os.path.isfile(target) and not os.path.islink(target)
+    doing = f"replacing {target} (the default output name)" if replaced else f"writing {target}"
+    notice(f"{plain} exists{why} and is kept: {doing}; -o names another")
 
 
 def shown_path(path: Path | str) -> str:
