@@ -347,3 +347,25 @@ def test_16_bit_colour_png_pixels_read_exactly(tmp_path, channels, monkeypatch):
     monkeypatch.setitem(sys.modules, "imagecodecs", None)  # the fallback: pypng
     slow = read_png16(tmp_path / "deep.png", 1 << 20)
     assert np.array_equal(fast, pixels) and np.array_equal(slow, pixels)
+
+
+@pytest.mark.parametrize("channels", [("l",), ("r", "g", "b")])
+def test_a_16_bit_image_keeps_its_bits_where_the_format_holds_them(tmp_path, channels, capsys):
+    """PNG and TIFF keep 16 bits, grey and colour; a format of 8 bits a channel gets 8, said in a
+    note, not refused for a mode Pillow cannot write."""
+    import tifffile
+
+    from inr_cli.core.pixels import PixelImage
+
+    rng = np.random.default_rng(4)
+    levels = rng.integers(0, 65536, (5, 7, len(channels))).astype(np.uint16)
+    image = PixelImage((levels / 65535).astype(np.float32), channels, 16)
+    save_image(image, tmp_path / "kept.tif")
+    assert np.array_equal(tifffile.imread(tmp_path / "kept.tif").reshape(levels.shape), levels)
+    save_image(image, tmp_path / "kept.png")
+    assert np.array_equal(load_image(tmp_path / "kept.png").values, image.values)
+    for name in ("eight.jpg", "eight.bmp"):
+        save_image(image, tmp_path / name)
+        assert "holds 8 bits a channel, so the image's 16 are written as 8" in capsys.readouterr().err
+        with Image.open(tmp_path / name) as written:
+            assert np.asarray(written).dtype == np.uint8 and written.size == (7, 5)

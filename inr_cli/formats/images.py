@@ -287,10 +287,19 @@ def _pil_from_uint8(array: np.ndarray) -> Image.Image:
 
 
 def save_image(image: PixelImage, path: Path) -> None:
-    """An image file; a 16-bit image written as PNG keeps its 16 bits (inr_cli/formats/png.py)."""
+    """An image file; a 16-bit image written as PNG (inr_cli/formats/png.py) or TIFF keeps its 16
+    bits, in any other format it is written with 8, said in a note."""
     path = Path(path)
-    if image.bit_depth == 16 and image_format(path) == "PNG":
-        save_uint16(np.round(np.clip(image.values, 0, 1) * 65535).astype(np.uint16), path)
+    fmt = image_format(path)
+    if image.bit_depth == 16 and fmt in ("PNG", "TIFF"):
+        levels = np.round(np.clip(image.values, 0, 1) * 65535).astype(np.uint16)
+        (save_uint16 if fmt == "PNG" else save_tiff)(levels, path)
+        return
+    if image.bit_depth == 16:
+        from inr_cli.console import notice  # Rich only where something is said
+
+        notice(f"{path}: {fmt} holds 8 bits a channel, so the image's 16 are written as 8 (.png or .tif keep 16)")
+        _save_pil(_pil_from_uint8(np.round(np.clip(image.values, 0, 1) * 255).astype(np.uint8)), path)
         return
     _save_pil(to_pil(image), path)
 
