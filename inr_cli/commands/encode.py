@@ -21,8 +21,8 @@ NEEDS_ARGS = True
 def command(
     image: Path = typer.Argument(..., metavar="IMAGE", help="Image file (PNG, JPEG, GIF, ...)."),
     output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="CSV to write (default: "
-                                          "IMAGE with .csv, or NAME-encoded.csv when that exists; replaced if it "
-                                          "exists; - for standard output)."),
+                                          "IMAGE with .csv; where that exists it is kept and IMAGE-encoded.csv "
+                                          "written; - for standard output)."),
     force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
     size: Optional[int] = typer.Option(None, "--size", metavar="N", help="Resize so the longer side is N pixels "
                                        "(Lanczos)."),
