@@ -71,7 +71,10 @@ def test_a_commands_input_is_never_its_output(tmp_path):
     src = make_image(tmp_path / "a.png", "RGB")
     assert run("encode", src, "-o", tmp_path / "a.csv").exit_code == 0
     one_line_error(run("decode", tmp_path / "a.csv", "-o", tmp_path / "a.csv", "--force"), 2, "never overwritten")
-    one_line_error(run("encode", src, "-o", src, "--force"), 2, "never overwritten")
+    before = src.read_bytes()
+    # encode's input is an image, which an -o of encode's never is: refused as such, before the rule above
+    one_line_error(run("encode", src, "-o", src, "--force"), 2, f"{src}: encode writes a pixel CSV, not an image")
+    assert src.read_bytes() == before
 
 
 def test_a_default_output_that_exists_is_replaced_with_a_notice(photo_run):
