@@ -165,9 +165,10 @@ class TrainedNetwork:
         from inr_cli.backends import make_backend
         from inr_cli.core.render import tile_rows
         from inr_cli.formats.tiled_tiff import write_pyramid
-        from inr_cli.outputs import output_target
+        from inr_cli.outputs import named_file, output_target
 
-        path = arguments.path(path, "path")
+        arguments.path(path, "path")  # a str or a PathLike, not empty
+        path = named_file(path, "path")  # read as text: a trailing / names a folder
         size, width, height = (arguments.optional_whole(value, name) for value, name in
                                ((size, "size"), (width, "width"), (height, "height")))
         device = arguments.choice(device, "device", DEVICES)

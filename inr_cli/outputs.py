@@ -125,12 +125,26 @@ def refuse_inside(target: Path, folders: Iterable[Path | str], flag: str = "-o")
                          f"{flag} outside it")
 
 
-def output_target(output: Path | None, default: Path | None, force: bool, protected: Iterable[Path | str] = (),
-                  flag: str = "-o", announce: bool = True) -> Path:
-    """The file to write: `output` as named by the user, else `default`; refused or announced by the
-    rule above (`protected`: the inputs). Standard output
+def named_file(output: str | os.PathLike | None, flag: str = "-o") -> Path | None:
+    """A file option as the user typed it. A name ending in a separator names a folder, which a file
+    option never is: refused here, on the text, because a Path drops the separator and would write a
+    file of the folder's name."""
+    if output is None:
+        return None
+    text = os.fspath(output)
+    if text != "-" and text.endswith(("/", os.sep)):
+        raise UsageError(f"{text}: {flag} names the file to write, and a name ending in {text[-1]} names a folder; "
+                         f"give the file's own name")
+    return Path(text)
+
+
+def output_target(output: str | os.PathLike | None, default: Path | None, force: bool,
+                  protected: Iterable[Path | str] = (), flag: str = "-o", announce: bool = True) -> Path:
+    """The file to write: `output` as named by the user (named_file), else `default`; refused or
+    announced by the rule above (`protected`: the inputs). Standard output
     ("-") passes through. Checked before any work is done; announce=False leaves the notice to
     say_replacing, once the input has been read (a bad input is then the only message)."""
+    output = named_file(output, flag)
     if output is not None and str(output) == "-":
         return Path("-")
     named = output is not None

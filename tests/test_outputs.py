@@ -89,6 +89,26 @@ def test_a_default_output_that_exists_is_replaced_with_a_notice(photo_run):
     assert Image.open(target).size == (16, 12)
 
 
+@pytest.mark.parametrize("command", ["render", "encode", "decode", "export", "meta-init"])
+def test_a_file_option_ending_in_a_slash_is_refused_not_written_as_a_file(photo_run, tmp_path, command):
+    run_dir, photo = photo_run
+    csv = tmp_path / "photo.csv"
+    assert run("encode", photo, "-o", csv).exit_code == 0
+    source = {"render": run_dir, "encode": photo, "decode": csv, "export": run_dir, "meta-init": tmp_path}[command]
+    folder = f"{tmp_path}/out/"  # a folder's spelling: pathlib would drop the slash and write a file 'out'
+    one_line_error(run(command, source, "-o", folder), 2, folder, "names a folder")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_api_refuses_a_file_name_ending_in_a_slash(photo_run, tmp_path):
+    import inr_cli
+
+    net = inr_cli.load(photo_run[0])
+    with pytest.raises(ValueError, match="names a folder"):
+        net.write_tiles(f"{tmp_path}/tiles/", size=16)
+    assert not (tmp_path / "tiles").exists()
+
+
 def test_render_dash_writes_png_bytes_to_stdout(photo_run):
     run_dir, _ = photo_run
     for depth, _dtype in (("8", np.uint8), ("16", np.uint16)):

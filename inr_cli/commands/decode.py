@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from inr_cli.commands.paths import default_output, output_target, say_default_output
+from inr_cli.commands.paths import default_output, named_file, output_target, say_default_output
 from inr_cli.errors import UsageError
 from inr_cli.formats.images import image_format, is_image_name, save_image
 from inr_cli.formats.pixel_csv import read_csv
@@ -18,11 +18,12 @@ NEEDS_ARGS = True
 def command(
     csv: Path = typer.Argument(..., metavar="CSV", help="Pixel CSV written by `inr encode` (or by hand); - reads "
                                "standard input."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="Image to write (default: "
+    output: Optional[str] = typer.Option(None, "-o", "--output", metavar="FILE", help="Image to write (default: "
                                           "CSV with .png, or NAME-decoded.png when that exists; replaced if it "
                                           "exists)."),
     force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
 ) -> None:
+    output = named_file(output)
     if str(csv) == "-" and output is None:
         raise UsageError("decode - reads the CSV from standard input: name the image to write with -o")
     if is_image_name(csv):

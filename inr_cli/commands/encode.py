@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from inr_cli.commands.paths import default_output, output_target, say_default_output
+from inr_cli.commands.paths import default_output, named_file, output_target, say_default_output
 from inr_cli.console import notice
 from inr_cli.core.memory import check, reading_estimate
 from inr_cli.core.pixels import fit_longer_side
@@ -20,7 +20,7 @@ NEEDS_ARGS = True
 
 def command(
     image: Path = typer.Argument(..., metavar="IMAGE", help="Image file (PNG, JPEG, GIF, ...)."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="CSV to write (default: "
+    output: Optional[str] = typer.Option(None, "-o", "--output", metavar="FILE", help="CSV to write (default: "
                                           "IMAGE with .csv; where that exists it is kept and IMAGE-encoded.csv "
                                           "written; - for standard output)."),
     force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
@@ -28,6 +28,7 @@ def command(
                                        "(Lanczos)."),
     gray: bool = typer.Option(False, "--gray", help="Convert to one grey channel."),
 ) -> None:
+    output = named_file(output)
     if size is not None and size <= 0:
         raise UsageError(f"--size must be a positive number of pixels, got {size}")
     if Path(image).suffix.lower() == ".csv":

@@ -5,7 +5,7 @@ from typing import Optional
 
 import typer
 
-from inr_cli.commands.paths import output_target, run_sources
+from inr_cli.commands.paths import named_file, output_target, run_sources
 from inr_cli.errors import UsageError
 from inr_cli.formats import export as exporter
 from inr_cli.formats.modulated import read_base, write_latent_set
@@ -25,7 +25,7 @@ def command(
     run: Path = typer.Argument(..., metavar="RUN|SET", help="Run directory, checkpoint.npz, an inr fit-many folder "
                                "(the whole set, or one network with --image), or a .safetensors file inr export "
                                "wrote (one network again, as .onnx say)."),
-    output: Path = typer.Option(..., "-o", "--output", metavar="FILE",
+    output: str = typer.Option(..., "-o", "--output", metavar="FILE",
                                 help="model.safetensors, model.onnx or (a set) set.hdf5."),
     image: Optional[str] = typer.Option(None, "--image", metavar="NAME", help="With a set (an inr fit-many folder or "
                                         "its export): export only this image's network."),
@@ -34,7 +34,8 @@ def command(
                                           "--dtype (float32 for a set)."),
     force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
 ) -> None:
-    suffix = Path(output).suffix.lower()
+    output = named_file(output)
+    suffix = output.suffix.lower()
     if suffix not in {**exporter.FORMATS, **exporter.SET_FORMATS}:  # checked before any work
         raise UsageError(f"{output}: unknown export format '{Path(output).suffix}' (use .safetensors, .onnx or, "
                          f"for a set, .hdf5)")

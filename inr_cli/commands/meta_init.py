@@ -13,6 +13,7 @@ from inr_cli.commands.setting_options import (
     with_setting_options,
     workers_option,
 )
+from inr_cli.outputs import named_file
 from inr_cli.settings import META_INIT
 
 NAME = "meta-init"
@@ -29,7 +30,7 @@ def command(
     source: str = typer.Argument(..., metavar="FOLDER", help="Images of one kind and one size (or --size N): a "
                                  "folder, a list file (.txt) or a folder URL, as fit-many reads them.",
                                  show_default=False),
-    out: Path = typer.Option(..., "-o", "--output", metavar="FILE", help="The start: start.safetensors."),
+    out: str = typer.Option(..., "-o", "--output", metavar="FILE", help="The start: start.safetensors."),
     config_file: Optional[Path] = typer.Option(None, "--config", metavar="FILE", help="TOML config."),
     preset: Optional[str] = typer.Option(None, "--preset", metavar="NAME", help="Start from a packaged preset."),
     overrides: list[str] = set_option(),
@@ -61,6 +62,7 @@ def command(
 ) -> None:
     from inr_cli.sets.meta_command import meta_init
 
+    out = named_file(out)
     meta_init(source, out, given_settings(META_INIT, options, overrides), config_file, preset,
               dict(outer_steps=outer_steps, inner_steps=inner_steps, meta_batch=meta_batch, outer_lr=outer_lr,
                    holdout=holdout, eval_every=eval_every, modulations=modulations, meta_sgd=meta_sgd,

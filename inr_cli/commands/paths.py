@@ -9,7 +9,7 @@ from pathlib import Path
 from inr_cli.console import notice
 from inr_cli.errors import InrError
 from inr_cli.formats.network_set import PLAN, is_network_set
-from inr_cli.outputs import output_target, say_replacing  # noqa: F401 - the commands' -o rule
+from inr_cli.outputs import named_file, output_target, say_replacing  # noqa: F401 - the commands' -o rule
 
 
 def default_output(source: Path, suffix: str, fallback: str | None = None) -> Path:

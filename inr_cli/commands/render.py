@@ -10,7 +10,7 @@ import numpy as np
 import typer
 
 from inr_cli.backends import make_backend
-from inr_cli.commands.paths import output_target, run_sources
+from inr_cli.commands.paths import named_file, output_target, run_sources
 from inr_cli.config import Device
 from inr_cli.console import err, info
 from inr_cli.core.canvas import WHOLE_CANVAS_PIXELS, canvas_size, check_region
@@ -36,7 +36,7 @@ def command(
     width: Optional[int] = typer.Option(None, "--width", metavar="N", help="Canvas width (with --height: exact "
                                         "size)."),
     height: Optional[int] = typer.Option(None, "--height", metavar="N", help="Canvas height."),
-    output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="Image to write (default: "
+    output: Optional[str] = typer.Option(None, "-o", "--output", metavar="FILE", help="Image to write (default: "
                                           "RUN/render-WxH.png, replaced if it exists; - writes a PNG to standard "
                                           "output)."),
     force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
@@ -52,6 +52,7 @@ def command(
                                   help="Where to draw: auto uses the GPU when CuPy finds one. Default: auto."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress messages."),
 ) -> None:
+    output = named_file(output)
     if depth not in (8, 16, 32):
         raise UsageError(f"--depth is 8, 16 or 32 bits per channel, got {depth}")
     to_stdout = output is not None and str(output) == "-"
