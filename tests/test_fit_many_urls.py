@@ -105,3 +105,19 @@ def test_a_set_at_a_url_loads(reference):
         memory.rm("/inr-loaded", recursive=True)
     with pytest.raises(inr_cli.InrError, match="no inr fit-many set"):
         inr_cli.load("memory://nothing-here")
+
+
+def test_a_folder_url_that_cannot_be_listed_says_why(served):
+    """Not 'no images to fit': fsspec's listing leaves out what it could not reach, the root too."""
+    import socket
+
+    from inr_cli.errors import InrError
+
+    _, url = served
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    with pytest.raises(InrError, match=r"^http://127\.0\.0\.1:\d+/images/: cannot list \(.*connect"):
+        inputs.list_inputs(f"http://127.0.0.1:{port}/images/")
+    with pytest.raises(InrError, match=r"/nothing/: cannot list"):
+        inputs.list_inputs(f"{url}/nothing/")

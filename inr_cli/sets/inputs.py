@@ -104,8 +104,11 @@ def _list_folder(folder: Path) -> list[Listed]:
 
 def _list_url_folder(url: str) -> list[Listed]:
     fs, root = input_files.url_to_fs(url, file=False)
+    failures: list[Exception] = []  # fsspec's walk leaves out what it could not list, the root too
     try:
-        found = fs.find(root, detail=True)
+        found = fs.find(root, detail=True, on_error=failures.append)
+        if not found and failures:
+            raise failures[0]
     except Exception as exc:  # noqa: BLE001 - each storage package has its own errors; each is one line here
         raise InrError(f"{url}: {input_files.network_failure(exc).replace('cannot read', 'cannot list')}") from None
     root = root.rstrip("/") + "/"
