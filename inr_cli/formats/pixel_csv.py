@@ -262,7 +262,10 @@ def _refuse_first_bad_row(name: str, table: np.ndarray, line_numbers: np.ndarray
     finite = np.isfinite(table)
     if not finite.all():
         row, col = np.argwhere(~finite)[0]
-        raise InrError(f"{name} line {line_numbers[row]}: value '{table[row, col]}' is not finite")
+        column = ("x", "y", *channels)[col]
+        # The text is gone by now; a number past float range (1e400) reads as inf, so both are named.
+        what = "NaN" if np.isnan(table[row, col]) else "infinite or beyond the range of a float"
+        raise InrError(f"{name} line {line_numbers[row]}: the value in column '{column}' is {what}")
     coords, values = table[:, :2], table[:, 2:]
     bad = (coords < 0) | (coords != np.floor(coords))
     if bad.any():
