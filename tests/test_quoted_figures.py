@@ -178,6 +178,13 @@ def test_the_latents_figures_the_guides_quote():
             f"{latents('3x64-192-digits')['held_out_at']['10']['mean_psnr']:.1f} dB in 10 steps") in guide
     side = latents("3x64-192-letters-side-by-side")["side_by_side"]
     assert f"**{side['latents_images_per_second_over_whole']:.1f}x**" in table
+    fonts = latents("3x128-384-3200-letters-all-fonts")
+    assert (f"{fonts['held_out']['mean_psnr']:.2f} / {fonts['held_out_at']['10']['mean_psnr']:.2f} dB, "
+            f"{fonts['accuracy']['linear']:.1%} |") in table
+    assert (f"**{fonts['held_out']['mean_psnr']:.2f} / {fonts['held_out_at']['10']['mean_psnr']:.2f} dB in 3 / 10 "
+            f"steps**") in " ".join(table.split())
+    assert (f"{fonts['held_out']['mean_psnr']:.1f} dB in 3 steps and {fonts['held_out_at']['10']['mean_psnr']:.1f} "
+            f"in 10 over a 3x128 base learned from the letters of 64 fonts") in guide
 
 
 def test_the_picture_sizes_the_hash_grid_guide_says():
