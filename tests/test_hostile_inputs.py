@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from inr_cli.core.pixels import PixelImage
 from inr_cli.errors import InrError
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats import network_set, set_index
@@ -548,6 +549,69 @@ def test_standard_input_is_read_up_to_the_largest_pixel_csv(tmp_path, monkeypatc
         f"error: standard input: more than {len(text) - 1:,} bytes, more than the pixel CSV of the largest image inr "
         f"reads could be"), result.output
     assert not (tmp_path / "beyond.png").exists()
+
+
+def test_a_named_csv_is_refused_before_it_is_read_when_too_large_or_beyond_the_memory_free(tmp_path, monkeypatch):
+    """A file larger than any pixel CSV (MAX_CSV_BYTES, made small here), or one whose reading would
+    not fit the memory free (made small here), is refused in one line before a byte of it is parsed."""
+    from typer.testing import CliRunner
+
+    from inr_cli.cli import app
+    from inr_cli.core import memory
+    from inr_cli.formats import pixel_csv
+
+    text = "x,y,r,g,b\n" + "".join(f"{x},{y},0.5,0.25,1\n" for y in range(64) for x in range(64))
+    (tmp_path / "in.csv").write_text(text)
+    monkeypatch.setattr(pixel_csv, "MAX_CSV_BYTES", len(text) - 1)
+    result = CliRunner().invoke(app, ["decode", str(tmp_path / "in.csv"), "-o", str(tmp_path / "big.png")])
+    assert result.exit_code == 1 and result.stderr.strip() == (
+        f"error: {tmp_path / 'in.csv'}: {len(text):,} bytes, more than the pixel CSV of the largest image inr reads "
+        f"({len(text) - 1:,})"), result.output
+    monkeypatch.setattr(pixel_csv, "MAX_CSV_BYTES", len(text))
+    needed = memory.csv_reading_estimate(len(text), 64 * 64, 5).needed
+    monkeypatch.setattr(memory, "host_room", lambda: needed - 1)
+    result = CliRunner().invoke(app, ["decode", str(tmp_path / "in.csv"), "-o", str(tmp_path / "room.png")])
+    assert result.exit_code == 1 and result.stderr.startswith(f"error: reading {tmp_path / 'in.csv'} needs about "), \
+        result.output
+    assert "host memory" in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert not (tmp_path / "big.png").exists() and not (tmp_path / "room.png").exists()
+    monkeypatch.setattr(memory, "host_room", lambda: 100 * needed)
+    result = CliRunner().invoke(app, ["decode", str(tmp_path / "in.csv"), "-o", str(tmp_path / "fits.png")])
+    assert result.exit_code == 0 and Image.open(tmp_path / "fits.png").size == (64, 64), result.output
+
+
+@pytest.mark.parametrize("flaw", ["blank lines", "a bad last line"])
+def test_a_csv_the_fast_reader_refuses_is_parsed_a_block_at_a_time_within_its_estimate(tmp_path, monkeypatch, flaw):
+    """Blank lines (allowed) or a bad line send a CSV to the line-by-line parser, which reads a block of
+    lines at a time (small here, so that there are many), numbers the lines across blocks as one
+    reading of the whole does, and holds no more than memory.csv_reading_estimate says."""
+    import tracemalloc
+
+    from inr_cli.core import memory
+    from inr_cli.formats import pixel_csv
+
+    rng = np.random.default_rng(0)
+    values = rng.integers(0, 256, (96, 128, 3)).astype(np.float32) / 255
+    write = tmp_path / "clean.csv"
+    pixel_csv.write_csv(PixelImage(values, ("r", "g", "b")), write)
+    data = write.read_bytes()
+    rows = data.count(b"\n") - 1
+    flawed = data.replace(b"\n", b"\n\n", 500) if flaw == "blank lines" else data + b"1,2\n"
+    (tmp_path / "flawed.csv").write_bytes(flawed)
+    monkeypatch.setattr(pixel_csv, "CSV_BLOCK_BYTES", 1 << 14)
+    tracemalloc.start()
+    try:
+        if flaw == "blank lines":
+            image = pixel_csv.read_csv(tmp_path / "flawed.csv")
+        else:
+            with pytest.raises(InrError, match=rf"flawed.csv line {rows + 2}: 2 values, expected 5$"):
+                pixel_csv.read_csv(tmp_path / "flawed.csv")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= memory.csv_reading_estimate(len(flawed), rows, 5).needed, peak
+    if flaw == "blank lines":
+        assert np.array_equal(image.values, pixel_csv.read_csv(write).values)
 
 
 def test_encode_writes_a_large_image_in_bounded_memory(tmp_path):

@@ -296,6 +296,15 @@ def reading_estimate(width: int, height: int, channels: int, value_bytes: int,
     return host
 
 
+def csv_reading_estimate(size: int, rows: int, columns: int) -> Estimate:
+    """What reading a pixel CSV of `size` bytes, `rows` rows of `columns` numbers, holds at once
+    (formats/pixel_csv.py): its bytes, its table of float64 (twice, where its blocks of lines are
+    joined), and the image made from it with the pixels' order."""
+    return Estimate("host memory", [Part("the CSV's bytes", size),
+                                    Part("its table", rows * columns * 2 * 8),
+                                    Part("the image", rows * ((columns - 2) * FLOAT + 4 * 8))])
+
+
 # --- what the machine has ------------------------------------------------------------------------
 
 def _kilobytes_field(path: str, field_name: str) -> int | None:

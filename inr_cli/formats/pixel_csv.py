@@ -37,6 +37,9 @@ MAX_CSV_BYTES = HEADER_BYTES + MAX_IMAGE_PIXELS * MAX_ROW_BYTES
 # Pixels formatted and written at a time: the text of a whole image would be far larger than the
 # image (tens of bytes a pixel as bytes, hundreds as Python strings), so it is never held whole.
 CSV_BLOCK_PIXELS = 1 << 16
+# Bytes of a CSV parsed at a time where its lines are parsed one by one (as Python strings a block
+# takes several times its bytes), and sampled from its start for its rows.
+CSV_BLOCK_BYTES = 1 << 20
 
 
 def write_csv(image: PixelImage, path: Path) -> None:
@@ -122,26 +125,63 @@ def read_csv(path: Path) -> PixelImage:
         data = _standard_input(name)
     else:
         check_regular(path, expected="a pixel CSV")  # a FIFO or a device could block or never end
+        size = path.stat().st_size
+        if size > MAX_CSV_BYTES:
+            raise InrError(f"{name}: {size:,} bytes, more than the pixel CSV of the largest image inr reads "
+                           f"({MAX_CSV_BYTES:,})")
+        with open(path, "rb") as handle:
+            check_reading_memory(name, size, handle.read(CSV_BLOCK_BYTES))
         data = path.read_bytes()
     end = data.find(b"\n")
     header = _header_line(name, data if end < 0 else data[:end])  # (split() would copy the whole file)
     if not data or data.isspace():
         raise InrError(f"{name}: the file is empty (expected a header 'x,y,r,g,b' and pixel rows)")
     channels = _parse_header(name, header)
+    if stdin:  # its bytes are read already: what parsing them takes is checked now
+        check_reading_memory(name, len(data), data[:CSV_BLOCK_BYTES])
     fast = _parse_fast(data, path, 2 + len(channels))
     if fast is not None:
         return _table_to_image(name, fast, np.arange(2, fast.shape[0] + 2), channels)
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InrError(f"{name}: not a text file (expected a pixel CSV)") from None
-    lines = text.splitlines()
-    body = [(i + 1, line) for i, line in enumerate(lines) if i > 0 and line.strip()]
-    if not body:
-        raise InrError(f"{name}: header only, no pixel rows")
-    table = _parse_rows(name, body, 2 + len(channels))
-    line_numbers = np.array([n for n, _ in body])
+    table, line_numbers = _parse_blocks(name, data, end if end >= 0 else len(data), 2 + len(channels))
     return _table_to_image(name, table, line_numbers, channels)
+
+
+def check_reading_memory(name: str, size: int, start: bytes) -> None:
+    """Refuse in one line a CSV of `size` bytes whose reading would not fit the memory free, judged
+    by its `start` (its rows a byte, its columns), before it is parsed (core/memory.py's
+    csv_reading_estimate)."""
+    from inr_cli.core import memory
+
+    first = start.split(b"\n", 1)[0]
+    columns = min(max(first.count(b",") + 1, 3), 6)  # x, y and one to four channels
+    rows = round(size * start.count(b"\n") / max(len(start), 1))
+    memory.check([memory.csv_reading_estimate(size, rows, columns)], None, f"reading {name}",
+                 "close other programs or use a machine with more memory")
+
+
+def _parse_blocks(name: str, data: bytes, header_end: int, n_columns: int) -> tuple[np.ndarray, np.ndarray]:
+    """The table of a file the fast parser refused, and each row's line, parsed a block of lines at a
+    time (the text of a whole file as Python strings is many times its bytes): blank lines are
+    skipped, the first bad line named."""
+    tables, numbers = [], []
+    line, start = 1, header_end + 1  # the header is line 1, already read
+    while start < len(data):
+        stop = len(data)
+        if start + CSV_BLOCK_BYTES < len(data):  # to the last line end in the block, or past a longer line
+            stop = data.rfind(b"\n", start, start + CSV_BLOCK_BYTES) + 1 or \
+                data.find(b"\n", start + CSV_BLOCK_BYTES) + 1 or len(data)
+        try:  # a block ends at a line end, which no UTF-8 character spans
+            lines = data[start:stop].decode("utf-8").splitlines()
+        except UnicodeDecodeError:
+            raise InrError(f"{name}: not a text file (expected a pixel CSV)") from None
+        body = [(line + i + 1, text) for i, text in enumerate(lines) if text.strip()]
+        if body:
+            tables.append(_parse_rows(name, body, n_columns))
+            numbers.append(np.array([number for number, _ in body]))
+        line, start = line + len(lines), stop
+    if not tables:
+        raise InrError(f"{name}: header only, no pixel rows")
+    return np.concatenate(tables), np.concatenate(numbers)
 
 
 def _standard_input(name: str) -> bytes:
