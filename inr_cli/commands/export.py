@@ -37,7 +37,7 @@ def command(
     output = named_file(output)
     suffix = output.suffix.lower()
     if suffix not in {**exporter.FORMATS, **exporter.SET_FORMATS}:  # checked before any work
-        raise UsageError(f"{output}: unknown export format '{Path(output).suffix}' (use .safetensors, .onnx or, "
+        raise UsageError(f"{output}: unknown export format '{output.suffix}' (use .safetensors, .onnx or, "
                          f"for a set, .hdf5)")
     whole_set = image is None and is_network_set(run)
     if whole_set and suffix not in exporter.SET_FORMATS:

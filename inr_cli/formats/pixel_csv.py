@@ -130,7 +130,7 @@ def read_csv(path: Path) -> PixelImage:
             raise InrError(f"{name}: {size:,} bytes, more than the pixel CSV of the largest image inr reads "
                            f"({MAX_CSV_BYTES:,})")
         with open(path, "rb") as handle:
-            check_reading_memory(name, size, handle.read(CSV_BLOCK_BYTES))
+            _check_reading_memory(name, size, handle.read(CSV_BLOCK_BYTES))
         data = path.read_bytes()
     end = data.find(b"\n")
     header = _header_line(name, data if end < 0 else data[:end])  # (split() would copy the whole file)
@@ -138,7 +138,7 @@ def read_csv(path: Path) -> PixelImage:
         raise InrError(f"{name}: the file is empty (expected a header 'x,y,r,g,b' and pixel rows)")
     channels = _parse_header(name, header)
     if stdin:  # its bytes are read already: what parsing them takes is checked now
-        check_reading_memory(name, len(data), data[:CSV_BLOCK_BYTES])
+        _check_reading_memory(name, len(data), data[:CSV_BLOCK_BYTES])
     fast = _parse_fast(data, path, 2 + len(channels))
     if fast is not None:
         return _table_to_image(name, fast, np.arange(2, fast.shape[0] + 2), channels)
@@ -146,7 +146,7 @@ def read_csv(path: Path) -> PixelImage:
     return _table_to_image(name, table, line_numbers, channels)
 
 
-def check_reading_memory(name: str, size: int, start: bytes) -> None:
+def _check_reading_memory(name: str, size: int, start: bytes) -> None:
     """Refuse in one line a CSV of `size` bytes whose reading would not fit the memory free, judged
     by its `start` (its rows a byte, its columns), before it is parsed (core/memory.py's
     csv_reading_estimate)."""
