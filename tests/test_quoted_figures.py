@@ -178,11 +178,16 @@ def test_the_latents_figures_the_guides_quote():
             f"{latents('3x64-192-digits')['held_out_at']['10']['mean_psnr']:.1f} dB in 10 steps") in guide
     side = latents("3x64-192-letters-side-by-side")["side_by_side"]
     assert f"**{side['latents_images_per_second_over_whole']:.1f}x**" in table
+    for name in ("3x128-384-3200-letters-all-fonts", "3x128-384-3200-shapes-400"):  # as many images as there are
+        row, pixels = latents(name), next(iter(result(f"weights-suite-cpu-32-latents-{name}.json")["pixels"].values()))
+        drawn = f"{row['held_out']['mean_psnr']:.2f} / {row['held_out_at']['10']['mean_psnr']:.2f} dB"
+        assert (f"{drawn}, {row['accuracy']['linear']:.1%} | goal 30 dB in 10 steps; the pixels "
+                f"{pixels['linear']:.1%} |") in table, name
+        assert f"**{drawn} in 3 / 10 steps**" in " ".join(table.split()), name
+    shapes = latents("3x128-384-3200-shapes-400")
+    assert (f"the held-out ones drew at {shapes['held_out_at']['10']['mean_psnr']:.1f} dB in 10 steps, and a linear "
+            f"probe on their latents reached {shapes['accuracy']['linear']:.1%}") in guide
     fonts = latents("3x128-384-3200-letters-all-fonts")
-    assert (f"{fonts['held_out']['mean_psnr']:.2f} / {fonts['held_out_at']['10']['mean_psnr']:.2f} dB, "
-            f"{fonts['accuracy']['linear']:.1%} |") in table
-    assert (f"**{fonts['held_out']['mean_psnr']:.2f} / {fonts['held_out_at']['10']['mean_psnr']:.2f} dB in 3 / 10 "
-            f"steps**") in " ".join(table.split())
     assert (f"{fonts['held_out']['mean_psnr']:.1f} dB in 3 steps and {fonts['held_out_at']['10']['mean_psnr']:.1f} "
             f"in 10 over a 3x128 base learned from the letters of 64 fonts") in guide
 
