@@ -6,7 +6,10 @@ Three data sets of 32-px images, each made here (nothing of them is kept in the 
   classes = letters, split by font: the held-out images are of fonts never seen in training;
 - photos: tiles of four photos (the two test photos, scikit-learn's china.jpg and flower.jpg), colour,
   classes = the photo, tiles that do not overlap, split at random within each photo;
-- digits: scikit-learn's 8x8 digits, scaled to 32 px, grey, classes = digits, split at random.
+- digits: scikit-learn's 8x8 digits, scaled to 32 px, grey, classes = digits, split at random;
+- kodak (only when named): tiles of the Kodak-24 photos ($INR_KODAK, else ../shared/kodak beside the
+  checkout; never copied into the repository), cut as the photos' are: a set of natural tiles six
+  times the photos' (classes = the 24 photos).
 
 Each data set is fitted as one set by `inr fit-many` per recipe and start (random, shared, learned:
 a start from `inr meta-init` on the training split only), then its weights are learned from through
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import sys
 import tempfile
 import time
@@ -42,6 +46,7 @@ from benchmarks.common import PHOTOS, environment, save_json  # noqa: E402
 from inr_cli.weights_data import label_codes, split_positions  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
+KODAK = Path(os.environ.get("INR_KODAK", Path(__file__).resolve().parent.parent.parent / "shared" / "kodak"))
 FONT_FOLDERS = [Path("/usr/share/fonts/truetype"), Path("/usr/share/fonts/opentype")]
 # Fonts whose letters are pictures, not letters
 NOT_TEXT = ("Symbol", "D050000L", "Dingbat", "Emoji")
@@ -128,10 +133,12 @@ def sample_photos() -> dict[str, Image.Image]:
     return photos
 
 
-def make_photos(folder: Path, size: int, side: int = 256, limit: int | None = None) -> dict[str, str]:
-    """Tiles of size x size of each photo scaled so that its shorter side is `side` (no two overlap)."""
+def make_photos(folder: Path, size: int, side: int = 256, limit: int | None = None,
+                photos: dict[str, Image.Image] | None = None) -> dict[str, str]:
+    """Tiles of size x size of each photo (the suite's four unless `photos`) scaled so that its shorter
+    side is `side` (no two overlap)."""
     groups = {}
-    for name, photo in sample_photos().items():
+    for name, photo in (photos or sample_photos()).items():
         scale = side / min(photo.size)
         photo = photo.resize((round(photo.width * scale), round(photo.height * scale)), Image.LANCZOS)
         (folder / name).mkdir(parents=True, exist_ok=True)
@@ -172,8 +179,17 @@ def make_shapes(folder: Path, size: int, per_class: int = 40) -> dict[str, str]:
             for path in sorted((folder / label).iterdir())}
 
 
+def make_kodak_tiles(folder: Path, size: int, limit: int | None = None) -> dict[str, str]:
+    """Tiles of the Kodak-24 photos, cut as make_photos cuts the suite's four."""
+    found = sorted(KODAK.glob("kodim*.png"))
+    if not found:
+        raise SystemExit(f"kodak: no kodim*.png in {KODAK} (name the folder in INR_KODAK)")
+    return make_photos(folder, size, limit=limit, photos={path.stem: Image.open(path).convert("RGB") for path in found})
+
+
 DATASETS = {"letters": (make_letters, True), "photos": (make_photos, False), "digits": (make_digits, True),
-            "shapes": (make_shapes, False)}
+            "shapes": (make_shapes, False), "kodak": (make_kodak_tiles, False)}
+DEFAULT_DATASETS = ["letters", "photos", "digits", "shapes"]  # kodak only when named: its photos are not shipped
 # (maker, grey); the split: by font for the letters, by image for the others
 GROUPED = {"letters"}
 
@@ -477,7 +493,7 @@ def keep_row(results: dict, row: dict, path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
+    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=DEFAULT_DATASETS)
     parser.add_argument("--recipes", nargs="+", choices=list(RECIPES), default=["default"])
     parser.add_argument("--starts", nargs="+", choices=("random", "shared", "set-mean", "grey", "learned", "latents"),
                         default=["shared"], help="set-mean: the shared draw, its outputs at the training images' "
