@@ -126,6 +126,27 @@ def test_a_latent_drawn_through_the_base_is_the_network_that_expand_gives():
     np.testing.assert_allclose(raw.read_loss(), fitted["loss"], rtol=1e-6)
 
 
+def test_fitting_k_steps_takes_k_backward_passes_and_the_loss_of_the_latent_it_returns():
+    """The reading after the last step needs no gradient: fit_latents makes one backward pass a step,
+    not one a reading, and what it returns is what a full pass at its latents gives."""
+    base, targets = a_base(), targets_of(2)
+    backend = NumpyBackend()
+    calls = []
+    backward = backend.linear_backward_input
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return backward(*args, **kwargs)
+
+    backend.linear_backward_input = counted
+    fitted = fit_latents(LatentPass(backend, base, targets, SIDE, SIDE), 3)
+    assert len(calls) == 3 * SPEC.layers
+    full = LatentPass(NumpyBackend(), base, targets, SIDE, SIDE)
+    full.set_latents(fitted["latents"])
+    full.loss_and_shift_grads()
+    np.testing.assert_array_equal(full.read_loss(), fitted["loss"])
+
+
 def test_the_outer_gradient_is_the_difference_of_the_loss_after_the_inner_steps():
     """The gradient of the loss after K steps (through them: second order), along random directions of
     θ (the base, the map, the rates), against central differences of the float64 reference; the

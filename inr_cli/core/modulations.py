@@ -169,8 +169,9 @@ class LatentPass:
         return np.array(self.backend.to_host(self.latents[self.current])).reshape(self.networks, self.base.latent)
 
     # --- a pass ---------------------------------------------------------------------------------
-    def loss_and_shift_grads(self) -> None:
-        """Each network's loss (self.loss) and dL/ds (self.shift_grads) at the current latents."""
+    def loss_and_shift_grads(self, gradients: bool = True) -> None:
+        """Each network's loss (self.loss) and, unless gradients is False (a last reading, which no
+        step follows), dL/ds (self.shift_grads) at the current latents."""
         b, spec, ws = self.backend, self.spec, self.ws
         b.linear_forward(self.latents[self.current], self.shift_map, self.base_biases, self.biases, self.biases,
                          "linear")
@@ -179,6 +180,8 @@ class LatentPass:
             b.linear_forward(layer_input, weight, bias, z, a, activation, spec.omega0)
             layer_input = a
         b.mse_loss(layer_input, self.targets, ws.grad[-1], self.loss)
+        if not gradients:
+            return
         hidden = spec.hidden
         for i in range(spec.layers, 0, -1):  # dL/dz of each hidden layer is its shift's gradient, summed
             b.linear_backward_input(ws.grad[i], self.layers[i][0], ws.z[i - 1], ws.a[i - 1], ws.grad[i - 1],
@@ -237,7 +240,7 @@ def fit_latents(latent_pass: LatentPass, steps: int, target_psnr: float = 0.0, s
     losses, taken = np.full(n, np.nan), np.full(n, steps, dtype=np.int64)
     latent_pass.zero_latents()
     for step in range(steps + 1):
-        latent_pass.loss_and_shift_grads()
+        latent_pass.loss_and_shift_grads(gradients=step < steps)
         loss = latent_pass.read_loss()
         if not np.isfinite(loss).all():
             raise LatentsDiverged(int(np.flatnonzero(~np.isfinite(loss))[0]), step)
