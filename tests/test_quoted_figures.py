@@ -184,6 +184,9 @@ def test_the_latents_figures_the_guides_quote():
         assert (f"{drawn}, {row['accuracy']['linear']:.1%} | goal 30 dB in 10 steps; the pixels "
                 f"{pixels['linear']:.1%} |") in table, name
         assert f"**{drawn} in 3 / 10 steps**" in " ".join(table.split()), name
+    tiles = latents("3x128-384-3200-photos-all-tiles")
+    assert (f"the held-out tiles drew at {tiles['held_out']['mean_psnr']:.2f} / "
+            f"{tiles['held_out_at']['10']['mean_psnr']:.2f} dB in 3 / 10 steps") in " ".join(table.split())
     shapes = latents("3x128-384-3200-shapes-400")
     assert (f"the held-out ones drew at {shapes['held_out_at']['10']['mean_psnr']:.1f} dB in 10 steps, and a linear "
             f"probe on their latents reached {shapes['accuracy']['linear']:.1%}") in guide
