@@ -176,8 +176,10 @@ def test_the_latents_figures_the_guides_quote():
     wide = latents("3x64-192-letters")
     assert (f"on the letters ({wide['accuracy']['linear']:.1%}) and draw the digits at "
             f"{latents('3x64-192-digits')['held_out_at']['10']['mean_psnr']:.1f} dB in 10 steps") in guide
-    side = latents("3x64-192-letters-side-by-side")["side_by_side"]
-    assert f"**{side['latents_images_per_second_over_whole']:.1f}x**" in table
+    for name in ("3x64-192-letters-side-by-side", "3x128-384-3200-letters-all-fonts-side-by-side"):
+        side = latents(name)["side_by_side"]
+        assert f"**{side['latents_images_per_second_over_whole']:.1f}x**" in table, name
+    assert f"**{side['runs'][0]['whole_mean_steps']:.1f} steps** against the latents' 3" in " ".join(table.split())
     for name in ("3x128-384-3200-letters-all-fonts", "3x128-384-3200-shapes-400"):  # as many images as there are
         row, pixels = latents(name), next(iter(result(f"weights-suite-cpu-32-latents-{name}.json")["pixels"].values()))
         drawn = f"{row['held_out']['mean_psnr']:.2f} / {row['held_out_at']['10']['mean_psnr']:.2f} dB"
