@@ -568,7 +568,7 @@ def test_a_named_csv_is_refused_before_it_is_read_when_too_large_or_beyond_the_m
         f"error: {tmp_path / 'in.csv'}: {len(text):,} bytes, more than the pixel CSV of the largest image inr reads "
         f"({len(text) - 1:,})"), result.output
     monkeypatch.setattr(pixel_csv, "MAX_CSV_BYTES", len(text))
-    needed = memory.csv_reading_estimate(len(text), 64 * 64, 5).needed
+    needed = memory.csv_reading_estimate(len(text), 64 * 64, 5, pixel_csv.CSV_BLOCK_BYTES).needed
     monkeypatch.setattr(memory, "host_room", lambda: needed - 1)
     result = CliRunner().invoke(app, ["decode", str(tmp_path / "in.csv"), "-o", str(tmp_path / "room.png")])
     assert result.exit_code == 1 and result.stderr.startswith(f"error: reading {tmp_path / 'in.csv'} needs about "), \
@@ -609,7 +609,7 @@ def test_a_csv_the_fast_reader_refuses_is_parsed_a_block_at_a_time_within_its_es
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak <= memory.csv_reading_estimate(len(flawed), rows, 5).needed, peak
+    assert peak <= memory.csv_reading_estimate(len(flawed), rows, 5, pixel_csv.CSV_BLOCK_BYTES).needed, peak
     if flaw == "blank lines":
         assert np.array_equal(image.values, pixel_csv.read_csv(write).values)
 

@@ -296,12 +296,18 @@ def reading_estimate(width: int, height: int, channels: int, value_bytes: int,
     return host
 
 
-def csv_reading_estimate(size: int, rows: int, columns: int) -> Estimate:
+# Bytes a byte of CSV text takes as the Python strings of its lines, parsed a block at a time
+CSV_TEXT_BYTES = 8
+
+
+def csv_reading_estimate(size: int, rows: int, columns: int, block: int) -> Estimate:
     """What reading a pixel CSV of `size` bytes, `rows` rows of `columns` numbers, holds at once
-    (formats/pixel_csv.py): its bytes, its table of float64 (twice, where its blocks of lines are
+    (formats/pixel_csv.py): its bytes, a `block` of them as Python strings where its lines are parsed
+    one by one, its table of float64 and each row's line number (twice, where the blocks' tables are
     joined), and the image made from it with the pixels' order."""
     return Estimate("host memory", [Part("the CSV's bytes", size),
-                                    Part("its table", rows * columns * 2 * 8),
+                                    Part("a block of its lines", min(block, size) * CSV_TEXT_BYTES),
+                                    Part("its table", rows * (columns + 1) * 2 * 8),
                                     Part("the image", rows * ((columns - 2) * FLOAT + 4 * 8))])
 
 

@@ -155,7 +155,7 @@ def _check_reading_memory(name: str, size: int, start: bytes) -> None:
     first = start.split(b"\n", 1)[0]
     columns = min(max(first.count(b",") + 1, 3), 6)  # x, y and one to four channels
     rows = round(size * start.count(b"\n") / max(len(start), 1))
-    memory.check([memory.csv_reading_estimate(size, rows, columns)], None, f"reading {name}",
+    memory.check([memory.csv_reading_estimate(size, rows, columns, CSV_BLOCK_BYTES)], None, f"reading {name}",
                  "close other programs or use a machine with more memory")
 
 
