@@ -268,6 +268,18 @@ def test_a_damaged_journal_is_one_line(made, study, tmp_path, line, message):
                                    "--steps", "2", *NET], message)
 
 
+def test_a_journal_without_one_whole_record_is_refused_not_emptied(made, tmp_path):
+    """A last line cut short is dropped where whole records precede it; a file that is one unfinished
+    line (a foreign file, or a first write killed) is left as it is and refused."""
+    folder = tmp_path / "study"
+    folder.mkdir()
+    (folder / "study.journal").write_bytes(b"notes of mine, not a journal")
+    for resume in ([], ["--resume"]):
+        refused_leaving_all(tmp_path, ["tune", made / "img.png", "-o", folder, *resume, *TUNE],
+                            "no line of it is whole", out=folder / ".lock")  # the study's lock is inr's
+    assert (folder / "study.journal").read_bytes() == b"notes of mine, not a journal"
+
+
 @pytest.mark.parametrize("kind", ["fifo", "zero", "folder"])
 def test_a_journal_that_is_not_a_file_is_refused_not_read(made, tmp_path, kind):
     folder = tmp_path / "study"

@@ -86,6 +86,9 @@ def check_journal(out: Path) -> None:
                 raise InrError(f"{path}, line {number}: not a record of a study's journal; the study cannot be "
                                f"resumed: pick another -o") from None
             kept = handle.tell()
+        if kept == 0 < size:  # not one whole record: a first write cut short and a foreign file look alike
+            raise InrError(f"{path}, line 1: not a record of a study's journal (no line of it is whole); the "
+                           f"study cannot be resumed: pick another -o")
         if kept < size:
             handle.truncate(kept)
 
