@@ -297,8 +297,12 @@ def index_rows(set_folder: Path) -> list[dict]:
 
 
 def fidelity(rows: list[dict], names: set[str] | None = None) -> dict:
+    """The PSNR (mean, lowest, and the share at 30 dB or more: the goal is each image's) and steps of
+    index.csv's rows (those of `names`)."""
     chosen = [r for r in rows if names is None or r["name"] in names]
-    return {"mean_psnr": float(np.mean([float(r["psnr"]) for r in chosen])),
+    psnr = np.array([float(r["psnr"]) for r in chosen])
+    return {"mean_psnr": float(np.mean(psnr)), "min_psnr": float(psnr.min()),
+            "share_at_30_db": float(np.mean(psnr >= 30.0)),
             "mean_steps": float(np.mean([int(r["steps"]) for r in chosen])),
             "median_steps": float(np.median([int(r["steps"]) for r in chosen])), "networks": len(chosen)}
 

@@ -64,3 +64,12 @@ def test_the_weights_are_probed_through_the_loaders_split(tmp_path):
         suite.from_weights(torch, tmp_path / "set", None, test[1:] + train[:1], seed=0)
     pixels = suite.from_pixels(torch, tmp_path / "digits", train, test, seed=0, gray=True)
     assert pixels["linear"] > 0.5  # digits from their pixels, 3 training images a class: far above chance
+
+
+def test_fidelity_reads_each_images_psnr_against_the_30_db_goal():
+    rows = [{"name": "a", "psnr": "31.5", "steps": "3"}, {"name": "b", "psnr": "29.9", "steps": "3"},
+            {"name": "c", "psnr": "30.0", "steps": "10"}]
+    read = suite.fidelity(rows)
+    assert read["min_psnr"] == 29.9 and read["share_at_30_db"] == 2 / 3
+    assert read["mean_psnr"] == pytest.approx((31.5 + 29.9 + 30.0) / 3) and read["median_steps"] == 3
+    assert suite.fidelity(rows, {"a"})["share_at_30_db"] == 1.0
