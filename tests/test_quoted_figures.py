@@ -189,6 +189,10 @@ def test_the_latents_figures_the_guides_quote():
     tiles = latents("3x128-384-3200-photos-all-tiles")
     assert (f"the held-out tiles drew at {tiles['held_out']['mean_psnr']:.2f} / "
             f"{tiles['held_out_at']['10']['mean_psnr']:.2f} dB in 3 / 10 steps") in " ".join(table.split())
+    kodak = latents("3x128-384-3200-kodak-tiles")
+    assert (f"{kodak['held_out']['mean_psnr']:.2f} / {kodak['held_out_at']['10']['mean_psnr']:.2f} dB in 3 / 10 steps, "
+            f"the training tiles {kodak['training']['mean_psnr']:.2f}; a linear probe "
+            f"{kodak['accuracy']['linear']:.1%}") in " ".join(table.split())
     shapes = latents("3x128-384-3200-shapes-400")
     assert (f"the held-out ones drew at {shapes['held_out_at']['10']['mean_psnr']:.1f} dB in 10 steps, and a linear "
             f"probe on their latents reached {shapes['accuracy']['linear']:.1%}") in guide
