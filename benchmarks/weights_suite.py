@@ -223,10 +223,14 @@ def split_names(names: list[str], groups: dict[str, str], grouped: bool, seed: i
 
 def linear_probe(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, test_y: np.ndarray) -> float:
     """Logistic regression on features standardised by the training split; its strength by 3-fold
-    cross-validation on the training split."""
-    from sklearn.linear_model import LogisticRegressionCV
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
+    cross-validation on the training split. NaN where scikit-learn is missing (the GPU machine's
+    Python has PyTorch, whose MLP probe still runs, and not scikit-learn)."""
+    try:
+        from sklearn.linear_model import LogisticRegressionCV
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+    except ImportError:
+        return float("nan")
 
     model = make_pipeline(StandardScaler(), LogisticRegressionCV(Cs=[1e-3, 1e-2, 1e-1, 1.0], cv=3, max_iter=3000))
     with warnings.catch_warnings():  # scikit-learn's notices of defaults to come, for each fit

@@ -77,7 +77,8 @@
 #            a machine with the fonts and carried:
 #              PYTHONPATH=. python benchmarks/weights_suite.py --data bench-results/suite --limit 400 \
 #                  --datasets letters photos digits shapes --starts shared --steps 1   # makes the images
-#            and carry bench-results/suite (the GPU machine needs scikit-learn and PyTorch for the probes)
+#            and carry bench-results/suite (without scikit-learn there the linear probes read NaN; the
+#            MLP probes run on PyTorch)
 #
 # Each figure is appended to its result file under $OUT (or bench-results/gpu-checks) the moment it
 # is measured, and each command has its own time limit, so a call cut short still brings back what it

@@ -6,6 +6,8 @@ scikit-learn are missing (apt-get install fonts-dejavu-core fonts-liberation; pi
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -73,3 +75,10 @@ def test_fidelity_reads_each_images_psnr_against_the_30_db_goal():
     assert read["min_psnr"] == 29.9 and read["share_at_30_db"] == 2 / 3
     assert read["mean_psnr"] == pytest.approx((31.5 + 29.9 + 30.0) / 3) and read["median_steps"] == 3
     assert suite.fidelity(rows, {"a"})["share_at_30_db"] == 1.0
+
+
+def test_the_linear_probe_reads_nan_without_scikit_learn(monkeypatch):
+    """The GPU machine's Python has no scikit-learn: the suite goes on (its MLP probe is PyTorch's)."""
+    x, y = np.random.default_rng(0).standard_normal((12, 3)), np.arange(12) % 2
+    monkeypatch.setitem(sys.modules, "sklearn.linear_model", None)  # an import of it raises ImportError
+    assert np.isnan(suite.linear_probe(x, y, x, y))
