@@ -5,14 +5,17 @@ command rerun, a poisoned input, a GPU a worker cannot use, and workers that can
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import signal
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
 
-import inr_cli
 from inr_cli import config as configuration
 from inr_cli.config import build_config, flags_to_values
 from inr_cli.errors import InrError
@@ -201,56 +204,62 @@ def test_what_a_worker_does_with_a_gpu():
 SETTINGS = dict(init="random", hidden=12, layers=2, omega0=60, lr=3e-3, steps=40, device="cpu", quiet=True)
 
 
-def fit_in_this_process(source: str, out, **options) -> None:
-    """api.fit_many with this pytest process as the Ray driver (the inputs it alone can read stay
-    readable); Ray is shut down after, so that the other tests start their own."""
-    try:
-        inr_cli.fit_many(source, out, **SETTINGS, **options)
-    finally:
-        ray.shutdown()
+def fit_in_a_driver_of_its_own(source: str, out, scratch, memory: dict | None = None,
+                               cluster_settings: dict | None = None, **options) -> str:
+    """api.fit_many with a child process as the Ray driver (tests/ray_driver.py), which first puts
+    `memory` (a memory:// path for each file here) in its own memory://, where Ray's workers, other
+    processes, find nothing, and sets `cluster_settings` on inr_cli.sets.cluster. Its standard error,
+    once it has ended well."""
+    spec = scratch / "driver.json"
+    spec.write_text(json.dumps({"source": source, "out": str(out), "options": {**SETTINGS, **options},
+                                "memory": {target: str(path) for target, path in (memory or {}).items()},
+                                "cluster_settings": cluster_settings or {}}))
+    process = subprocess.Popen([sys.executable, "-m", "tests.ray_driver", str(spec)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(test_fit_many.ROOT)})
+    code, stderr = finish(process)
+    assert code == 0, stderr
+    return stderr
 
 
-def test_workers_that_cannot_reach_the_inputs_get_the_files(cluster, reference, tmp_path, capsys, monkeypatch):
-    """The images lie in fsspec's memory:// of this process, the driver: Ray's workers, other
-    processes, find it empty. The probe tasks and the shard workers say so, the driver sends them
-    the files' bytes, and the set is the in-process one, bit for bit. A file there that is no image
-    is still reported as such (here skipped), not sent again and again."""
-    fsspec = pytest.importorskip("fsspec")
+def test_workers_that_cannot_reach_the_inputs_get_the_files(cluster, reference, tmp_path):
+    """The images lie in fsspec's memory:// of the driver: Ray's workers, other processes, find it
+    empty. The probe tasks and the shard workers say so, the driver sends them the files' bytes, and
+    the set is the in-process one, bit for bit. A file there that is no image is still reported as
+    such (here skipped), not sent again and again."""
+    pytest.importorskip("fsspec")
     folder, out = reference
-    monkeypatch.setattr(on_ray, "SENT_PIECE", 1)  # a probe task per file: more than SENT_IN_FLIGHT
-    memory = fsspec.filesystem("memory")
     root = f"/inr-{tmp_path.name}"
-    for path in folder.iterdir():
-        memory.pipe(f"{root}/{path.name}", path.read_bytes())
-    memory.pipe(f"{root}/notes.txt", b"not an image")
-    try:
-        fit_in_this_process(f"memory://{root}/", tmp_path / "set", ray=cluster.address, pack=2, workers=2,
-                            skip_unreadable=True)
-    finally:
-        memory.rm(root, recursive=True)
-    stderr = capsys.readouterr().err
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"not an image")
+    memory = {f"{root}/{path.name}": path for path in [*folder.iterdir(), notes]}
+    stderr = fit_in_a_driver_of_its_own(f"memory://{root}/", tmp_path / "set", tmp_path, memory,
+                                        # a probe task per file: more than SENT_IN_FLIGHT
+                                        {"SENT_PIECE": 1}, ray=cluster.address, pack=2, workers=2,
+                                        skip_unreadable=True)
     assert f"the driver sends the images' files to 2 of 2 workers: they cannot read memory://{root}/" in stderr
     assert "skipped notes.txt: notes.txt: not an image file Pillow can read" in stderr
     assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
 
 
-def test_on_a_cluster_where_one_node_reaches_the_inputs(cluster, reference, tmp_path, capsys, monkeypatch):
-    """A third node reaches the images (fsspec's dir:// is their parent folder there, and in this
+def test_on_a_cluster_where_one_node_reaches_the_inputs(cluster, reference, tmp_path, monkeypatch):
+    """A third node reaches the images (fsspec's dir:// is their parent folder there, and in the
     driver; on the fixture's nodes it is nothing). Each probe task (one per image here) and each of
     the three workers, one per node, decides for itself: one worker reads the files, two are sent
     them, and the set is the in-process one, bit for bit."""
-    fsspec = pytest.importorskip("fsspec")
+    pytest.importorskip("fsspec")
     folder, out = reference
-    monkeypatch.setitem(fsspec.config.conf, "dir", {"path": str(folder.parent), "target_protocol": "file"})
-    monkeypatch.setattr(on_ray, "PROBE_CHUNK", 1)
-    seeing = cluster.add_node(num_cpus=1, env_vars={"FSSPEC_DIR_PATH": str(folder.parent),
-                                                    "FSSPEC_DIR_TARGET_PROTOCOL": "file"})
+    reaching = {"FSSPEC_DIR_PATH": str(folder.parent), "FSSPEC_DIR_TARGET_PROTOCOL": "file"}
+    for name, value in reaching.items():  # for the driver, a child of this process
+        monkeypatch.setenv(name, value)
+    seeing = cluster.add_node(num_cpus=1, env_vars=reaching)
     cluster.wait_for_nodes()
     try:
-        fit_in_this_process(f"dir://{folder.name}/", tmp_path / "set", ray=cluster.address, pack=1, workers=3)
+        stderr = fit_in_a_driver_of_its_own(f"dir://{folder.name}/", tmp_path / "set", tmp_path,
+                                            cluster_settings={"PROBE_CHUNK": 1}, ray=cluster.address, pack=1,
+                                            workers=3)
     finally:
         cluster.remove_node(seeing)
-    stderr = capsys.readouterr().err
     assert f"the driver sends the images' files to 2 of 3 workers: they cannot read dir://{folder.name}/" in stderr
     assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
 

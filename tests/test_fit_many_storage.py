@@ -16,7 +16,6 @@ import pytest
 import inr_cli
 from inr_cli.errors import InrError
 from inr_cli.formats.network_set import INDEX, SHARDS, WEIGHTS, WEIGHTS_PART
-from inr_cli.sets import cluster as on_ray
 from inr_cli.sets import output_kind
 from inr_cli.sets.output_kind import OVERRIDE, filesystem_of, mounts, output_storage
 from inr_cli.sets.read_ahead import ReadAhead
@@ -232,7 +231,7 @@ def test_waiting_for_files_ends_when_one_is_read():
 # --- on a real two-node Ray cluster (tests/test_fit_many_cluster.py's) ----------------------------
 
 try:
-    from tests.test_fit_many_cluster import cluster, fit_in_this_process, run  # noqa: F401 - a fixture
+    from tests.test_fit_many_cluster import cluster, fit_in_a_driver_of_its_own, run  # noqa: F401 - a fixture
 except pytest.skip.Exception:  # no Ray (the optional extra inr[cluster]): the tests above still run
     cluster = None
 needs_ray = pytest.mark.skipif(cluster is None, reason="Ray is the optional extra inr[cluster]")
@@ -257,23 +256,17 @@ def test_nfs_with_workers_on_two_machines_gets_whole_shards(cluster, reference, 
 @pytest.mark.slow
 @pytest.mark.cluster
 @needs_ray
-def test_blind_workers_on_a_fuse_mount_with_one_shard_read_ahead(cluster, reference, tmp_path, capsys,  # noqa: F811
+def test_blind_workers_on_a_fuse_mount_with_one_shard_read_ahead(cluster, reference, tmp_path,  # noqa: F811
                                                                  monkeypatch):
-    """The images in this driver's memory:// (the workers cannot reach them), the output on a FUSE
+    """The images in the driver's memory:// (the workers cannot reach them), the output on a FUSE
     mount (forced), a budget that holds one shard's files at a time: the set is the same."""
-    fsspec = pytest.importorskip("fsspec")
+    pytest.importorskip("fsspec")
     folder, out = reference
     monkeypatch.setenv(OVERRIDE, "fuse.rclone")
-    monkeypatch.setattr(on_ray, "SENT_AHEAD", 1)
-    memory = fsspec.filesystem("memory")
     root = f"/inr-{tmp_path.name}"
-    for path in folder.iterdir():
-        memory.pipe(f"{root}/{path.name}", path.read_bytes())
-    try:
-        fit_in_this_process(f"memory://{root}/", tmp_path / "set", ray=cluster.address, pack=1, workers=2)
-    finally:
-        memory.rm(root, recursive=True)
-    stderr = capsys.readouterr().err
+    stderr = fit_in_a_driver_of_its_own(f"memory://{root}/", tmp_path / "set", tmp_path,
+                                        {f"{root}/{path.name}": path for path in folder.iterdir()},
+                                        {"SENT_AHEAD": 1}, ray=cluster.address, pack=1, workers=2)
     assert "the driver sends the images' files to 2 of 2 workers" in stderr
     assert "is on a FUSE mount (fuse.rclone" in stderr
     assert all("params" in np.load(tmp_path / "set" / shard_name(i)).files for i in range(5))
