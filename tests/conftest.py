@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tests.xdist_scheduling import pytest_xdist_make_scheduler  # noqa: F401 - xdist's scheduler, mended
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
