@@ -217,6 +217,28 @@ def test_more_latents_than_shifts_are_said_to_add_nothing(tmp_path):
     assert result.exit_code == 0 and "is more than" not in result.output
 
 
+def test_a_learning_that_no_outer_step_improved_is_no_success(tmp_path):
+    """An outer rate far too large: every measured outer step is worse than the first base. meta-init
+    says so in one line, exits 1 and writes no base (the first one, written as done, would pass for a
+    learned base); its checkpoint stays, and a smaller rate with --force learns one."""
+    folder = letters(tmp_path / "kind", 12, 0)
+    out = tmp_path / "base.safetensors"
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(out), *NET, *META, "--outer-lr", "0.5"])
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "no outer step improved on the first base" in errors[0], result.output
+    assert "at outer step 0" in errors[0] and "--outer-lr (this run's 0.5)" in errors[0]
+    assert "Traceback" not in result.output and not out.exists()
+    assert Path(f"{out}.meta.npz").exists()
+    # the same command again: the same answer from the checkpoint, still nothing written
+    again = runner.invoke(app, ["meta-init", str(folder), "-o", str(out), *NET, *META, "--outer-lr", "0.5"])
+    assert again.exit_code == 1 and "no outer step improved" in again.output and not out.exists()
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(out), *NET, *META, "--outer-lr", "0.001",
+                                 "--force"])
+    assert result.exit_code == 0, result.output
+    assert out.exists()
+
+
 def test_meta_init_learns_a_base_resumes_to_it_and_fit_many_fits_its_latents(tmp_path, monkeypatch):
     folder = letters(tmp_path / "kind", 12, 0)
     whole, cut = tmp_path / "whole.safetensors", tmp_path / "cut.safetensors"

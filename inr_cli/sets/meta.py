@@ -490,6 +490,8 @@ def learn_start(runner, source: str, out: Path, config: Config, options: MetaOpt
         finally:
             method.close()
     chosen_row = max(log, key=lambda r: r["psnr"])  # the first of equals: the start `best` holds
+    if chosen_row["step"] == 0 and len(log) > 1:
+        raise NothingLearned(log, options, state.path)
     if not np.isfinite(best).all():
         raise InrError(f"the start learned holds NaN or infinite values (outer step {chosen_row['step']}); nothing "
                        f"is written: try a smaller --lr or --outer-lr")
@@ -501,6 +503,21 @@ def learn_start(runner, source: str, out: Path, config: Config, options: MetaOpt
                        f"can be written") from None
     return {"log": log, "images": len(training), "heldout": len(heldout), "spec": spec,
             "best_step": int(chosen_row["step"]), "where": method.where}
+
+
+class NothingLearned(InrError):
+    """No outer step measured better than the first start: writing that start would call a failed
+    learning done (an outer rate too large for the network makes every step worse)."""
+
+    def __init__(self, log: list[dict], options: MetaOptions, checkpoint: Path):
+        learned = "base" if options.modulations else "start"
+        smaller = f"--outer-lr (this run's {options.outer_lr:g})" + ("" if options.modulations else " or --lr")
+        after = max(row["psnr"] for row in log[1:])
+        super().__init__(
+            f"no outer step improved on the first {learned}: the held-out PSNR after {options.inner_steps} inner "
+            f"steps was {log[0]['psnr']:.2f} dB at outer step 0 and at most {after:.2f} dB after it; nothing is "
+            f"written. A smaller {smaller} is the usual cure: run again with it and --force ({checkpoint} holds "
+            f"this run's learning)")
 
 
 def chart(log: list[dict], inner_steps: int, path: Path) -> None:
