@@ -68,13 +68,15 @@
 #            same bytes and the PyTorch hash grid, with the 2x renders against Lanczos; carry
 #            bench-results/kodak as for kodak
 #   functa   (at most 8 min) sets of latents at the network sizes a CPU cannot reach: a base SIREN
-#            3x256 with 768 latents (one for each of its shifts: on the CPU a 3x64 base drew more with
-#            192 than with 64) meta-learned for 2000 outer steps on each data set of the weights
-#            suite, each as large as it comes (--limit 400: every font's letters, every tile, every
-#            digit, 400 shapes a class; on the CPU the letters of 91 fonts drew the held-out ones 3 dB
-#            better than those of 40), its latents fitted in 3 and 10 steps, the probes on them, and
-#            fitting latents against whole networks to the same PSNR. The suite's images are made on
-#            a machine with the fonts and carried:
+#            6x128 with 768 latents (one for each of its shifts; on the CPU depth drew the photo tiles
+#            best: 6x128 1.1 dB above 3x128 in 10 steps, 3x256 with as many latents 1 dB below it)
+#            meta-learned for 2000 outer steps at an outer rate of 3e-4 (0.001 made a 6x128 base on the
+#            letters worse from the first outer step) on each data set of the weights suite, each as
+#            large as it comes (--limit 400: every font's letters, every tile, every digit, 400 shapes
+#            a class; on the CPU the letters of 91 fonts drew the held-out ones 3 dB better than those
+#            of 40), its latents fitted in 3 and 10 steps, the probes on them, and fitting latents
+#            against whole 2x32 networks (the sets preset's) to the same PSNR. The suite's images are
+#            made on a machine with the fonts and carried:
 #              PYTHONPATH=. python benchmarks/weights_suite.py --data bench-results/suite --limit 400 \
 #                  --datasets letters photos digits shapes --starts shared --steps 1   # makes the images
 #            and carry bench-results/suite (without scikit-learn there the linear probes read NaN; the
@@ -249,8 +251,9 @@ for part in "${parts[@]}"; do
         latents=(--limit 5 --datasets shapes --hidden 8 --layers 2 --modulations 4 --base-outer-steps 2
                  --side-by-side 4 --steps 2)
       else
-        latents=(--limit 400 --datasets letters photos digits shapes --hidden 256 --layers 3 --modulations 768
-                 --base-outer-steps 2000 --base-batch 32 --side-by-side 100)
+        latents=(--limit 400 --datasets letters photos digits shapes --hidden 32 --layers 2 --base-hidden 128
+                 --base-layers 6 --modulations 768 --base-omega0 15 --base-outer-steps 2000 --base-outer-lr 3e-4
+                 --base-batch 32 --side-by-side 100)
       fi
       run 450 "$py" benchmarks/weights_suite.py --device "$device" --data bench-results/suite --starts latents \
         --latent-steps 0 10 "${latents[@]}" --out "$out/weights-suite-latents.json"

@@ -199,6 +199,34 @@ def test_the_latents_figures_the_guides_quote():
     fonts = latents("3x128-384-3200-letters-all-fonts")
     assert (f"{fonts['held_out']['mean_psnr']:.1f} dB in 3 steps and {fonts['held_out_at']['10']['mean_psnr']:.1f} "
             f"in 10 over a 3x128 base learned from the letters of 64 fonts") in guide
+    # depth: the tiles over 6x128, 3x256 and 8x128; the letters over 6x128 at two outer rates
+    said = " ".join(table.split())
+
+    def drawn(row: dict) -> str:
+        return f"{row['held_out']['mean_psnr']:.2f} / {row['held_out_at']['10']['mean_psnr']:.2f} dB"
+
+    deep, wide = latents("6x128-768-1600-photos-all-tiles"), latents("3x256-768-1600-photos-all-tiles")
+    deep_at_10 = deep["held_out_at"]["10"]
+    assert f"a **6x128** base drew the held-out tiles at **{drawn(deep)} in 3 / 10 steps**" in said
+    assert (f"its training tiles at {deep['training']['mean_psnr']:.2f}, and a linear probe on the latents reached "
+            f"**{deep['accuracy']['linear']:.1%}**") in said
+    assert f"3x256, drew less: {drawn(wide)}" in said
+    assert (f"{deep_at_10['share_at_30_db']:.0%} of the held-out tiles drew at 30 dB or more in 10 steps, the "
+            f"busiest at {deep_at_10['min_psnr']:.1f} dB") in said
+    collapsed = latents("8x128-1024-1600-photos-all-tiles")
+    assert collapsed["meta_init"]["best_outer_step"] == 160
+    assert f"({drawn(collapsed)} from the base of step 160)" in said
+    readings = latents("6x128-768-1600-letters-all-fonts")["meta_init"]["heldout_psnr_after_k"]
+    assert max(readings[1:]) < readings[0]  # worse from the first outer step
+    slower = latents("6x128-768-1600-lr3e-4-letters-all-fonts")
+    assert f"drew the unseen fonts at **{drawn(slower)} in 3 / 10 steps**" in said
+    assert (f"{slower['held_out_at']['10']['share_at_30_db']:.0%} of them at 30 dB or more in 10 steps (the most "
+            f"unusual fonts at {slower['held_out_at']['10']['min_psnr']:.1f})") in said
+    assert f"a linear probe {slower['accuracy']['linear']:.1%} against the pixels' 97.4%" in said
+    assert (f"over 6x128 with 768 latents the held-out photo tiles drew at {deep_at_10['mean_psnr']:.1f} dB in 10 "
+            f"steps (a linear probe {deep['accuracy']['linear']:.1%}") in guide
+    assert f"over 3x256 with 768 at {wide['held_out_at']['10']['mean_psnr']:.1f}" in guide
+    assert f"6x128 learned the letters at 3e-4 ({slower['held_out_at']['10']['mean_psnr']:.1f} dB in 10 steps" in guide
 
 
 def test_the_picture_sizes_the_hash_grid_guide_says():
