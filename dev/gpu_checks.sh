@@ -69,7 +69,7 @@
 #            bench-results/kodak as for kodak
 #   functa   (at most 8 min) sets of latents at the network sizes a CPU cannot reach: a base SIREN
 #            6x128 with 768 latents (one for each of its shifts; on the CPU depth drew the photo tiles
-#            best: 6x128 1.1 dB above 3x128 in 10 steps, 3x256 with as many latents 1 dB below it)
+#            best: 6x128 at 3e-4 1.9 dB above 3x128 in 10 steps, 3x256 with as many latents 1 dB below it)
 #            meta-learned for 2000 outer steps at an outer rate of 3e-4 (0.001 made a 6x128 base on the
 #            letters worse from the first outer step) on each data set of the weights suite, each as
 #            large as it comes (--limit 400: every font's letters, every tile, every digit, 400 shapes

@@ -228,7 +228,15 @@ def test_the_latents_figures_the_guides_quote():
     assert (f"over 6x128 with 768 latents the held-out photo tiles drew at {deep_at_10['mean_psnr']:.1f} dB in 10 "
             f"steps (a linear probe {deep['accuracy']['linear']:.1%}") in guide
     assert f"over 3x256 with 768 at {wide['held_out_at']['10']['mean_psnr']:.1f}" in guide
-    assert f"6x128 learned the letters at 3e-4 ({slower['held_out_at']['10']['mean_psnr']:.1f} dB in 10 steps" in guide
+    tiles = latents("6x128-768-1600-lr3e-4-photos-all-tiles")
+    tiles_at_10 = tiles["held_out_at"]["10"]
+    assert (f"the tiles over 6x128 at 3e-4 drew at **{drawn(tiles)} in 3 / 10 steps**, a linear probe "
+            f"**{tiles['accuracy']['linear']:.1%}**") in said
+    assert f"{tiles_at_10['share_at_30_db']:.0%} of the held-out tiles at 30 dB or more in 10 steps" in said
+    assert f"outer rate of 3e-4 ({tiles_at_10['mean_psnr']:.2f} dB;" in said
+    assert (f"at 3e-4 the 6x128 base drew the tiles at {tiles_at_10['mean_psnr']:.1f} dB "
+            f"({tiles['accuracy']['linear']:.1%}) and the letters of unseen fonts at "
+            f"{slower['held_out_at']['10']['mean_psnr']:.1f} dB in 10 steps") in guide
 
 
 def test_the_picture_sizes_the_hash_grid_guide_says():
