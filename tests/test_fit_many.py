@@ -47,8 +47,13 @@ def fit(*args):
 
 
 def inr(*args, failpoint: str = "") -> subprocess.Popen:
+    return python_module("inr_cli", *args, failpoint=failpoint)
+
+
+def python_module(module: str, *args, failpoint: str = "") -> subprocess.Popen:
+    """`python -m module args` on this source tree, its stdout and stderr piped (finish reads them)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), **(failpoints.environment(failpoint) if failpoint else {})}
-    return subprocess.Popen([sys.executable, "-m", "inr_cli", *map(str, args)], env=env, stdout=subprocess.PIPE,
+    return subprocess.Popen([sys.executable, "-m", module, *map(str, args)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 

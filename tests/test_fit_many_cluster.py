@@ -6,11 +6,8 @@ command rerun, a poisoned input, a GPU a worker cannot use, and workers that can
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -25,7 +22,7 @@ from inr_cli.sets import inputs
 from inr_cli.sets.cluster import UNREACHABLE, gpu_problem, place_workers, probe_task
 from inr_cli.sets.storage import shard_name
 from tests import test_fit_many
-from tests.test_fit_many import NET, finish, inr, shards_on_disk
+from tests.test_fit_many import NET, finish, inr, python_module, shards_on_disk
 from tests.test_fit_many_urls import served  # noqa: F401 - a fixture: images on a local http server
 
 reference = test_fit_many.reference  # the in-process set every run here must reproduce, bit for bit
@@ -214,10 +211,7 @@ def fit_in_a_driver_of_its_own(source: str, out, scratch, memory: dict | None = 
     spec.write_text(json.dumps({"source": source, "out": str(out), "options": {**SETTINGS, **options},
                                 "memory": {target: str(path) for target, path in (memory or {}).items()},
                                 "cluster_settings": cluster_settings or {}}))
-    process = subprocess.Popen([sys.executable, "-m", "tests.ray_driver", str(spec)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": str(test_fit_many.ROOT)})
-    code, stderr = finish(process)
+    code, stderr = finish(python_module("tests.ray_driver", spec))
     assert code == 0, stderr
     return stderr
 
