@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from inr_cli.core.network import NetworkSpec
-from inr_cli.errors import UsageError
+from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.network_set import NetworkSet, is_network_set, load_network_set
 
@@ -39,11 +39,19 @@ def one_network(run: Path, image: str | None) -> OneNetwork:
         return _exported_network(run, image)
     if is_network_set(run):
         return _set_member(load_network_set(run), run, image)
+    require_input(run)
     if image is not None:
         raise UsageError(f"--image names an image of an inr fit-many folder; {run} is a single run")
     saved = ckpt.load(run, moments=False)
     height, width, _ = saved.data_shape
     return OneNetwork(saved.spec, saved.params, saved.channels, width, height, "render", saved.config.network.dtype)
+
+
+def require_input(path: Path) -> None:
+    """A missing RUN|SET said as such: otherwise it reads as a single run (not a set), and --image or
+    a set's -o would be refused for that instead."""
+    if not Path(path).exists():
+        raise InrError(f"{path}: no such run or set")
 
 
 def is_exported_file(path: Path) -> bool:

@@ -56,6 +56,23 @@ def test_a_name_with_colons_is_quoted_as_it_is(tmp_path):
     assert result.exit_code == 1 and result.stderr.strip() == f"error: {missing}: no such file"
 
 
+def test_a_run_or_set_that_does_not_exist_is_said_so_whatever_the_other_arguments(tmp_path):
+    """A missing RUN|SET is not taken for a single run: --image, a set's -o or a second set are not
+    what is refused."""
+    missing = tmp_path / "nope-set"
+    for command in (["render", missing, "--image", "A/x.png"], ["render", missing],
+                    ["export", missing, "-o", tmp_path / "n.hdf5"], ["export", missing, "-o", tmp_path / "n.onnx",
+                                                                     "--image", "x.png"]):
+        result = run(*command)
+        assert result.exit_code == 1 and result.stderr.strip() == f"error: {missing}: no such run or set", command
+    result = run("join", missing, tmp_path / "other", "-o", tmp_path / "joined")
+    assert result.exit_code == 1 and result.stderr.strip() == f"error: {missing}: no such set"
+    assert not (tmp_path / "joined").exists() and not (tmp_path / "n.hdf5").exists()
+    for command in (["info", missing], ["view", missing], ["eval", missing, make_image(tmp_path / "a.png", "L")]):
+        result = run(*command)
+        assert result.exit_code == 1 and f"error: {missing}: no such run" in result.stderr, command
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found on this machine")
 def test_doctor_compiles_the_kernels_with_nvcc(monkeypatch, nvcc_builds):
     """No GPU here (CuPy absent or no device): doctor --compile compiles every kernel file with nvcc -ptx,

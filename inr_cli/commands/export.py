@@ -10,7 +10,7 @@ from inr_cli.errors import UsageError
 from inr_cli.formats import export as exporter
 from inr_cli.formats.modulated import read_base, write_latent_set
 from inr_cli.formats.network_set import BASE, is_network_set, load_network_set
-from inr_cli.loading import one_network
+from inr_cli.loading import one_network, require_input
 from inr_cli.settings import Dtype
 
 NAME = "export"
@@ -35,6 +35,7 @@ def command(
     force: bool = typer.Option(False, "--force", help="Replace the file named by -o if it exists."),
 ) -> None:
     output = named_file(output)
+    require_input(run)  # before -o is weighed against what RUN would be
     suffix = output.suffix.lower()
     if suffix not in {**exporter.FORMATS, **exporter.SET_FORMATS}:  # checked before any work
         raise UsageError(f"{output}: unknown export format '{output.suffix}' (use .safetensors, .onnx or, "

@@ -23,6 +23,8 @@ def finished_set(folder: Path) -> tuple[Plan, NetworkSet]:
     """A finished set read whole and checked: its plan, its files, its index against its plan and
     every shard against the plan, before anything is written from them."""
     folder = Path(folder)
+    if not folder.exists():  # a mistyped name, not a set left unfinished
+        raise InrError(f"{folder}: no such set")
     if not (folder / PLAN).is_file() or not (folder / WEIGHTS).is_file():
         raise InrError(f"{folder}: not a finished inr fit-many set (no {PLAN} or {WEIGHTS})")
     plan = Plan.read(folder / PLAN)
