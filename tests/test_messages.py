@@ -73,6 +73,31 @@ def test_a_run_or_set_that_does_not_exist_is_said_so_whatever_the_other_argument
         assert result.exit_code == 1 and f"error: {missing}: no such run" in result.stderr, command
 
 
+def test_a_meta_init_checkpoint_or_a_set_given_as_a_run_says_what_it_is_and_what_to_give(tmp_path):
+    """Neither is a damaged checkpoint nor a folder missing one: each is named for what it is."""
+    from tests.test_fit_many import make_folder
+
+    folder = make_folder(tmp_path / "images", count=4)
+    start = tmp_path / "start.safetensors"
+    result = run("meta-init", folder, "-o", start, "--hidden", "8", "--layers", "2", "--outer-steps", "4",
+                 "--inner-steps", "2", "--meta-batch", "2", "--eval-every", "2", "--device", "cpu", "-q")
+    assert result.exit_code == 0, result.output
+    kept = tmp_path / "start.safetensors.meta.npz"
+    for command in (["info", kept], ["render", kept], ["eval", kept, folder / "img0.png"]):
+        result = run(*command)
+        assert result.exit_code == 2 and result.stderr.strip() == (
+            f"error: {kept} is an inr meta-init checkpoint (what it resumes its learning from), not a run: give "
+            f"the start it learns, {start}"), command
+    assert run("render", start, "--size", "8", "-o", tmp_path / "start.png").exit_code == 0  # what it points to
+    result = run("fit-many", folder, "-o", tmp_path / "set", "--hidden", "8", "--layers", "2", "--steps", "2",
+                 "--device", "cpu", "-q")
+    assert result.exit_code == 0, result.output
+    result = run("eval", tmp_path / "set", folder / "img0.png")
+    assert result.exit_code == 2 and result.stderr.strip() == (
+        f"error: {tmp_path / 'set'} is a set of networks (an inr fit-many folder), not a run: draw one of them with "
+        f"inr render {tmp_path / 'set'} --image NAME, or browse them with inr view {tmp_path / 'set'}")
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not found on this machine")
 def test_doctor_compiles_the_kernels_with_nvcc(monkeypatch, nvcc_builds):
     """No GPU here (CuPy absent or no device): doctor --compile compiles every kernel file with nvcc -ptx,

@@ -26,6 +26,7 @@ from inr_cli.formats import npz
 from inr_cli.formats.atomic import atomic_path
 from inr_cli.formats.input_files import check_regular
 from inr_cli.formats.network_description import spec_from_json
+from inr_cli.formats.network_set import is_network_set
 from inr_cli.formats.pixel_csv import CHANNEL_SETS
 from inr_cli.formats.versions import refuse_newer
 from inr_cli.limits import MAX_TEXT_BYTES
@@ -108,6 +109,9 @@ def resolve(path: Path) -> Path:
         candidate = path / FILENAME
         if os.path.lexists(candidate):
             check_regular(candidate, expected="a checkpoint")  # a FIFO or a folder by its name, said as such
+        elif is_network_set(path):
+            raise UsageError(f"{path} is a set of networks (an inr fit-many folder), not a run: draw one of them with "
+                             f"inr render {path} --image NAME, or browse them with inr view {path}")
         else:
             raise InrError(f"{path}: no {FILENAME} in this directory (is it a run directory?)")
         return candidate
@@ -238,6 +242,8 @@ def _from_arrays(path: Path, arrays: _CheckedArrays, moments: bool = True, defer
             raise InrError(f"{path}: damaged checkpoint, array '{name}' is missing")
         return arrays[name]
 
+    if "magic" not in arrays and "start" in arrays and "settings" in arrays:  # not damaged: another command's
+        raise UsageError(_meta_init_checkpoint(path))
     if str(need("magic")) != MAGIC:
         raise InrError(f"{path}: not an inr checkpoint")
     version = int(need("format_version"))
@@ -317,6 +323,15 @@ def _from_arrays(path: Path, arrays: _CheckedArrays, moments: bool = True, defer
         data_shape=data_shape,
         channels=channels,
     )
+
+
+def _meta_init_checkpoint(path: Path) -> str:
+    """What the checkpoint inr meta-init keeps beside its start (OUT.meta.npz, sets/meta.py) is, and
+    what to give instead: the start itself."""
+    start = path.name.removesuffix(".meta.npz")
+    given = path.with_name(start) if start != path.name else "the .safetensors file it writes (its -o)"
+    return (f"{path} is an inr meta-init checkpoint (what it resumes its learning from), not a run: give the start "
+            f"it learns, {given}")
 
 
 def _json_object(text: str) -> dict:
