@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import numpy as np
@@ -143,3 +144,21 @@ def test_fit_many_add_grows_a_set_to_the_one_fitted_at_once(tmp_path):
     result = runner.invoke(app, ["fit-many", str(growing), "-o", str(tmp_path / "set"), *NET, "--add",
                                  "--init", "random"])
     assert result.exit_code == 2 and "training.init" in result.output
+
+
+def test_add_to_a_read_only_set_is_refused_before_any_fitting_and_leaves_nothing(tmp_path):
+    """The swap writes in the set's folder: refused there at the end, the new images were fitted for
+    nothing and .OUT.adding was left beside the set."""
+    from tests.test_output_policy import read_only
+
+    growing, out = make_folder(tmp_path / "growing", count=2), tmp_path / "set"
+    fit(growing, out)
+    make_folder(growing, count=3)  # img2.png is new
+    before = sorted(os.listdir(tmp_path)), sorted(os.listdir(out))
+    with read_only(out):
+        result = runner.invoke(app, ["fit-many", str(growing), "-o", str(out), *NET, "--add"])
+    assert result.exit_code == 1 and result.stderr.startswith(f"error: cannot write in {out} ("), result.output
+    assert result.stderr.count("\n") == 1 and "done" not in result.output
+    assert (sorted(os.listdir(tmp_path)), sorted(os.listdir(out))) == before
+    fit(growing, out, "--add")  # writable again: the same command adds it
+    assert inr_cli.load(out).names == ["img0.png", "img1.png", "img2.png"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from inr_cli.errors import InrError
 from inr_cli.formats.network_set import PLAN, WEIGHTS
-from inr_cli.outputs import SCRATCH_MARKER, is_scratch, mark_scratch, release, remove_scratch, scratch
+from inr_cli.outputs import SCRATCH_MARKER, is_scratch, mark_scratch, release, remove_scratch, scratch, takes_files
 from inr_cli.sets import inputs
 from inr_cli.sets.join import finished_set, join_sets
 from inr_cli.sets.plan import Plan
@@ -56,7 +56,8 @@ def finish_swap(out: Path) -> None:
         remove_scratch(previous)
     if is_scratch(joined):
         remove_scratch(joined)
-    (out / SCRATCH_MARKER).unlink(missing_ok=True)  # marked as it was about to become .OUT.previous
+    if os.path.lexists(out / SCRATCH_MARKER):  # marked as it was about to become .OUT.previous
+        (out / SCRATCH_MARKER).unlink()  # (unlink on a read-only mount fails even where there is none)
 
 
 def _fitted_names(adding: Path) -> set[str] | None:
@@ -83,6 +84,7 @@ def grow(source: str, out: Path, fit_new) -> None:
         return
     remove_scratch(joined)  # refused where a folder of the user's is in the way, before any work
     finished_set(out)  # a damaged set refused before the new images are fitted, not after
+    takes_files(out)  # the swap marks it: a read-only set refused before the fitting too, leaving nothing
     if is_scratch(adding) and _fitted_names(adding) != names:
         remove_scratch(adding)  # the work of an earlier --add of other images
     with scratch(adding, keep_on=(BaseException,), resume=True):  # what is fitted stays for the rerun
