@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# First: Ctrl-C while the imports below run (a second or so) is one line, not their traceback.
+from inr_cli import starting
+
+# isort: split
 import atexit
 import contextlib
 import functools
@@ -194,6 +198,7 @@ def _register() -> None:
 
 
 _register()
+starting.done()
 
 
 def main(args: list[str] | None = None) -> int:

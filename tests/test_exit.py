@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tomllib
@@ -108,6 +109,42 @@ def test_closed_stdout_is_status_120_without_a_traceback(inr):
         os.close(writing)
     assert code == CLOSED_OUTPUT == 120
     assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr
+
+
+# `inr` held in the import of one module (said on stdout) until a signal ends it: Ctrl-C lands there
+# when the test has read that line, however slow the machine.
+HELD_IN_AN_IMPORT = """
+import signal, time
+
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, where the tests' shell ignored it
+
+class Held:
+    def find_spec(self, name, path=None, target=None):
+        if name == {module!r}:
+            sys.meta_path.remove(self)
+            print("importing", name, flush=True)
+            time.sleep(120)
+        return None
+
+sys.meta_path.insert(0, Held())
+"""
+
+
+@pytest.mark.parametrize("module", ["typer", "inr_cli.commands.view"])  # cli.py's first import, a command's
+@pytest.mark.parametrize("way", [console_script, as_module], ids=["console script", "python -m inr_cli"])
+def test_ctrl_c_while_inr_starts_is_one_line_and_status_130(way, module, tmp_path):
+    prelude = "import sys\n" + HELD_IN_AN_IMPORT.format(module=module)
+    program = way(tmp_path, prelude) if way is console_script else way(prelude)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen([sys.executable, *program, "info", str(tmp_path)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stdout.readline() == f"importing {module}\n", process.stderr.read()
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130 and stderr == "error: interrupted\n", stderr
 
 
 def test_main_returns_the_exit_code_in_process(tmp_path, capsys):

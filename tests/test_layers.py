@@ -35,7 +35,7 @@ LAYERS = {
     "inr_cli.runs": 5, "inr_cli.sets": 5, "inr_cli.loading": 5, "inr_cli.tune": 5,
     "inr_cli.sets.output_kind": 5, "inr_cli.sets.read_ahead": 5,
     "inr_cli.api": 6,
-    "inr_cli.commands": 7, "inr_cli.cli": 7, "inr_cli.__main__": 7, "inr_cli.viewer": 7,
+    "inr_cli.commands": 7, "inr_cli.cli": 7, "inr_cli.starting": 7, "inr_cli.__main__": 7, "inr_cli.viewer": 7,
 }
 
 
