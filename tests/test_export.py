@@ -87,6 +87,23 @@ def test_safetensors_hold_the_weights_by_layer(run_dir, tmp_path):
     assert result.exit_code == 2 and "holds one network" in result.stderr, result.output
 
 
+def test_an_export_written_twice_is_the_same_bytes(run_dir, tmp_path):
+    """safetensors writes its metadata in a new order each time; a file inr writes is the same bytes
+    for the same network (a set records its start's sha256), and reads back the same."""
+    pytest.importorskip("safetensors")
+    from safetensors import safe_open
+
+    written = []
+    for name in ("once.safetensors", "twice.safetensors", "thrice.safetensors"):
+        result = runner.invoke(app, ["export", str(run_dir), "-o", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+        written.append((tmp_path / name).read_bytes())
+    assert written[0] == written[1] == written[2]
+    with safe_open(str(tmp_path / "once.safetensors"), framework="numpy") as handle:
+        metadata = handle.metadata()
+    assert list(metadata) and json.loads(metadata["spec"])["model"] == ckpt.load(run_dir).spec.model
+
+
 def test_a_set_export_is_read_as_its_folder(tmp_path):
     """A set's .safetensors: inr info describes the set, inr render draws one image's network (--image)
     as from the folder, and inr export writes that network out again."""

@@ -113,6 +113,27 @@ def _save_safetensors(tensors: dict[str, np.ndarray], metadata: dict[str, str], 
             save_file(tensors, str(tmp), metadata=metadata)
         except SafetensorError as exc:  # its one error type, an OS error among its causes: atomic_path words it
             raise OSError(None, str(exc)) from None
+        _sort_metadata(tmp)
+
+
+def _sort_metadata(path: Path) -> None:
+    """The header's metadata in key order, rewritten in place: safetensors writes it from a Rust
+    HashMap, in another order in every process, so the same tensors and metadata made other bytes
+    each time, and a set that records its start's sha256 took a rewritten start for a changed one.
+    The JSON keeps its length (the same keys and values, as compact), padded with spaces as the
+    format allows; the tensors' offsets are relative to the header's end and do not move."""
+    with open(path, "r+b") as handle:
+        length = int.from_bytes(handle.read(8), "little")
+        header = json.loads(handle.read(length))
+        metadata = header.pop("__metadata__", None)
+        if not metadata:
+            return
+        ordered = {"__metadata__": dict(sorted(metadata.items())), **header}
+        text = json.dumps(ordered, separators=(",", ":"), ensure_ascii=False).encode()
+        if len(text) > length:  # not as compact as safetensors' own: its order is kept
+            return
+        handle.seek(8)
+        handle.write(text.ljust(length))
 
 
 def write_safetensors(spec: NetworkSpec, params: np.ndarray, channels, path: Path,
