@@ -5,6 +5,7 @@ stopped by a signal resumes to the very start an uninterrupted one learns."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
 
@@ -75,6 +76,11 @@ def test_a_learned_start_fits_new_images_of_its_kind_better_in_k_steps(tmp_path)
     from_learned = heldout_loss(backend, spec, inner, learned, images, seeds)
     from_random = [heldout_loss(backend, spec, inner, init_networks(spec, [s])[0], images, seeds) for s in range(3)]
     assert from_learned < 0.5 * min(from_random)
+    said = runner.invoke(app, ["info", str(start)])  # what the file is, with no image to weigh it against
+    assert said.exit_code == 0, said.output
+    assert re.search(rf"learned   a start, by meta-init for fits of 5 steps: outer step (0|10|20|30) of 30, from 14 "
+                     rf"images; fit-many --init {re.escape(str(start))}\n", said.output), said.output
+    assert "image " not in said.output  # no training image to weigh the start against
     # the start is what fit-many --init takes: a set fitted from it
     result = runner.invoke(app, ["fit-many", str(unseen), "-o", str(tmp_path / "set"), "--init", str(start),
                                  "--steps", "5", "-q", *NET])

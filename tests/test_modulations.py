@@ -250,6 +250,19 @@ def test_meta_init_learns_a_base_resumes_to_it_and_fit_many_fits_its_latents(tmp
 
     base, channels, facts = read_base(whole)
     assert (base.latent, base.inner_steps, channels, facts["method"]) == (4, 3, ("l",), "functa")
+    # the same command again: done already, and the file the same bytes (a set records its sha256)
+    written = whole.read_bytes()
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(whole), *NET, *META])
+    assert result.exit_code == 0 and whole.read_bytes() == written, result.output
+    # inr info says what the base is: its latents, shifts, steps, rates and how it was learned
+    said = runner.invoke(app, ["info", str(whole)])
+    assert said.exit_code == 0, said.output
+    assert (f"4 latents an image over its 16 shifts (map and rates: {16 * 4 + 4} more numbers), fitted in 3 steps "
+            f"at rates {base.rates.min():.3g} to {base.rates.max():.3g}") in said.output
+    assert f"meta-init outer step {facts['outer_step']} of 6, from {facts['images']} images" in said.output
+    described = json.loads(runner.invoke(app, ["info", str(whole), "--json"]).output)
+    assert described["modulations"]["latent"] == 4 and described["modulations"]["shifts"] == 16
+    assert described["params"] == base.params.size and described["image_bytes"] is None
     # a signal in outer step 5: the checkpoint holds step 3 (the last measured); the same command goes on
     calls = {"n": 0}
     gradient = meta_base.outer_gradient
@@ -376,7 +389,16 @@ def test_what_a_base_cannot_take_is_refused_in_one_line(tmp_path):
             (["meta-init", str(folder), "-o", str(tmp_path / "c.safetensors"), "--modulations", "4", "--ray", "local"],
              "a base with modulations is learned in this process"),
             (["meta-init", str(folder), "-o", str(tmp_path / "d.safetensors"), "--model", "relu", "--modulations", "4"],
-             "a base with modulations is a SIREN without an encoding")):
+             "a base with modulations is a SIREN without an encoding"),
+            (["meta-init", str(folder), "-o", str(tmp_path / "g.safetensors"), "--modulations", "0"],
+             "--modulations must be a number of latents (1 or more), got 0"),
+            # a base where a start of whole networks is learned or trained: its map and rates are not dropped
+            (["meta-init", str(folder), "-o", str(tmp_path / "h.safetensors"), "--init", str(path)],
+             f"--init {path}: a base with modulations (4 latents an image), not a start of whole networks"),
+            (["meta-init", str(folder), "-o", str(tmp_path / "i.safetensors"), "--init", str(path), "--modulations",
+              "3"], f"--init {path}: a base of 4 latents an image, not 3; --modulations 4 goes on learning it"),
+            (["train", str(folder / "00.png"), "--init", str(path), "--run-dir", str(tmp_path / "run")],
+             f"inr fit-many FOLDER --init {path} fits latents over it")):
         result = runner.invoke(app, [*args, "--device", "cpu"])
         assert result.exit_code in (1, 2) and message in result.output, result.output
         assert "Traceback" not in result.output
@@ -391,9 +413,33 @@ def test_what_a_base_cannot_take_is_refused_in_one_line(tmp_path):
     (out / "base.safetensors").write_bytes(b"not a base")
     result = runner.invoke(app, ["info", str(out)])
     assert result.exit_code == 1 and str(out / "base.safetensors") in result.output
+    # the same fit-many again puts the base back, as it fits a damaged shard again
+    result = runner.invoke(app, ["fit-many", str(folder), "-o", str(out), "--init", str(path)])
+    assert result.exit_code == 0 and "is copied again from --init" in result.output, result.output
+    assert (out / "base.safetensors").read_bytes() == path.read_bytes()
+    assert runner.invoke(app, ["info", str(out)]).exit_code == 0
+    (out / "base.safetensors").write_bytes(b"not a base")
     (out / "base.safetensors").unlink()
     with pytest.raises(InrError, match="missing; a set of latents is drawn through its base"):
         __import__("inr_cli").load(out)
+
+
+def test_a_base_learned_from_a_start_takes_the_start_s_omega0(tmp_path):
+    """--init of a learned start (omega0 30) with --modulations: the start's network, not the base's
+    default omega0 of 15, which the command never said."""
+    from inr_cli.formats.export import write_safetensors
+
+    folder = letters(tmp_path / "kind", 8, 0)
+    start = tmp_path / "start.safetensors"
+    write_safetensors(SPEC, init_parameters(SPEC, 3), ("l",), start)  # siren 2x8, omega0 30
+    out = tmp_path / "base.safetensors"
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(out), "--init", str(start), "--device", "cpu",
+                                 "-q", *META])
+    assert result.exit_code == 0, result.output
+    from inr_cli.formats.modulated import read_base
+
+    base = read_base(out)[0]
+    assert base.spec == SPEC and base.spec.omega0 == 30.0
 
 
 def test_the_bases_outer_rate_decays_linearly_to_nothing(monkeypatch):

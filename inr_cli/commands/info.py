@@ -87,10 +87,11 @@ def _network_lines(spec, result: dict) -> list[str]:
            f"{spec.hash_max_resolution} cells across, tables of {table_entries(spec.hash_log2_size):,} entries "
            f"(2^{spec.hash_log2_size:.4g})" if spec.encoding == "hashgrid" else ""),
         f"params    {result['params']:,}",
-        f"image     {result['width']}x{result['height']} ({result['channels']})",
-        f"size      model {result['model_bytes']:,} bytes ({result['dtype']}) vs image {result['image_bytes']:,} bytes "
-        f"(8-bit) = {result['model_bytes'] / result['image_bytes']:.2f}x, {result['bits_per_pixel']:.3g} bits per "
-        f"pixel",
+        *([f"image     {result['width']}x{result['height']} ({result['channels']})",
+           f"size      model {result['model_bytes']:,} bytes ({result['dtype']}) vs image {result['image_bytes']:,} "
+           f"bytes (8-bit) = {result['model_bytes'] / result['image_bytes']:.2f}x, {result['bits_per_pixel']:.3g} "
+           f"bits per pixel"] if result["image_bytes"] is not None else
+          [f"size      model {result['model_bytes']:,} bytes ({result['dtype']}), channels {result['channels']}"]),
     ]
 
 
@@ -103,16 +104,47 @@ def _exported_info(path: Path, as_json: bool) -> None:
         return
     sized = exported.width > 1 or exported.height > 1
     result = _network_facts(exported.spec, exported.dtype, exported.width, exported.height, exported.channels)
-    if not sized:  # an export without the training size: no image to weigh the model against
+    if not sized:  # an export, start or base without the training size: no image to weigh the model against
         for key in ("width", "height", "image_bytes", "bits_per_pixel"):
             result[key] = None
     result["exported"] = True
+    learned, said = _learned_facts(path, exported.metadata)
+    result.update(learned)
     if as_json:
         typer.echo(json.dumps(result))
         return
-    lines = _network_lines(exported.spec, result)[:None if sized else 2]
-    lines.insert(2, "file      an inr export (no training step or loss recorded)")
+    lines = _network_lines(exported.spec, result)
+    lines[2:2] = said
     typer.echo("\n".join(lines))
+
+
+def _learned_facts(path: Path, metadata: dict) -> tuple[dict, list[str]]:
+    """What inr meta-init recorded in a start or a base it wrote (for --json, and the lines saying
+    what the file is), or an export's line."""
+    from inr_cli.formats.modulated import MODULATIONS, read_base
+
+    if MODULATIONS in metadata:
+        base, _, facts = read_base(path)
+        rates = (round(float(base.rates.min()), 6), round(float(base.rates.max()), 6))
+        shifts = base.spec.layers * base.spec.hidden
+        recorded = {"latent": base.latent, "shifts": shifts, "inner_steps": base.inner_steps, "rates": list(rates),
+                    "map_params": base.shift_map.size + base.rates.size,
+                    **{key: facts[key] for key in ("images", "outer_step", "outer_steps") if key in facts}}
+        said = [f"base      {base.latent} latents an image over its {shifts} shifts (map and rates: "
+                f"{recorded['map_params']:,} more numbers), fitted in {base.inner_steps} steps at rates "
+                f"{rates[0]:.3g} to {rates[1]:.3g}"]
+        learned = (f"meta-init outer step {facts['outer_step']} of {facts['outer_steps']}, from {facts['images']} "
+                   f"images; " if {"outer_step", "outer_steps", "images"} <= set(facts) else "")
+        return {"modulations": recorded}, [*said, f"learned   {learned}fit-many --init {path} fits a set of latents"]
+    try:
+        facts = json.loads(metadata.get("meta_init", ""))
+    except (ValueError, RecursionError):
+        facts = None
+    if isinstance(facts, dict) and {"outer_step", "outer_steps", "images", "inner_steps"} <= set(facts):
+        return {"meta_init": facts}, [
+            f"learned   a start, by meta-init for fits of {facts['inner_steps']} steps: outer step "
+            f"{facts['outer_step']} of {facts['outer_steps']}, from {facts['images']} images; fit-many --init {path}"]
+    return {}, ["file      an inr export (no training step or loss recorded)"]
 
 
 def _set_info(networks: NetworkSet, as_json: bool) -> None:

@@ -42,11 +42,11 @@ def command(
     outer_lr: Optional[float] = typer.Option(None, "--outer-lr", metavar="F", help="Reptile's step toward the "
                                              "adapted weights; a base: Adam's rate; either decaying linearly to 0 "
                                              "over the outer steps (default: 1.0; a base: 0.001)", show_default=False),
-    modulations: int = typer.Option(0, "--modulations", metavar="D", help="Learn a base with modulations instead "
-                                    "(functa): D numbers per image shift every hidden layer, fitted in --inner-steps "
-                                    "steps; fit-many --init BASE then fits each image's D numbers alone. Up to the "
-                                    "base's layers x hidden (one a shift) draws best.",
-                                    show_default=False),
+    modulations: Optional[int] = typer.Option(None, "--modulations", metavar="D", help="Learn a base with "
+                                              "modulations instead (functa): D numbers per image shift every hidden "
+                                              "layer, fitted in --inner-steps steps; fit-many --init BASE then fits "
+                                              "each image's D numbers alone. Up to the base's layers x hidden (one a "
+                                              "shift) draws best.", show_default=False),
     meta_sgd: bool = typer.Option(True, "--meta-sgd/--no-meta-sgd", help="A base: learn each latent's rate "
                                   "(meta-SGD), or hold them at --inner-lr."),
     inner_lr: float = typer.Option(0.1, "--inner-lr", metavar="F", help="A base: each latent's rate at first."),

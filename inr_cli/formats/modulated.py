@@ -68,6 +68,18 @@ def is_base_file(path) -> bool:
     return header is not None and MODULATIONS in header[0] and LATENTS not in header[1]
 
 
+def base_latent(path) -> int | None:
+    """The latent size a base file's header says (read_base checks the rest), None for any other file."""
+    header = _header(path)
+    if header is None or MODULATIONS not in header[0] or LATENTS in header[1]:
+        return None
+    try:
+        latent = json.loads(header[0][MODULATIONS]).get("latent")
+    except (ValueError, RecursionError, AttributeError):
+        return None
+    return latent if _count(latent, MAX_SIDE * MAX_SIDE) else None
+
+
 def is_latent_set_file(path) -> bool:
     """Whether `path` is a set of latents that write_latent_set wrote (its header read alone)."""
     header = _header(path)

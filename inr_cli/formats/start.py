@@ -18,7 +18,7 @@ import numpy as np
 from inr_cli.config import DRAWN_STARTS, ENCODING_PRESETS, MODEL_PRESETS, Config, with_values
 from inr_cli.core.network import NetworkSpec, init_networks, set_output_means
 from inr_cli.core.state import TrainingState
-from inr_cli.errors import InrError
+from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import checkpoint as ckpt
 
 DRAWS = DRAWN_STARTS
@@ -34,6 +34,17 @@ def check_init(init: str) -> None:
     if is_file_start(init) and not start_file(init).is_file():
         raise InrError(f"--init {init}: not random, shared or a file (a run, checkpoint.npz or .safetensors "
                        f"start)")
+
+
+def refuse_base(init: str, instead: str) -> None:
+    """A base with modulations given where a start of whole networks is taken: its map and rates
+    would be dropped without a word. `instead`: what the command would do with it."""
+    from inr_cli.formats.modulated import base_latent
+
+    latent = base_latent(start_file(init)) if is_file_start(init) else None
+    if latent is not None:
+        raise UsageError(f"--init {init}: a base with modulations ({latent} latents an image), not a start of whole "
+                         f"networks; {instead}")
 
 
 def resolved_init(init: str) -> str:

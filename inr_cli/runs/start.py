@@ -14,7 +14,7 @@ from inr_cli.core.training_loop import reached_target
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.data import SAMPLE, load_training_data, same_data
-from inr_cli.formats.start import is_file_start, resolved_start, start_network
+from inr_cli.formats.start import is_file_start, refuse_base, resolved_start, start_network
 from inr_cli.outputs import folder_output, writable_inside
 from inr_cli.runs.directory import IMAGE_IN_RUN, RunLock, holds_run, latest_run, new_run_dir
 from inr_cli.runs.training import TrainingResult, run_training
@@ -56,6 +56,7 @@ def start_run(data, flags, config_file, run_dir, quiet, preset=None) -> Training
         values["data.source"] = "" if data == SAMPLE else str(Path(data).resolve())
     config = build_config(config_file, values, preset, start=start_network(values, preset, config_file))
     config = resolved_start(config)
+    refuse_base(config.training.init, f"inr fit-many FOLDER --init {config.training.init} fits latents over it")
     if config.training.device == "gpu":
         require_gpu()
     source = config.data.source

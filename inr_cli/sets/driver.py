@@ -9,6 +9,7 @@ shards that are missing, so a killed run loses at most the shards in flight.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -334,12 +335,25 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
         pending, with_networks = list(range(len(plan.shards))), set()
     for name, why in plan.skipped:
         notices.append(f"skipped {name}: {why}")
-    if plan.latent and not folder.exists(BASE):  # the base the latents are drawn through, in the set
-        plan_base(plan)  # the file it was planned with
-        folder.write_bytes(BASE, start_file(plan.config.training.init).read_bytes())
+    if plan.latent:
+        _base_in_set(folder, plan, notices)
     if folder.local:
         pending = rows_file_ready(folder.local, plan, pending, with_networks, notices, folder.rows_in_place)
     return plan, pending
+
+
+def _base_in_set(folder: SetFolder, plan: Plan, notices: list) -> None:
+    """The base the latents are drawn through, in the set: copied from --init where it is missing or
+    is not the file the set was planned with (a damaged copy is copied again, as a damaged shard is
+    fitted again, never left for every reader of the set to refuse)."""
+    if folder.exists(BASE):
+        held = hashlib.sha256(folder.read_bytes(BASE)).hexdigest()
+        if not plan.start_sha256 or held == plan.start_sha256:
+            return
+        notices.append(f"{folder.join(BASE)} is not the base this set was started from (damaged or replaced); it "
+                       f"is copied again from --init")
+    plan_base(plan)  # the file it was planned with
+    folder.write_bytes(BASE, start_file(plan.config.training.init).read_bytes())
 
 
 def kept_at_their_size(entries: list[ImageEntry], size: int) -> list[str]:

@@ -11,7 +11,7 @@ from inr_cli.config import META_INIT, SET_PRESETS, build_config, flags_to_values
 from inr_cli.console import info, notice
 from inr_cli.errors import UsageError
 from inr_cli.formats.export import need_writer
-from inr_cli.formats.start import is_file_start, resolved_start, start_file, start_network
+from inr_cli.formats.start import is_file_start, refuse_base, resolved_start, start_file, start_network
 from inr_cli.sets.driver import check_options, settings_on_rerun
 from inr_cli.sets.meta import (
     BASE_DEFAULTS,
@@ -38,9 +38,11 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
     config = resolved_start(build_config(config_file, values, preset, SET_PRESETS, command=META_INIT,
                                            start=start_network(values, preset, config_file, SET_PRESETS)))
     given = given_keys(config_file, values, preset)
-    if options["modulations"] and "network.omega0" not in given:  # a rerun takes its checkpoint's (below)
-        config = with_values(config, {"network.omega0": BASE_OMEGA0})
     init = config.training.init
+    _check_base_init(init, options["modulations"])
+    # a base's omega0, unless said or a file's network (start_network) sets it; a rerun takes its checkpoint's (below)
+    if options["modulations"] and "network.omega0" not in given and not is_file_start(init):
+        config = with_values(config, {"network.omega0": BASE_OMEGA0})
     state = MetaState(out)
     state.check_outputs(force, options["outer_steps"], [source, config_file or "",
                                                         start_file(init) if is_file_start(init) else ""], [source])
@@ -95,6 +97,20 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
     return result
 
 
+def _check_base_init(init: str, modulations: int) -> None:
+    """--init of a base goes on learning that base: its latent size, not another (which would keep its
+    network and drop its map), nor a start (which would drop both map and rates)."""
+    from inr_cli.formats.modulated import base_latent
+
+    if not modulations:
+        refuse_base(init, "meta-init --modulations with its latent size goes on learning it")
+        return
+    latent = base_latent(start_file(init)) if is_file_start(init) else None
+    if latent is not None and latent != modulations:
+        raise UsageError(f"--init {init}: a base of {latent} latents an image, not {modulations}; --modulations "
+                         f"{latent} goes on learning it, or leave --init out for a base of {modulations}")
+
+
 def meta_options(given: dict, ray: str | None) -> dict:
     """The options of the command (MetaOptions' fields, None: the default of the kind learned),
     checked: a base's defaults where one is learned (BASE_DEFAULTS), a start's otherwise."""
@@ -103,8 +119,9 @@ def meta_options(given: dict, ray: str | None) -> dict:
     for name in ("outer_steps", "inner_steps", "meta_batch", "eval_every"):
         if options[name] <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive, got {options[name]}")
-    if options["modulations"] < 0:
-        raise UsageError(f"--modulations must be a number of latents (1 or more), got {options['modulations']}")
+    if given.get("modulations") is not None and given["modulations"] < 1:  # 0 is no base: not a start in disguise
+        raise UsageError(f"--modulations must be a number of latents (1 or more), got {given['modulations']}; "
+                         f"without it meta-init learns a start")
     if not 0 < options["holdout"] < 1:
         raise UsageError(f"--holdout must be a share between 0 and 1, got {options['holdout']}")
     for name in ("outer_lr", "inner_lr"):
