@@ -237,6 +237,11 @@ def test_a_learning_that_no_outer_step_improved_is_no_success(tmp_path):
                                  "--force"])
     assert result.exit_code == 0, result.output
     assert out.exists()
+    # going on from a learned base (--init): the line also says that base may be the one to use
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(tmp_path / "again.safetensors"), "--init",
+                                 str(out), *NET, *META, "--outer-lr", "0.5"])
+    assert result.exit_code == 1 and f"or the base --init {out} gives is already as good" in result.output, \
+        result.output
 
 
 def test_meta_init_learns_a_base_resumes_to_it_and_fit_many_fits_its_latents(tmp_path, monkeypatch):

@@ -47,7 +47,7 @@ from inr_cli.formats.data import fingerprint
 from inr_cli.formats.export import write_safetensors
 from inr_cli.formats.input_files import check_regular
 from inr_cli.formats.network_description import spec_from_json
-from inr_cli.formats.start import start_sha256
+from inr_cli.formats.start import is_file_start, start_sha256
 from inr_cli.limits import MAX_METADATA_BYTES
 from inr_cli.outputs import check_parent, refuse_inputs, refuse_inside, side_files, takes_files, writable
 from inr_cli.sets import inputs
@@ -491,7 +491,8 @@ def learn_start(runner, source: str, out: Path, config: Config, options: MetaOpt
             method.close()
     chosen_row = max(log, key=lambda r: r["psnr"])  # the first of equals: the start `best` holds
     if chosen_row["step"] == 0 and len(log) > 1:
-        raise NothingLearned(log, options, state.path)
+        given = config.training.init if is_file_start(config.training.init) else None
+        raise NothingLearned(log, options, state.path, given)
     if not np.isfinite(best).all():
         raise InrError(f"the start learned holds NaN or infinite values (outer step {chosen_row['step']}); nothing "
                        f"is written: try a smaller --lr or --outer-lr")
@@ -509,15 +510,18 @@ class NothingLearned(InrError):
     """No outer step measured better than the first start: writing that start would call a failed
     learning done (an outer rate too large for the network makes every step worse)."""
 
-    def __init__(self, log: list[dict], options: MetaOptions, checkpoint: Path):
+    def __init__(self, log: list[dict], options: MetaOptions, checkpoint: Path, given: str | None = None):
         learned = "base" if options.modulations else "start"
         smaller = f"--outer-lr (this run's {options.outer_lr:g})" + ("" if options.modulations else " or --lr")
         after = max(row["psnr"] for row in log[1:])
+        # a file --init may be learned already: its own measure is then the best these settings reach
+        learned_already = "" if given is None else f"; or the {learned} --init {given} gives is already as good " \
+            f"as this learning makes it, and it is the one to use"
         super().__init__(
             f"no outer step improved on the first {learned}: the held-out PSNR after {options.inner_steps} inner "
             f"steps was {log[0]['psnr']:.2f} dB at outer step 0 and at most {after:.2f} dB after it; nothing is "
             f"written. A smaller {smaller} is the usual cure: run again with it and --force ({checkpoint} holds "
-            f"this run's learning)")
+            f"this run's learning){learned_already}")
 
 
 def chart(log: list[dict], inner_steps: int, path: Path) -> None:
