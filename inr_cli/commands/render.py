@@ -30,7 +30,8 @@ def command(
     run: Path = typer.Argument(..., metavar="RUN|SET", help="Run directory, checkpoint.npz, an inr fit-many folder "
                                "(with --image), or a .safetensors file inr export wrote."),
     image: Optional[str] = typer.Option(None, "--image", metavar="NAME", help="With a set (an inr fit-many folder or "
-                                        "its export): the image whose network to draw (its file name)."),
+                                        "its export): the image whose network to draw, named as index.csv "
+                                        "names it (its path in the set's input folder, A/x.png)."),
     size: Optional[int] = typer.Option(None, "--size", metavar="N", help="Longer side in pixels; the aspect ratio "
                                        "is kept."),
     width: Optional[int] = typer.Option(None, "--width", metavar="N", help="Canvas width (with --height: exact "

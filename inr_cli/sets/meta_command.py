@@ -31,7 +31,7 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
     options = meta_options(options, ray)
     out = Path(out)
     if out.suffix.lower() != ".safetensors":
-        raise UsageError(f"{out}: a start is written as .safetensors")
+        raise UsageError(f"{out}: a start or a base is written as .safetensors")
     check_options(None, ray, workers, gpus_per_worker)
     need_writer("safetensors")  # said before the learning, not after it
     values = flags_to_values({**flags, "source": str(source), "preview_every": 0, "dtype": "float32"})  # as a set's
@@ -123,7 +123,7 @@ def meta_options(given: dict, ray: str | None) -> dict:
         raise UsageError(f"--modulations must be a number of latents (1 or more), got {given['modulations']}; "
                          f"without it meta-init learns a start")
     if not 0 < options["holdout"] < 1:
-        raise UsageError(f"--holdout must be a share between 0 and 1, got {options['holdout']}")
+        raise UsageError(f"--holdout must be a share of the images above 0 and below 1, got {options['holdout']}")
     for name in ("outer_lr", "inner_lr"):
         if not (math.isfinite(options[name]) and options[name] > 0):
             raise UsageError(f"--{name.replace('_', '-')} must be a positive number, got {options[name]}")
