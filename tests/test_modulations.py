@@ -447,6 +447,30 @@ def test_a_base_learned_from_a_start_takes_the_start_s_omega0(tmp_path):
     assert base.spec == SPEC and base.spec.omega0 == 30.0
 
 
+def test_a_base_s_outer_rate_follows_its_depth_unless_said_or_checkpointed(tmp_path):
+    """Not given, a base's --outer-lr is 1e-3 up to 3 hidden layers and 3e-4 deeper; a rerun takes
+    the rate its checkpoint was learned with (an inr whose default differs goes on, not refuses)."""
+    from inr_cli.formats.modulated import read_base
+
+    folder = letters(tmp_path / "kind", 8, 0)
+    short = ["--modulations", "4", "--outer-steps", "2", "--meta-batch", "2", "--eval-every", "1"]
+    for layers, rate in (("3", 1e-3), ("4", 3e-4)):
+        out = tmp_path / f"base{layers}.safetensors"
+        result = runner.invoke(app, ["meta-init", str(folder), "-o", str(out), "--hidden", "4", "--layers", layers,
+                                     "--device", "cpu", "-q", *short])
+        assert result.exit_code in (0, 1), result.output  # 1: nothing learned in 2 steps, its checkpoint kept
+        saved = json.loads(np.load(f"{out}.meta.npz")["settings"].item())
+        assert saved["options"]["outer_lr"] == rate, layers
+    out = tmp_path / "said.safetensors"
+    args = ["meta-init", str(folder), "-o", str(out), "--hidden", "4", "--layers", "2", "--device", "cpu", "-q"]
+    assert runner.invoke(app, [*args, *short, "--outer-lr", "5e-4"]).exit_code in (0, 1)
+    result = runner.invoke(app, [*args, *short[:2], "--outer-steps", "3", *short[4:]])  # longer, the rate unsaid
+    assert result.exit_code in (0, 1) and "was learned with" not in result.output, result.output
+    assert json.loads(np.load(f"{out}.meta.npz")["settings"].item())["options"]["outer_lr"] == 5e-4
+    if out.exists():
+        assert read_base(out)[2]["outer_lr"] == 5e-4
+
+
 def test_the_bases_outer_rate_decays_linearly_to_nothing(monkeypatch):
     """Adam's step on θ at outer step s is --outer-lr x (1 - s / outer steps), as Reptile's (betas 0
     here, so that a step is the rate times the gradient's sign): a long learning ends in small steps

@@ -236,6 +236,18 @@ def test_the_latents_figures_the_guides_quote():
     assert (f"the tiles over 6x128 at 3e-4 drew at **{drawn(tiles)} in 3 / 10 steps**, a linear probe "
             f"**{tiles['accuracy']['linear']:.1%}**") in said
     assert f"{tiles_at_10['share_at_30_db']:.0%} of the held-out tiles at 30 dB or more in 10 steps" in said
+    # the outer rate by depth: 3e-4 at 6x128 above, 0.001 at 3x128
+    shallow = latents("3x128-384-3200-letters-all-fonts")
+    shallow_slow = latents("3x128-384-3200-lr3e-4-letters-all-fonts")
+    assert shallow_slow["meta_init"]["outer_lr"] == 3e-4
+    assert shallow["held_out"]["mean_psnr"] > shallow_slow["held_out"]["mean_psnr"]
+    assert (f"3x128 with 384 latents at 3e-4, 3200 outer steps, drew the unseen fonts at {drawn(shallow_slow)} in "
+            f"3 / 10 steps against {drawn(shallow).removesuffix(' dB')} at 0.001") in said
+    assert (f"a 3x128 base learned the letters better at 0.001 ({shallow['held_out_at']['10']['mean_psnr']:.1f} dB in "
+            f"10 steps against {shallow_slow['held_out_at']['10']['mean_psnr']:.1f})") in guide
+    from inr_cli.sets.meta import base_outer_lr
+
+    assert (base_outer_lr(shallow["base"]["layers"]), base_outer_lr(slower["base"]["layers"])) == (1e-3, 3e-4)
     # bases learned for ten inner steps: the tiles a little better, the letters unstable
     ten = latents("6x128-768-k10-800-lr3e-4-photos-all-tiles")
     assert ten["meta_init"]["inner_steps"] == 10 and ten["held_out"]["mean_steps"] == 10

@@ -78,9 +78,18 @@ class MetaOptions:
         return fields
 
 
-# The options' defaults for a base, where they differ from a start's: functa's 3 inner steps, and an
-# outer rate for Adam that learns in hundreds of outer steps (functa's 3e-6 is for 500,000 of them)
-BASE_DEFAULTS = {"inner_steps": 3, "outer_lr": 1e-3}
+# The options' defaults for a base, where they differ from a start's: functa's 3 inner steps (and
+# the outer rate of base_outer_lr)
+BASE_DEFAULTS = {"inner_steps": 3}
+SHALLOW_BASE_LAYERS = 3  # the deepest base Adam's outer rate of 1e-3 was measured to learn well
+
+
+def base_outer_lr(layers: int) -> float:
+    """A base's outer rate for Adam, learning in hundreds to thousands of outer steps (functa's 3e-6 is
+    for 500,000 of them): 1e-3 up to 3 hidden layers; deeper, 3e-4, as the gradient through more
+    sines is steeper (at 1e-3 a 6-layer base learned no letters and an 8-layer one fell apart;
+    BENCHMARKS.md, "Sets of latents")."""
+    return 1e-3 if layers <= SHALLOW_BASE_LAYERS else 3e-4
 # A base's omega0 unless one is given: functa's 30 on coordinates in [0, 1] is 15 on ours in [-1, 1]
 # (BENCHMARKS.md, "Sets of latents", has 15 against 30 on the suite)
 BASE_OMEGA0 = 15.0

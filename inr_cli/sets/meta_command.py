@@ -4,6 +4,7 @@ learning)."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from inr_cli.sets.meta import (
     MetaInterrupted,
     MetaOptions,
     MetaState,
+    base_outer_lr,
     learn_start,
     recorded_settings,
 )
@@ -49,7 +51,10 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
     # The same command goes on from its checkpoint: what it does not say is what the checkpoint
     # was learned with, whatever this inr's defaults and presets choose now. With --force the
     # command's own settings: a checkpoint learned with others is started afresh.
-    config = settings_on_rerun(config, {} if force else _checkpointed_settings(state), given)
+    saved = None if force else state.read()
+    config = settings_on_rerun(config, recorded_settings(saved["settings"], state.path) if saved else {}, given)
+    if options["outer_lr"] is None:  # a base's, not said: the checkpoint's, else the one for its depth
+        options["outer_lr"] = _checkpointed_option(saved, "outer_lr") or base_outer_lr(config.network.layers)
     if ray:
         from inr_cli.sets.meta_on_ray import OnRay
 
@@ -116,6 +121,8 @@ def meta_options(given: dict, ray: str | None) -> dict:
     checked: a base's defaults where one is learned (BASE_DEFAULTS), a start's otherwise."""
     defaults = {**MetaOptions().__dict__, **(BASE_DEFAULTS if given.get("modulations") else {})}
     options = {**defaults, **{name: value for name, value in given.items() if value is not None}}
+    if given.get("modulations") and given.get("outer_lr") is None:
+        options["outer_lr"] = None  # the base's depth chooses it (base_outer_lr), once the network is known
     for name in ("outer_steps", "inner_steps", "meta_batch", "eval_every"):
         if options[name] <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive, got {options[name]}")
@@ -125,7 +132,7 @@ def meta_options(given: dict, ray: str | None) -> dict:
     if not 0 < options["holdout"] < 1:
         raise UsageError(f"--holdout must be a share of the images above 0 and below 1, got {options['holdout']}")
     for name in ("outer_lr", "inner_lr"):
-        if not (math.isfinite(options[name]) and options[name] > 0):
+        if options[name] is not None and not (math.isfinite(options[name]) and options[name] > 0):
             raise UsageError(f"--{name.replace('_', '-')} must be a positive number, got {options[name]}")
     if options["modulations"] and ray:
         raise UsageError("--ray fits a start's inner fits on a cluster; a base with modulations is learned in this "
@@ -133,7 +140,9 @@ def meta_options(given: dict, ray: str | None) -> dict:
     return options
 
 
-def _checkpointed_settings(state: MetaState) -> dict:
-    """The settings the checkpoint records ({key: value}); none where there is no checkpoint."""
-    saved = state.read()
-    return recorded_settings(saved["settings"], state.path) if saved else {}
+def _checkpointed_option(saved: dict | None, name: str):
+    """An option the checkpoint's learning was run with (None where there is none, or it does not say)."""
+    try:
+        return json.loads(saved["settings"])["options"][name] if saved else None
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return None
