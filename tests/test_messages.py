@@ -87,7 +87,7 @@ def test_a_meta_init_checkpoint_or_a_set_given_as_a_run_says_what_it_is_and_what
         result = run(*command)
         assert result.exit_code == 2 and result.stderr.strip() == (
             f"error: {kept} is an inr meta-init checkpoint (what it resumes its learning from), not a run: give "
-            f"the start it learns, {start}"), command
+            f"the start or base it learns, {start}"), command
     assert run("render", start, "--size", "8", "-o", tmp_path / "start.png").exit_code == 0  # what it points to
     result = run("fit-many", folder, "-o", tmp_path / "set", "--hidden", "8", "--layers", "2", "--steps", "2",
                  "--device", "cpu", "-q")

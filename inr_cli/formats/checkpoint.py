@@ -326,12 +326,12 @@ def _from_arrays(path: Path, arrays: _CheckedArrays, moments: bool = True, defer
 
 
 def _meta_init_checkpoint(path: Path) -> str:
-    """What the checkpoint inr meta-init keeps beside its start (OUT.meta.npz, sets/meta.py) is, and
-    what to give instead: the start itself."""
+    """What the checkpoint inr meta-init keeps beside its start or base (OUT.meta.npz, sets/meta.py)
+    is, and what to give instead: the file it learns."""
     start = path.name.removesuffix(".meta.npz")
     given = path.with_name(start) if start != path.name else "the .safetensors file it writes (its -o)"
     return (f"{path} is an inr meta-init checkpoint (what it resumes its learning from), not a run: give the start "
-            f"it learns, {given}")
+            f"or base it learns, {given}")
 
 
 def _json_object(text: str) -> dict:

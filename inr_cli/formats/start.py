@@ -36,12 +36,17 @@ def check_init(init: str) -> None:
                        f"start)")
 
 
+def base_latent_of(init: str) -> int | None:
+    """The latent size of the base a start names, None where it names no base (its header read alone)."""
+    from inr_cli.formats.modulated import base_latent
+
+    return base_latent(start_file(init)) if is_file_start(init) else None
+
+
 def refuse_base(init: str, instead: str) -> None:
     """A base with modulations given where a start of whole networks is taken: its map and rates
     would be dropped without a word. `instead`: what the command would do with it."""
-    from inr_cli.formats.modulated import base_latent
-
-    latent = base_latent(start_file(init)) if is_file_start(init) else None
+    latent = base_latent_of(init)
     if latent is not None:
         raise UsageError(f"--init {init}: a base with modulations ({latent} latents an image), not a start of whole "
                          f"networks; {instead}")

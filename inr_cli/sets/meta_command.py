@@ -12,7 +12,14 @@ from inr_cli.config import META_INIT, SET_PRESETS, build_config, flags_to_values
 from inr_cli.console import info, notice
 from inr_cli.errors import UsageError
 from inr_cli.formats.export import need_writer
-from inr_cli.formats.start import is_file_start, refuse_base, resolved_start, start_file, start_network
+from inr_cli.formats.start import (
+    base_latent_of,
+    is_file_start,
+    refuse_base,
+    resolved_start,
+    start_file,
+    start_network,
+)
 from inr_cli.sets.driver import check_options, settings_on_rerun
 from inr_cli.sets.meta import (
     BASE_DEFAULTS,
@@ -54,7 +61,7 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
     saved = None if force else state.read()
     config = settings_on_rerun(config, recorded_settings(saved["settings"], state.path) if saved else {}, given)
     if options["outer_lr"] is None:  # a base's, not said: the checkpoint's, else the one for its depth
-        options["outer_lr"] = _checkpointed_option(saved, "outer_lr") or base_outer_lr(config.network.layers)
+        options["outer_lr"] = _checkpointed_rate(saved, "outer_lr") or base_outer_lr(config.network.layers)
     if ray:
         from inr_cli.sets.meta_on_ray import OnRay
 
@@ -105,12 +112,10 @@ def meta_init(source: str, out: Path, flags: dict, config_file: Path | None, pre
 def _check_base_init(init: str, modulations: int) -> None:
     """--init of a base goes on learning that base: its latent size, not another (which would keep its
     network and drop its map), nor a start (which would drop both map and rates)."""
-    from inr_cli.formats.modulated import base_latent
-
     if not modulations:
         refuse_base(init, "meta-init --modulations with its latent size goes on learning it")
         return
-    latent = base_latent(start_file(init)) if is_file_start(init) else None
+    latent = base_latent_of(init)
     if latent is not None and latent != modulations:
         raise UsageError(f"--init {init}: a base of {latent} latents an image, not {modulations}; --modulations "
                          f"{latent} goes on learning it, or leave --init out for a base of {modulations}")
@@ -140,9 +145,12 @@ def meta_options(given: dict, ray: str | None) -> dict:
     return options
 
 
-def _checkpointed_option(saved: dict | None, name: str):
-    """An option the checkpoint's learning was run with (None where there is none, or it does not say)."""
+def _checkpointed_rate(saved: dict | None, name: str) -> float | None:
+    """A rate the checkpoint's learning was run with (None where there is none, or it does not say
+    one: a positive number)."""
     try:
-        return json.loads(saved["settings"])["options"][name] if saved else None
+        value = json.loads(saved["settings"])["options"][name] if saved else None
     except (ValueError, KeyError, TypeError, RecursionError):
         return None
+    good = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return float(value) if good else None
