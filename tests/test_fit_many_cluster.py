@@ -319,6 +319,19 @@ def test_without_workers_each_one_cpu_node_gets_a_worker(cluster, reference, tmp
     assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
 
 
+def test_until_psnr_on_the_cluster_says_what_reached_it_as_this_process_does(cluster, reference, tmp_path):
+    """The line of the images that reached --until-psnr counts the shards the workers fitted."""
+    folder, _ = reference
+    said = []
+    for where in ([], ["--ray", cluster.address]):
+        process = inr("fit-many", folder, "-o", tmp_path / f"set{len(where)}", "--pack", "2", "--until-psnr", "22",
+                      *NET[:-1], *where)
+        code, stderr = finish(process, timeout=300)
+        assert code == 0, stderr
+        said.append([line for line in stderr.splitlines() if line.startswith("--until-psnr 22: ")])
+    assert len(said[0]) == 1 and said[0] == said[1], said
+
+
 def test_resources_no_node_has_end_the_run_in_one_line(cluster, reference, tmp_path):
     folder, _ = reference
     code, stderr = run(cluster, folder, "-o", tmp_path / "set", "--device", "auto", "--gpus-per-worker", "2",

@@ -262,7 +262,7 @@ class ShardWorker:
         if not self.out.exists(shard_name(index)):
             write_shard(self.out, index, result, rows)
             remove_partials(self.out, [index])
-        return {"names": result["names"], "psnr": result["psnr"]}
+        return {"names": result["names"], "psnr": result["psnr"], "steps": result["steps"]}  # the driver sums them
 
 
 def other_start(init: str, sha256: str, where: str) -> str | None:

@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
+
 from inr_cli.config import KEY_TYPES, SET_PRESETS, Config, build_config, flags_to_values, given_keys, with_values
 from inr_cli.console import info, notice
 from inr_cli.core.memory import check_training
@@ -230,10 +232,14 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
         what = f"latents of {plan.latent} over a base {network}" if plan.latent else network
         info(f"fitting {total} images ({shards}; {done} done) on {runner.where}: {what}, "
              f"{plan.config.training.steps} steps -> {out}")
-    steps = plan.config.training.steps
+    steps, target = plan.config.training.steps, plan.config.training.target_psnr
+    reached = [0, 0]  # with --until-psnr: of the images fitted now, those that reached it, and all
     with Signals() as signals, ImageProgress(total, done, steps, quiet) as progress:
         def on_shard(index, result):
             progress.add(len(result["names"]), result["psnr"])
+            if target:  # stopped before the last step, or at it with the target met
+                met = (np.asarray(result["steps"]) < steps) | (np.asarray(result["psnr"]) >= target)
+                reached[0], reached[1] = reached[0] + int(met.sum()), reached[1] + len(met)
 
         try:
             runner.fit(plan, folder, pending, on_shard, signals, progress)
@@ -252,6 +258,10 @@ def fit_set(source: str, out: str | Path, config: Config, pack: int | None = Non
         info(f"done: {total} {what} ({bytes_per_image:,} bytes each) in {folder.join(WEIGHTS)}" +
              (f" (assembled on {where})" if where else "") +
              f"; one row per image in {folder.join(INDEX)}")
+        if reached[1]:  # a target most images miss is said, not left to index.csv's steps column
+            info(f"--until-psnr {target:g}: {reached[0]} of the {reached[1]} images fitted now reached it within "
+                 f"{steps} steps" + ("" if reached[0] == reached[1] else
+                                     "; the others stopped there (--steps takes more)"))
     return plan
 
 
