@@ -260,6 +260,13 @@ def test_the_latents_figures_the_guides_quote():
             f"({fonts_ten['held_out_at']['3']['mean_psnr']:.2f} in 3) against "
             f"{slower['held_out_at']['10']['mean_psnr']:.2f} from the base learned for 3") in said
     assert f"a linear probe on them still reached {fonts_ten['accuracy']['linear']:.1%}" in said
+    longer = latents("6x128-768-3200-lr3e-4-photos-all-tiles")
+    assert longer["meta_init"]["best_outer_step"] == 1600 and longer["meta_init"]["outer_steps"] == 3200
+    assert (f"drew the held-out tiles at {drawn(longer)} in 3 / 10 steps (against {drawn(tiles).removesuffix(' dB')} "
+            f"from 1600 outer steps whose rate reached 0), though a linear probe on those latents reached "
+            f"**{longer['accuracy']['linear']:.1%}** against the pixels' "
+            f"{pixels_probe('6x128-768-3200-lr3e-4-photos-all-tiles')['linear']:.1%} (MLP "
+            f"{longer['accuracy']['mlp']:.1%}") in said
     assert f"outer rate of 3e-4 ({tiles_at_10['mean_psnr']:.2f} dB;" in said
     assert (f"at 3e-4 the 6x128 base drew the tiles at {tiles_at_10['mean_psnr']:.1f} dB "
             f"({tiles['accuracy']['linear']:.1%}) and the letters of unseen fonts at "
