@@ -443,11 +443,17 @@ ADAM_KEYS = {"optimizer.beta1", "optimizer.beta2", "optimizer.eps"}
 DRAWN_STARTS = ("random", "shared")  # training.init's values that name no file: its draws (formats/start.py)
 
 
-def unused_settings(config: Config, one_network: bool = True) -> dict[str, str]:
+def unused_settings(config: Config, one_network: bool = True, latents: bool = False) -> dict[str, str]:
     """{key: why} of the settings that a run of this configuration does not use: another network's,
-    encoding's or optimiser's, and what only a file start or a set tells apart. The checkpoint keeps
-    them all (a resume needs every key); what a person reads (config.toml, inr view) leaves them out."""
+    encoding's or optimiser's, and what only a file start or a set tells apart; `latents`: a set of
+    latents over a base, which steps with the base's learned rates on every pixel. The checkpoint
+    keeps them all (a resume needs every key); what a person reads (config.toml, inr view) leaves
+    them out."""
     unused = {}
+    if latents:
+        unused.update({key: "a set of latents steps with its base's learned rates" for key in KEY_TYPES
+                       if key.startswith("optimizer.")})
+        unused["training.batch_size"] = "a set of latents is fitted on every pixel"
     if config.network.model != "siren":
         unused["network.omega0"] = "a SIREN's frequency"
     else:
@@ -467,9 +473,9 @@ def unused_settings(config: Config, one_network: bool = True) -> dict[str, str]:
     return {key: unused[key] for key in KEY_TYPES if key in unused}  # in the table's order
 
 
-def used_settings(config: Config, one_network: bool = True) -> dict[str, dict]:
+def used_settings(config: Config, one_network: bool = True, latents: bool = False) -> dict[str, dict]:
     """{section: {field: value}} of the settings the run uses (unused_settings left out)."""
-    unused = unused_settings(config, one_network)
+    unused = unused_settings(config, one_network, latents)
     return {section: {field: value for field, value in asdict(getattr(config, section)).items()
                       if f"{section}.{field}" not in unused} for section in SECTION_TYPES}
 

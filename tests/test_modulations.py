@@ -328,7 +328,7 @@ def test_meta_init_learns_a_base_resumes_to_it_and_fit_many_fits_its_latents(tmp
 
     assert np.array_equal(SetView(out).network(3).params, one)
     shown = SetView(out).state(3)["settings"]  # the latents step with the base's rates: no optimizer shown
-    assert "optimizer" not in shown and "batch_size" not in shown["training"] and shown["network"]["hidden"] == 8
+    assert not shown["optimizer"] and "batch_size" not in shown["training"] and shown["network"]["hidden"] == 8
     # a set grown by --add is the set fitted at once
     (tmp_path / "more").mkdir()
     for name in ("00.png", "01.png", "02.png"):

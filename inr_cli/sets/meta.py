@@ -90,6 +90,8 @@ def base_outer_lr(layers: int) -> float:
     sines is steeper (at 1e-3 a 6-layer base learned no letters and an 8-layer one fell apart;
     BENCHMARKS.md, "Sets of latents")."""
     return 1e-3 if layers <= SHALLOW_BASE_LAYERS else 3e-4
+
+
 # A base's omega0 unless one is given: functa's 30 on coordinates in [0, 1] is 15 on ours in [-1, 1]
 # (BENCHMARKS.md, "Sets of latents", has 15 against 30 on the suite)
 BASE_OMEGA0 = 15.0

@@ -285,20 +285,12 @@ class SetView:
         entry = self.set.index[net]
         return fit_longer_side(int(entry["width"]), int(entry["height"]), THUMBNAIL_SIDE)
 
-    def _settings(self) -> dict:
-        """The settings the set was fitted with; a set of latents stepped with its base's learned rates,
-        not an optimizer, and on every pixel: those settings are not shown as if they were used."""
-        settings = used_settings(self.config, one_network=False)
-        if self.set.latent:
-            settings.pop("optimizer", None)
-            settings["training"].pop("batch_size", None)
-        return settings
-
     def state(self, net: int, sort: str = "-psnr", label: str | None = None, query: str = "") -> dict:
         shown = self.network(net)
         return {"kind": self.kind, "net": net, "name": self.names[net], "version": shown.version,
                 "width": shown.width, "height": shown.height, "channels": list(self.set.channels),
-                "settings": self._settings(), "pyramid": shown.pyramid.to_json(), "row": self.row(net),
+                "settings": used_settings(self.config, one_network=False, latents=bool(self.set.latent)),
+                "pyramid": shown.pyramid.to_json(), "row": self.row(net),
                 "count": len(self.names), "position": self.position(net, sort, label, query),
                 "source": self._source_reachable(net)}
 
