@@ -425,6 +425,11 @@ def test_what_a_base_cannot_take_is_refused_in_one_line(tmp_path):
     assert result.exit_code == 0 and "is copied again from --init" in result.output, result.output
     assert (out / "base.safetensors").read_bytes() == path.read_bytes()
     assert runner.invoke(app, ["info", str(out)]).exit_code == 0
+    (out / "base.safetensors").unlink()  # a FIFO in its place is neither read (it would hang) nor written through
+    os.mkfifo(out / "base.safetensors")
+    result = runner.invoke(app, ["fit-many", str(folder), "-o", str(out), "--init", str(path)])
+    assert result.exit_code == 2 and "is not a regular file (a FIFO" in result.output, result.output
+    os.unlink(out / "base.safetensors")
     (out / "base.safetensors").write_bytes(b"not a base")
     (out / "base.safetensors").unlink()
     with pytest.raises(InrError, match="missing; a set of latents is drawn through its base"):

@@ -27,7 +27,7 @@ from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.network_set import BASE, INDEX, PLAN, SHARDS, WEIGHTS
 from inr_cli.formats.start import is_file_start, resolved_start, start_file, start_network, start_params, start_sha256
 from inr_cli.hooks import hook
-from inr_cli.limits import MAX_LIST_BYTES
+from inr_cli.limits import MAX_HEADER_BYTES, MAX_LIST_BYTES
 from inr_cli.outputs import IGNORED, folder_output, refuse_dangling, refuse_inputs_among, refuse_inside
 from inr_cli.sets import inputs
 from inr_cli.sets.cluster import OnRay
@@ -357,8 +357,15 @@ def _base_in_set(folder: SetFolder, plan: Plan, notices: list) -> None:
     is not the file the set was planned with (a damaged copy is copied again, as a damaged shard is
     fitted again, never left for every reader of the set to refuse)."""
     if folder.exists(BASE):
-        held = hashlib.sha256(folder.read_bytes(BASE)).hexdigest()
-        if not plan.start_sha256 or held == plan.start_sha256:
+        # a base of the plan's network and latent size is its float32 tensors and a header: a copy
+        # larger than that, or one that cannot be read (a folder, a FIFO), is no copy of it
+        spec = plan.spec
+        largest = 4 * (spec.parameter_count() + (spec.layers * spec.hidden + 1) * plan.latent) + 8 + MAX_HEADER_BYTES
+        try:
+            held = hashlib.sha256(folder.read_bytes(BASE, largest)).hexdigest()
+        except InrError:
+            held = None
+        if held is not None and (not plan.start_sha256 or held == plan.start_sha256):
             return
         notices.append(f"{folder.join(BASE)} is not the base this set was started from (damaged or replaced); it "
                        f"is copied again from --init")
