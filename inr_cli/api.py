@@ -32,7 +32,16 @@ from inr_cli import arguments
 from inr_cli.config import DEVICES, Spelling, given_settings
 from inr_cli.core.memory import check_render
 from inr_cli.core.network import NetworkSpec, frequency_view, layer_views
-from inr_cli.errors import OUT_OF_MEMORY, ArgumentTypeError, ArgumentValueError, InrError, OutOfMemory, UsageError
+from inr_cli.errors import (
+    OUT_OF_MEMORY,
+    ArgumentTypeError,
+    ArgumentValueError,
+    FileError,
+    InrError,
+    OutOfMemory,
+    UsageError,
+    system_refusal,
+)
 from inr_cli.formats.atomic import atomic_path
 from inr_cli.formats.checkpoint import FILENAME as CHECKPOINT
 from inr_cli.formats.input_files import is_url
@@ -54,7 +63,9 @@ class _run_errors_for_python(contextlib.ContextDecorator):
     argument is; one already a built-in (arguments.py's) stays as it is. The commands end an
     interrupted run (its checkpoint or shards saved, what to do next said) with SystemExit(128 +
     signal); from Python that is a KeyboardInterrupt, which a notebook survives. NumPy's
-    MemoryError is an InrError too (OutOfMemory, a MemoryError), with the command's words."""
+    MemoryError is an InrError too (OutOfMemory, a MemoryError), with the command's words, and so is
+    what the system refused that no reader named (a name too long: FileError, an OSError), in the
+    one line the commands print for it."""
 
     def __enter__(self):
         return self
@@ -64,6 +75,8 @@ class _run_errors_for_python(contextlib.ContextDecorator):
             raise KeyboardInterrupt(f"interrupted (signal {exc.code - 128}); the work so far is saved") from None
         if kind is not None and issubclass(kind, MemoryError) and not issubclass(kind, InrError):
             raise OutOfMemory(OUT_OF_MEMORY) from None
+        if kind is not None and issubclass(kind, OSError) and not issubclass(kind, InrError):
+            raise FileError(system_refusal(exc), exc.errno, exc.strerror) from None
         if kind is not None and issubclass(kind, UsageError) and not issubclass(kind, PYTHON_ERRORS):
             raise ArgumentValueError(str(exc)) from None
         return False
@@ -434,6 +447,8 @@ def fit(image: PathLike | np.ndarray | None = None, *, preset: str | None = None
             not hasattr(image, "getdata"):  # a PIL image
         raise ArgumentTypeError(f"image is a file, an array or a PIL image, got {type(image).__name__}")
     if image is None or isinstance(image, (str, os.PathLike)):
+        if image is not None and not (isinstance(image, str) and is_url(image)):
+            arguments.path(image, "image")  # not empty, no NUL
         result = start_run(None if image is None else os.fspath(image), flags, config, run_dir, quiet, preset)
         return _load_run(result.run_dir)
     array, name = _image_array(image)

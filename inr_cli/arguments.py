@@ -25,12 +25,14 @@ def _shown(value) -> str:
 
 
 def path(value, name: str) -> Path:
-    """A file or folder: a str or an os.PathLike, not empty."""
+    """A file or folder: a str or an os.PathLike, not empty, without NUL."""
     if not isinstance(value, (str, os.PathLike)):
         raise ArgumentTypeError(f"{name} is a path (a str or a pathlib.Path), got {_shown(value)}")
     text = os.fspath(value)
     if not isinstance(text, str) or not text:
         raise ArgumentValueError(f"{name} is a path, got {_shown(value)}")
+    if "\0" in text:  # no file can be named so: the system refuses it wherever it is used
+        raise ArgumentValueError(f"{name} holds a NUL character, which no file name can: got {_shown(text)}")
     return Path(text)
 
 

@@ -21,7 +21,7 @@ from typer.core import TyperGroup
 from inr_cli import __version__
 from inr_cli.console import error
 from inr_cli.core.training_loop import Interrupted
-from inr_cli.errors import OUT_OF_MEMORY, InrError
+from inr_cli.errors import OUT_OF_MEMORY, InrError, system_refusal
 
 # The exit status when standard output was closed before all was written (`inr info | head -0`):
 # Python's own when its exit cannot flush stdout. Click's would be 1, the status of any failure.
@@ -146,8 +146,7 @@ def handles_errors(command):
         except OSError as exc:  # what the system refused (a full disk, a read-only folder) that no reader named
             if _debug["on"]:
                 raise
-            where = f"{exc.filename}: " if exc.filename else ""
-            error(f"{where}{exc.strerror or exc}")
+            error(system_refusal(exc))
             raise typer.Exit(1) from None
 
     return wrapper

@@ -16,9 +16,9 @@ class UsageError(InrError):
     exit_code = EXIT_USAGE
 
 
-class WriteError(InrError, OSError):
-    """A file that could not be written (a read-only folder, a full disk, a device that refuses it),
-    as one line that names it. An OSError too, so that code handling a failed write goes on doing so."""
+class FileError(InrError, OSError):
+    """A file or folder the system refused (a name longer than it takes, a folder it may not look
+    into), as one line that names it. An OSError too, so that code handling one goes on doing so."""
 
     def __init__(self, message: str, errno: int | None = None, strerror: str | None = None):
         OSError.__init__(self, errno, strerror)
@@ -29,6 +29,18 @@ class WriteError(InrError, OSError):
 
     def __reduce__(self):  # one crossing a process (a Ray task) keeps its message
         return type(self), (self.message, self.errno, self.strerror)
+
+
+def system_refusal(exc: OSError) -> str:
+    """The one line for what the system refused that no reader named (a full disk, a read-only folder,
+    a name too long): the file, then the system's words."""
+    where = f"{exc.filename}: " if exc.filename else ""
+    return f"{where}{exc.strerror or exc}"
+
+
+class WriteError(FileError):
+    """A file that could not be written (a read-only folder, a full disk, a device that refuses it),
+    as one line that names it."""
 
 
 # From Python, a bad argument is an InrError that is also the built-in error a Python user catches

@@ -6,6 +6,7 @@ never NumPy's words, a bare TypeError, an IndexError from deep inside."""
 
 from __future__ import annotations
 
+import errno
 import inspect
 import itertools
 import warnings
@@ -17,12 +18,13 @@ import pytest
 
 import inr_cli
 from inr_cli.api import TrainedNetwork, TrainedSet
-from inr_cli.errors import ArgumentTypeError, IndexOutOfRange, InrError, NoSuchName, UsageError
+from inr_cli.errors import ArgumentTypeError, FileError, IndexOutOfRange, InrError, NoSuchName, UsageError
 from inr_cli.weights_data import WeightsView
 from tests.test_output_policy import make_images
 
 HOSTILE = [None, 123, -1, 0, 1.5, float("nan"), True, "2", "", [], ["a"], object(), np.zeros((2, 3)),
-           "photo.png"]  # an image where a run or a set goes (written where the walk runs)
+           "photo.png",  # an image where a run or a set goes (written where the walk runs)
+           "a\0b.tif"]  # what no file can be named
 TINY = {"steps": 1, "hidden": 8, "layers": 1, "device": "cpu"}
 fresh = itertools.count()
 
@@ -163,6 +165,32 @@ def test_a_setting_or_size_the_command_refuses_is_a_value_error(made, tmp_path):
         with pytest.raises(kind) as caught:
             call()
         assert isinstance(caught.value, InrError) and message in str(caught.value), str(caught.value)
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_path_the_system_refuses_is_the_commands_one_line_and_an_os_error(made, tmp_path):
+    """A name longer than the system takes, wherever a path goes (read or written), is one line naming
+    it: where no reader names it, the line the commands print for it, "NAME: File name too long", an
+    InrError that is the OSError Python code catches; never the system's bare OSError. Nothing is left
+    behind."""
+    base, net = made["base"], made["net"]
+    long = tmp_path / ("x" * 300)
+    calls = {"load": lambda: inr_cli.load(long), "TrainedSet": lambda: TrainedSet(long),
+             "join": lambda: inr_cli.join(base / "set", long, tmp_path / "joined"),
+             "fit run_dir": lambda: inr_cli.fit(np.full((4, 5, 3), 0.5), run_dir=long, quiet=True, **TINY),
+             "fit_many folder": lambda: inr_cli.fit_many(long, tmp_path / "out", quiet=True, **TINY),
+             "fit_many out": lambda: inr_cli.fit_many(base / "more", long, quiet=True, **TINY),
+             "write_tiles": lambda: net.write_tiles(f"{long}.tif", size=8)}
+    for what, call in calls.items():
+        with pytest.raises(InrError) as caught:
+            call()
+        said = str(caught.value)
+        assert "\n" not in said and "x" * 300 in said and "File name too long" in said, (what, said)
+        if isinstance(caught.value, FileError):
+            assert caught.value.errno == errno.ENAMETOOLONG and said.startswith(f"{long}"), (what, said)
+    with pytest.raises(OSError) as caught:
+        inr_cli.load(long)
+    assert isinstance(caught.value, FileError) and str(caught.value) == f"{long}: File name too long"
     assert not list(tmp_path.iterdir())
 
 
