@@ -338,9 +338,10 @@ class TrainedSet:
         safetensors export."""
         from inr_cli.frameworks import to_torch, to_torch_modulated
 
+        clip = arguments.flag(clip, "clip")
         if self.base is not None:
-            return to_torch_modulated(self.base, np.asarray(self.weights), clip=arguments.flag(clip, "clip"))
-        return to_torch(self.spec, np.asarray(self.weights), single=False, clip=arguments.flag(clip, "clip"))
+            return to_torch_modulated(self.base, self._saved.stored(slice(None)), clip=clip)
+        return to_torch(self.spec, self._saved.stored(slice(None)), single=False, clip=clip)
 
     def to_jax(self, clip: bool = True):
         """(params, apply): the parameters stacked over the networks, and apply(params, coords
@@ -348,9 +349,10 @@ class TrainedSet:
         {"layers", "map", "rates", "latents"}, the base's layers shared by every latent."""
         from inr_cli.frameworks import to_jax, to_jax_modulated
 
+        clip = arguments.flag(clip, "clip")
         if self.base is not None:
-            return to_jax_modulated(self.base, np.asarray(self.weights), clip=arguments.flag(clip, "clip"))
-        return to_jax(self.spec, np.asarray(self.weights), single=False, clip=arguments.flag(clip, "clip"))
+            return to_jax_modulated(self.base, self._saved.stored(slice(None)), clip=clip)
+        return to_jax(self.spec, self._saved.stored(slice(None)), single=False, clip=clip)
 
 
 @_run_errors_for_python()

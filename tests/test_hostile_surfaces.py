@@ -526,6 +526,11 @@ def test_nan_weights_are_never_handed_out(made, tmp_path):
         assert np.array_equal(next(batches)[0], kept[i:i + 1])
     with pytest.raises(inr_cli.InrError, match="i2.png"):
         next(batches)
+    coords = np.zeros((3, 2), np.float32)
+    for call in (nets.networks, lambda: nets(coords), lambda: nets(coords, clip=False), nets.to_torch,
+                 nets.to_jax):  # every network at once: none drawn from NaN
+        with pytest.raises(inr_cli.InrError, match="i2.png: its network's parameters in weights.npy hold NaN"):
+            call()
     for exported in ("set.safetensors", "set_0-4.hdf5"):  # an export holds only networks a reader takes
         line = one_line(run("export", out, "-o", tmp_path / exported), 1)
         assert "i2.png: its network's parameters hold NaN" in line and not (tmp_path / exported).exists(), line

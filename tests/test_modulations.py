@@ -362,6 +362,51 @@ def test_meta_init_learns_a_base_resumes_to_it_and_fit_many_fits_its_latents(tmp
         assert np.array_equal(f["modulation_map"][...], base.shift_map)
 
 
+def test_a_set_of_latents_draws_nothing_from_nan_and_its_base_expands_only_latents(tmp_path):
+    """nets.base.expand(latents), documented for decoding latents a model made, takes real and finite
+    latents of its size, refused as every array the API takes (a TypeError or ValueError that is an
+    InrError naming `latents`), never NumPy's ValueError or a network of NaN; a damaged set of latents
+    (a NaN row of weights.npy) is one line naming the image wherever its networks are drawn at once."""
+    import warnings
+
+    import inr_cli
+
+    folder = letters(tmp_path / "kind", 8, 0)
+    base = tmp_path / "base.safetensors"
+    result = runner.invoke(app, ["meta-init", str(folder), "-o", str(base), *NET, *META])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(app, ["fit-many", str(folder), "-o", str(tmp_path / "set"), "--init", str(base),
+                                 "--device", "cpu", "-q"])
+    assert result.exit_code == 0, result.output
+    nets = inr_cli.load(tmp_path / "set")
+    assert nets.base.expand(np.zeros(4)).shape == (1, nets.spec.parameter_count())
+    refused = [(None, TypeError, "latents is an array of numbers, got NoneType"),
+               ("abc", TypeError, "latents is an array of numbers, got 'abc'"),
+               ([[0.0] * 4, [0.0]], TypeError, "latents is an array of numbers, got list"),
+               (np.zeros((1, 4), complex), TypeError, "complex values are not taken"),
+               (np.array([[0.0, None, 0.0, 0.0]]), TypeError, "holds NoneType None"),
+               (np.zeros((2, 3)), ValueError, "latents of shape [2, 3]: expected [N, 4] or [4]"),
+               (np.full((1, 4), np.nan), ValueError, "latents holds NaN or infinite values")]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # NumPy's ComplexWarning among them
+        for latents, kind, message in refused:
+            with pytest.raises(kind) as caught:
+                nets.base.expand(latents)
+            assert isinstance(caught.value, InrError) and message in str(caught.value), str(caught.value)
+    weights = np.load(tmp_path / "set" / "weights.npy", mmap_mode="r+")
+    weights[1, 2] = np.nan
+    weights.flush()
+    del weights
+    nets = inr_cli.load(tmp_path / "set")
+    name = nets.names[1]
+    coords = np.zeros((3, 2), np.float32)
+    for call in (nets.networks, lambda: nets(coords), lambda: nets(coords, clip=False), nets.to_torch, nets.to_jax,
+                 lambda: nets[1]):
+        with pytest.raises(InrError, match=f"{name}: its network's parameters in weights.npy hold NaN"):
+            call()
+    assert np.isfinite(nets[0].params).all()
+
+
 def test_a_set_of_latents_resumes_after_a_kill_to_the_set_fitted_at_once(tmp_path):
     from inr_cli.formats.modulated import write_base
 

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inr_cli import arguments
 from inr_cli.core.coords import pixel_grid
 from inr_cli.core.network import NetworkSpec, layer_views
 from inr_cli.core.workspace import Workspace
-from inr_cli.errors import InrError, UsageError
+from inr_cli.errors import ArgumentValueError, InrError
 
 # What a base holds besides its network: the map's and the rates' names in its file (formats/modulated.py)
 MAP, RATES = "modulation.map", "modulation.rates"
@@ -59,10 +60,12 @@ class ModulatedBase:
 
     def expand(self, latents: np.ndarray) -> np.ndarray:
         """[N, P] float32: each latent's network ([N, D] latents, or one [D]), the base with its hidden
-        biases moved by M z."""
-        latents = np.asarray(latents, dtype=np.float32)
+        biases moved by M z. The latents are checked as every array the API takes (arguments.py): real
+        and finite numbers, of that shape (what a user gives as `nets.base.expand(...)`)."""
+        latents = arguments.float_array(latents, "latents")
         if latents.ndim not in (1, 2) or latents.shape[-1] != self.latent:
-            raise UsageError(f"latents of shape {list(latents.shape)}: expected [N, {self.latent}] or [{self.latent}]")
+            raise ArgumentValueError(f"latents of shape {list(latents.shape)}: expected [N, {self.latent}] or "
+                                     f"[{self.latent}]")
         latents = latents.reshape(-1, self.latent)
         params = np.array(np.broadcast_to(self.params, (len(latents), self.params.size)), dtype=np.float32)
         shifts = latents @ self.shift_map.T

@@ -64,10 +64,23 @@ class NetworkSet:
         """The numbers of each latent; 0 in a set of whole networks."""
         return 0 if self.base is None else self.base.latent
 
+    def stored(self, rows) -> np.ndarray:
+        """[len(rows), P] float32 (a set of latents: [len(rows), D]): these rows of weights.npy, read and
+        checked: a row holding NaN or infinite values is a damaged set, named by its image."""
+        weights = np.asarray(self.weights[rows], dtype=np.float32)
+        finite = np.isfinite(weights).all(axis=1)
+        if not finite.all():
+            raise self._damaged(int(np.arange(len(self.index))[rows][int(np.argmin(finite))]))
+        return weights
+
     def networks(self, rows) -> np.ndarray:
         """[len(rows), P] float32: the networks of these rows, a latent's drawn through the base."""
-        weights = np.asarray(self.weights[rows], dtype=np.float32)
+        weights = self.stored(rows)
         return weights if self.base is None else self.base.expand(weights)
+
+    def _damaged(self, row: int) -> InrError:
+        return InrError(f"{self.index[row]['name']}: its network's parameters in {WEIGHTS} hold NaN or infinite "
+                        f"values (a damaged set); there is nothing to draw")
 
     @cached_property
     def _rows(self) -> dict[str, int]:  # a set of a million is looked up by name, one network at a time
@@ -84,8 +97,7 @@ class NetworkSet:
         """The [P] parameters of the network of index row `row`, read from the file and checked."""
         params = np.array(self.weights[row])
         if not np.isfinite(params).all():
-            raise InrError(f"{self.index[row]['name']}: its network's parameters in {WEIGHTS} hold NaN or infinite "
-                           f"values (a damaged set); there is nothing to draw")
+            raise self._damaged(row)
         return params if self.base is None else self.base.expand(params[None])[0]
 
 
