@@ -14,6 +14,8 @@ import numpy as np
 
 from inr_cli.errors import ArgumentTypeError, ArgumentValueError, IndexOutOfRange
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
 
 def _shown(value) -> str:
     """The value as a message shows it: one line, short, its type first."""
@@ -143,15 +145,20 @@ def real_array(value, name: str) -> np.ndarray:
 
 def float_array(value, name: str, shape: tuple | None = None) -> np.ndarray:
     """A finite float32 array (of `shape` where given: None in it for any length), from an array of
-    real numbers (real_array)."""
-    array = real_array(value, name).astype(np.float32, copy=False)
+    real numbers (real_array). Checked in its own type: a wider float beyond float32's range, which
+    the cast would make infinite (with NumPy's overflow warning), is refused as such."""
+    array = real_array(value, name)
     if shape is not None and (array.ndim != len(shape) or any(want is not None and got != want
                                                              for got, want in zip(array.shape, shape))):
         expected = "[" + ", ".join("n" if want is None else str(want) for want in shape) + "]"
         raise ArgumentValueError(f"{name} of shape {list(array.shape)}: expected {expected}")
     if not np.isfinite(array).all():
         raise ArgumentValueError(f"{name} holds NaN or infinite values")
-    return array
+    if array.dtype.kind == "f" and array.dtype.itemsize > 4 and array.size and np.abs(array).max() > FLOAT32_MAX:
+        largest = float(array.flat[int(np.argmax(np.abs(array)))])
+        raise ArgumentValueError(f"{name} holds {largest:g}, beyond float32's range (at most {FLOAT32_MAX:.4g} "
+                                 f"either way)")
+    return array.astype(np.float32, copy=False)
 
 
 def index(value, name: str, length: int) -> int:

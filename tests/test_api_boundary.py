@@ -301,3 +301,24 @@ def test_an_array_of_what_are_not_real_numbers_is_refused_by_its_dtype(made, arr
                 call()
             assert isinstance(caught.value, InrError) and says in str(caught.value), (what, str(caught.value))
     assert net(np.array([[0.5, -0.5]], dtype=object)).shape == (1, len(net.channels))
+
+
+def test_an_array_beyond_float32_is_refused_in_its_own_type_without_a_warning(made):
+    """Coordinates, parameters, statistics and latents are float32: a float64 beyond its range is one
+    ValueError naming the argument and the number, never NumPy's overflow warning and an infinity
+    (or NaN) the check after the cast would call the user's; within its range it is taken."""
+    net, nets = made["net"], made["set"]
+    width = nets.spec.parameter_count()
+    beyond = np.full((3, 2), 0.5)
+    beyond[1, 0] = -1e300
+    calls = {"coords": lambda array: net(array), "set coords": lambda array: nets(array),
+             "params": lambda array: TrainedNetwork(nets.spec, np.resize(array, width), nets.channels, 8, 8),
+             "mean": lambda array: nets.view().standardized(np.resize(array, width), np.ones(width))}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # NumPy's RuntimeWarning: overflow encountered in cast
+        for what, call in calls.items():
+            with pytest.raises(ValueError) as caught:
+                call(beyond)
+            assert isinstance(caught.value, InrError), (what, str(caught.value))
+            assert "holds -1e+300, beyond float32's range" in str(caught.value), (what, str(caught.value))
+        assert np.isfinite(net(np.full((3, 2), 1e30))).all()  # far from the pixels, still a float32
