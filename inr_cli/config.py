@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, fields, make_dataclass, replace
 from pathlib import Path
 
 from inr_cli.errors import ArgumentTypeError, ArgumentValueError, UsageError
-from inr_cli.limits import MAX_TEXT_BYTES
+from inr_cli.limits import MAX_COUNT, MAX_TEXT_BYTES
 from inr_cli.resources import configs_dir
 from inr_cli.settings import (  # noqa: F401
     ADAM,
@@ -348,8 +348,9 @@ def validate(config: Config) -> Config:
             raise UsageError(f"{s.spelled} must be positive, got {value}")
         if s.bound == NON_NEGATIVE and value < 0:
             raise UsageError(f"{s.spelled} must not be negative, got {value}")
-        if s.most is not None and value > s.most:
-            raise UsageError(f"{s.spelled} must be at most {s.most}, got {value}")
+        most = s.most if s.most is not None else MAX_COUNT if s.type is int else None
+        if most is not None and value > most:
+            raise UsageError(f"{s.spelled} must be at most {most}, got {value}")
     opt = config.optimizer
     said = {key: BY_KEY[key].spelled for key in ("optimizer.lr", "optimizer.lr_min", "encoding.min_resolution",
                                                  "encoding.max_resolution", "optimizer.warmup", "training.steps")}

@@ -47,6 +47,8 @@ MAX_CHANNELS = 4  # r, g, b, a
 MAX_LEVELS, MAX_LEVEL_FEATURES, MAX_RESOLUTION = 64, 64, 1 << 20
 MAX_LOG2_TABLE_SIZE = 24
 MAX_SEED = (1 << 64) - 1  # a seed is an unsigned 64-bit number, as the kernels draw from it
+MAX_COUNT = (1 << 63) - 1  # any other whole-number setting (steps, a batch's pixels): a checkpoint and a
+# set's plan store it as a signed 64-bit number
 
 # Seconds a connection or a read of a URL may wait (INR_NETWORK_TIMEOUT sets another).
 NETWORK_TIMEOUT = 60.0

@@ -220,6 +220,29 @@ def test_the_command_line_and_the_api_refuse_a_setting_that_does_nothing(tmp_pat
     assert build_config(config, {}).encoding.sigma == 3.0
 
 
+def test_a_whole_number_beyond_what_a_checkpoint_stores_is_refused_before_any_work(tmp_path, rgb_png):
+    """Every whole-number setting is at most what a checkpoint and a set's plan store it as (a signed
+    64-bit number; a seed, an unsigned one): beyond it, one line naming the setting, from the command
+    line and from Python, before anything is written; never NumPy's OverflowError when the first
+    checkpoint is written, after the training began."""
+    import inr_cli
+    from inr_cli.config import build_config
+
+    most = int(np.iinfo(np.int64).max)  # limits.MAX_COUNT
+    for setting in settings.SETTINGS:
+        if setting.type is int and setting.most is None:
+            with pytest.raises(UsageError, match=f"{re.escape(setting.key)}\\) must be at most {most}, got "
+                                                 f"{most + 1}$|^{re.escape(setting.key)} must be at most"):
+                build_config(None, {setting.key: most + 1})
+    result = CliRunner().invoke(app, ["train", str(rgb_png), "--steps", str(10**30), "--hidden", "8", "--run-dir",
+                                      str(tmp_path / "run")])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert result.stderr.strip() == f"error: --steps (training.steps) must be at most {most}, got {10**30}"
+    with pytest.raises(ValueError, match=f"must be at most {most}, got {most + 1}"):
+        inr_cli.fit(rgb_png, steps=most + 1, hidden=8, run_dir=tmp_path / "run", quiet=True)
+    assert not (tmp_path / "run").exists()
+
+
 def _flags_in(text: str) -> set[str]:
     return set(re.findall(r"`(--[a-z0-9-]+)`", text))
 
