@@ -18,6 +18,7 @@ import numpy as np
 
 from inr_cli.core.encodings import HASH_PRIME, create_encoding
 from inr_cli.core.network import NetworkSpec, layer_views
+from inr_cli.errors import ArgumentValueError
 from inr_cli.extras import require
 
 TWO_PI = 2.0 * math.pi
@@ -31,6 +32,16 @@ def stacked(spec: NetworkSpec, params: np.ndarray) -> tuple[np.ndarray | None, l
     encoding = create_encoding(spec).export_view(flat)
     layers = [(np.array(w), np.array(b)) for w, b in layer_views(spec, flat)]
     return (None if encoding is None else np.array(encoding)), layers
+
+
+def check_coords(coords) -> None:
+    """The points a module or an apply function takes: [..., 2], (u, v) each. Any other last axis is
+    one line, as net(coords) says it: a hash grid would read the first two columns of [rows, 3] and
+    draw without a word, and fail inside on [rows, 1]; a layer would fail in the framework's words.
+    Its shape alone is looked at, known when traced or jitted."""
+    shape = tuple(coords.shape)
+    if len(shape) < 1 or shape[-1] != 2:
+        raise ArgumentValueError(f"coords of shape {list(shape)}: expected [rows, 2] (u, v) in [-1, 1]")
 
 
 def hash_grid_lookup(xp, spec: NetworkSpec, coords, read, integers, prime):
@@ -119,6 +130,7 @@ def _torch_module_class():
             self.layers = torch.nn.ModuleList(Linear(pick(w), pick(b)) for w, b in layers)
 
         def forward(self, coords):
+            check_coords(coords)
             h = coords if self.encoding is None else self.encoding(coords)
             for layer, activation in zip(self.layers, self.activations):
                 h = layer(h)
@@ -160,6 +172,7 @@ def _torch_modulated_class():
             self.latents = torch.nn.Parameter(torch.from_numpy(np.array(latents, dtype=np.float32)))
 
         def forward(self, coords):
+            check_coords(coords)
             shifts = torch.matmul(self.latents, self.modulation.map.transpose(0, 1))  # [N, L * H]
             hidden = self.spec.hidden
             h = coords if coords.ndim == 3 else coords.unsqueeze(0)
@@ -191,6 +204,7 @@ def to_jax_modulated(base, latents: np.ndarray, clip: bool = True):
     spec = base.spec
 
     def apply(params, coords):
+        check_coords(coords)
         shifts = params["latents"] @ params["map"].T
         h = coords if coords.ndim == 3 else coords[None]
         for i, layer in enumerate(params["layers"]):
@@ -226,6 +240,7 @@ def to_jax(spec: NetworkSpec, params: np.ndarray, single: bool, clip: bool = Tru
     activations, omega0 = spec.activations(), spec.omega0
 
     def apply_one(params, coords):
+        check_coords(coords)
         h = coords
         if "table" in params:
             h = hash_grid_lookup(jnp, spec, h, lambda entries: jnp.take(params["table"], entries, axis=0),

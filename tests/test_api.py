@@ -212,6 +212,25 @@ def test_jax_computes_the_same_function_jitted_and_vmapped(trained):
     assert jax.tree_util.tree_structure(one_params) == jax.tree_util.tree_structure(stacked)
 
 
+def test_modules_take_only_points_of_two_coordinates(trained):
+    """A module's or an apply function's coords are [..., 2], as net(coords)'s: any other last axis is
+    net(coords)'s one line (a ValueError that is an InrError), eager, traced or jitted; never a hash
+    grid reading the first two columns of [rows, 3] without a word, nor an IndexError from inside."""
+    torch = pytest.importorskip("torch")
+    jax = pytest.importorskip("jax")
+    for network in (inr_cli.load(trained / "run"), inr_cli.load(trained / "set")):
+        module, (params, apply) = network.to_torch(), network.to_jax()
+        for shape in ((5, 3), (5, 1), (5,)):
+            coords = np.zeros(shape, np.float32)
+            for call, given in ((module, (torch.from_numpy(coords),)), (apply, (params, coords)),
+                                (jax.jit(apply), (params, coords))):
+                with pytest.raises(ValueError) as caught:
+                    call(*given)
+                assert isinstance(caught.value, InrError), str(caught.value)
+                assert str(caught.value) == f"coords of shape {list(shape)}: expected [rows, 2] (u, v) in [-1, 1]"
+        assert module(torch.zeros((5, 2))).shape[-2:] == (5, len(network.channels))
+
+
 def test_fit_is_inr_train_bit_for_bit(tmp_path, capfd):
     image = make_image(tmp_path / "photo.png", "RGB", size=(10, 7), seed=3)
     invoke("train", image, "--run-dir", tmp_path / "by-command", "--hidden", "8", "--layers", "2", "--steps", "12",

@@ -369,6 +369,8 @@ def test_a_set_of_latents_draws_nothing_from_nan_and_its_base_expands_only_laten
     (a NaN row of weights.npy) is one line naming the image wherever its networks are drawn at once."""
     import warnings
 
+    import torch
+
     import inr_cli
 
     folder = letters(tmp_path / "kind", 8, 0)
@@ -393,6 +395,10 @@ def test_a_set_of_latents_draws_nothing_from_nan_and_its_base_expands_only_laten
             with pytest.raises(kind) as caught:
                 nets.base.expand(latents)
             assert isinstance(caught.value, InrError) and message in str(caught.value), str(caught.value)
+    module, (params, apply) = nets.to_torch(), nets.to_jax()  # the set's modules: points of two coordinates
+    for call in (lambda: module(torch.zeros((5, 3))), lambda: apply(params, np.zeros((5, 3), np.float32))):
+        with pytest.raises(ValueError, match=r"coords of shape \[5, 3\]: expected \[rows, 2\]"):
+            call()
     weights = np.load(tmp_path / "set" / "weights.npy", mmap_mode="r+")
     weights[1, 2] = np.nan
     weights.flush()
