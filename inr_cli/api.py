@@ -198,6 +198,8 @@ class TrainedNetwork:
         """canvas_size's width and height, its refusals in the library's spelling (size=, not --size)."""
         from inr_cli.core.canvas import canvas_size
 
+        if size is not None and (width is not None or height is not None):
+            raise ArgumentValueError("give either size or width/height, not both")
         for value, name in ((size, "size"), (width, "width"), (height, "height")):
             if value is not None and value < 1:
                 raise ArgumentValueError(f"{name} must be a positive number of pixels, got {value}")

@@ -160,6 +160,8 @@ def test_a_setting_or_size_the_command_refuses_is_a_value_error(made, tmp_path):
          ValueError, "must be positive, got -2"),
         (lambda: net.render(size=0), ValueError, "size must be a positive number of pixels, got 0"),
         (lambda: net.write_tiles(tmp_path / "g.tif", height=-3), ValueError, "height must be a positive number"),
+        (lambda: net.render(size=8, width=5), ValueError, "give either size or width/height, not both"),
+        (lambda: net.write_tiles(tmp_path / "h.tif", size=8, height=5), ValueError, "give either size or width/"),
     ]
     for call, kind, message in refused:
         with pytest.raises(kind) as caught:
