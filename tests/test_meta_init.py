@@ -81,6 +81,9 @@ def test_a_learned_start_fits_new_images_of_its_kind_better_in_k_steps(tmp_path)
     assert re.search(rf"learned   a start, by meta-init for fits of 5 steps: outer step (0|10|20|30) of 30, from 14 "
                      rf"images; fit-many --init {re.escape(str(start))}\n", said.output), said.output
     assert "image " not in said.output  # no training image to weigh the start against
+    assert "images    10x10, the size it was learned at" in said.output  # but its images' size, as an export's
+    drawn = runner.invoke(app, ["render", str(start), "-o", str(tmp_path / "start.png")])
+    assert drawn.exit_code == 0 and Image.open(tmp_path / "start.png").size == (10, 10), drawn.output
     # the start is what fit-many --init takes: a set fitted from it
     result = runner.invoke(app, ["fit-many", str(unseen), "-o", str(tmp_path / "set"), "--init", str(start),
                                  "--steps", "5", "-q", *NET])

@@ -268,6 +268,11 @@ def test_meta_init_learns_a_base_resumes_to_it_and_fit_many_fits_its_latents(tmp
     described = json.loads(runner.invoke(app, ["info", str(whole), "--json"]).output)
     assert described["modulations"]["latent"] == 4 and described["modulations"]["shifts"] == 16
     assert described["params"] == base.params.size and described["image_bytes"] is None
+    # it records its images' size, as an export does: inr render draws the base's own image (z = 0) at it
+    assert (described["width"], described["height"]) == (8, 8)  # the letters'
+    assert "images    8x8, the size it was learned at" in said.output
+    drawn = runner.invoke(app, ["render", str(whole), "-o", str(tmp_path / "base.png")])
+    assert drawn.exit_code == 0 and Image.open(tmp_path / "base.png").size == (8, 8), drawn.output
     # a signal in outer step 5: the checkpoint holds step 3 (the last measured); the same command goes on
     calls = {"n": 0}
     gradient = meta_base.outer_gradient

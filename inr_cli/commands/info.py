@@ -104,16 +104,21 @@ def _exported_info(path: Path, as_json: bool) -> None:
         return
     sized = exported.width > 1 or exported.height > 1
     result = _network_facts(exported.spec, exported.dtype, exported.width, exported.height, exported.channels)
-    if not sized:  # an export, start or base without the training size: no image to weigh the model against
-        for key in ("width", "height", "image_bytes", "bits_per_pixel"):
-            result[key] = None
-    result["exported"] = True
     learned, said = _learned_facts(path, exported.metadata)
+    # An export without the training size has no image to weigh the model against; nor has a start or a
+    # base, shared by every image of its kind (its size is that of the images it was learned from).
+    for key in ("width", "height", "image_bytes", "bits_per_pixel") if not sized else \
+            ("image_bytes", "bits_per_pixel") if learned else ():
+        result[key] = None
+    result["exported"] = True
     result.update(learned)
     if as_json:
         typer.echo(json.dumps(result))
         return
     lines = _network_lines(exported.spec, result)
+    if learned and sized:
+        said.append(f"images    {exported.width}x{exported.height}, the size it was learned at (what inr render "
+                    f"draws it at)")
     lines[2:2] = said
     typer.echo("\n".join(lines))
 

@@ -136,6 +136,11 @@ def _sort_metadata(path: Path) -> None:
         handle.write(text.ljust(length))
 
 
+def size_metadata(size: tuple[int, int] | None) -> dict[str, str]:
+    """The metadata of the size (width, height) a network was trained at; none where it is not known."""
+    return {"width": str(size[0]), "height": str(size[1])} if size else {}
+
+
 def write_safetensors(spec: NetworkSpec, params: np.ndarray, channels, path: Path,
                       extra: dict[str, str] | None = None, dtype: str = "float32",
                       tensors: dict[str, np.ndarray] | None = None) -> None:
@@ -344,7 +349,6 @@ def export(spec: NetworkSpec, params: np.ndarray, channels, path: Path, size: tu
         raise InrError(f"{path}: unknown export format '{Path(path).suffix}' (use .safetensors or .onnx)")
     finite_networks(np.asarray(params, dtype=np.float32).reshape(1, -1), ["the network"])
     if kind == "safetensors":
-        extra = {"width": str(size[0]), "height": str(size[1])} if size else None
-        write_safetensors(spec, params, channels, Path(path), extra, dtype)
+        write_safetensors(spec, params, channels, Path(path), size_metadata(size), dtype)
     else:
         write_onnx(spec, params, channels, Path(path), dtype)

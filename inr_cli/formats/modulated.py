@@ -18,7 +18,7 @@ import numpy as np
 
 from inr_cli.core.modulations import MAP, RATES, ModulatedBase
 from inr_cli.errors import InrError
-from inr_cli.formats.export import write_safetensors
+from inr_cli.formats.export import size_metadata, write_safetensors
 from inr_cli.formats.exported import LATENTS, read_exported, set_rows
 from inr_cli.limits import MAX_SIDE
 
@@ -26,12 +26,15 @@ MODULATIONS = "modulations"  # the metadata key that makes a start a base
 MOST_INNER_STEPS = 10_000
 
 
-def write_base(base: ModulatedBase, channels, path: Path, facts: dict) -> None:
-    """The base, its map and rates; `facts` (how it was learned) into its "modulations" metadata."""
+def write_base(base: ModulatedBase, channels, path: Path, facts: dict, size: tuple[int, int] | None = None) -> None:
+    """The base, its map and rates; `facts` (how it was learned) into its "modulations" metadata;
+    `size`, the images' width and height, as an export records the size it was trained at (so that
+    `inr render BASE` draws the base's own image, z = 0, at that size)."""
     tensors = {MAP: np.ascontiguousarray(base.shift_map, np.float32), RATES: np.ascontiguousarray(base.rates,
                                                                                                    np.float32)}
     facts = {"latent": base.latent, "inner_steps": base.inner_steps, "shifts": "every hidden layer", **facts}
-    write_safetensors(base.spec, base.params, channels, path, {MODULATIONS: json.dumps(facts)}, tensors=tensors)
+    write_safetensors(base.spec, base.params, channels, path, {MODULATIONS: json.dumps(facts), **size_metadata(size)},
+                      tensors=tensors)
 
 
 def write_latent_set(base: ModulatedBase, channels, latents: np.ndarray, names, index: list[dict],

@@ -44,7 +44,7 @@ from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import npz
 from inr_cli.formats.atomic import atomic_path, atomic_write_text
 from inr_cli.formats.data import fingerprint
-from inr_cli.formats.export import write_safetensors
+from inr_cli.formats.export import size_metadata, write_safetensors
 from inr_cli.formats.input_files import check_regular
 from inr_cli.formats.network_description import spec_from_json
 from inr_cli.formats.start import is_file_start, start_sha256
@@ -396,8 +396,10 @@ class Reptile:
         return float(np.mean(self.runner.fit(theta.astype(np.float32), heldout)[1]))
 
     def write(self, theta: np.ndarray, out: Path, facts: dict) -> None:
-        write_safetensors(self.spec, theta.astype(np.float32), self.images[0].channels, out,
-                          {"meta_init": json.dumps({"method": "reptile", **facts})})
+        first = self.images[0]  # every image of a meta-init is of one size: the start's, as an export's
+        write_safetensors(self.spec, theta.astype(np.float32), first.channels, out,
+                          {"meta_init": json.dumps({"method": "reptile", **facts}),
+                           **size_metadata((first.width, first.height))})
 
     def close(self) -> None:
         self.runner.close()

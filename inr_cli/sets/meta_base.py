@@ -148,7 +148,8 @@ class ModulatedLearning:
     def write(self, theta: np.ndarray, out, facts: dict) -> None:
         from inr_cli.formats.modulated import write_base
 
-        write_base(self.base(theta), self.images[0].channels, out, {"method": "functa", **facts})
+        first = self.images[0]
+        write_base(self.base(theta), first.channels, out, {"method": "functa", **facts}, (first.width, first.height))
 
     def close(self) -> None:
         pass
