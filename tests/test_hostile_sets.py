@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import http.client
 import json
+import os
 import shutil
 import socket
 import threading
@@ -320,6 +321,44 @@ def test_a_damaged_weights_file_is_fitted_again_never_called_finished(reference,
     assert result.exit_code == 0, result.output
     assert f"{weights} is damaged" in result.stderr and "fitted again" in result.stderr, result.stderr
     assert np.array_equal(np.load(weights), reference[2])
+
+
+def in_place_of(path: Path, kind: str) -> str:
+    """A folder, a FIFO or a link to nothing where a set's file was: what the one line calls it."""
+    path.unlink()
+    if kind == "folder":
+        path.mkdir()
+        return "is a directory"
+    if kind == "fifo":
+        os.mkfifo(path)
+        return "a FIFO"
+    path.symlink_to(path.parent / "nowhere")
+    return "a link to nothing"
+
+
+def readers_of(out: Path, tmp_path: Path) -> list:
+    """Every command that reads a set, each refusing before it writes anything."""
+    return [run("render", out, "--image", "img0.png", "-o", tmp_path / "x.png", "--device", "cpu"),
+            run("render", out, "-o", tmp_path / "x.png", "--device", "cpu"),
+            run("info", out),
+            run("export", out, "-o", tmp_path / "x.safetensors"),
+            run("export", out, "--image", "img0.png", "-o", tmp_path / "x.safetensors"),
+            run("view", out, "--no-browser", "--device", "cpu")]
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "dangling link"])
+def test_a_weights_file_that_is_no_file_is_a_damaged_set_not_an_unfinished_one(reference, tmp_path, kind):
+    """A folder, a FIFO or a link to nothing where weights.npy was: said as what it is (never
+    opened: a FIFO would wait for a writer), not as a set that is not finished."""
+    _, out = copy_set(reference, tmp_path)
+    what = in_place_of(out / WEIGHTS, kind)
+    for result in readers_of(out, tmp_path):
+        line = refused(result, f"{out / WEIGHTS}: {what}", "the set is damaged: remove it, then run the same "
+                       "inr fit-many command again")
+        assert "not finished" not in line, line
+    with pytest.raises(inr_cli.InrError, match=f"{what}.*the set is damaged"):
+        inr_cli.load(out)
+    assert not (tmp_path / "x.png").exists() and not (tmp_path / "x.safetensors").exists()
 
 
 def test_a_set_of_no_rows_is_one_line_for_export_and_render(reference, tmp_path):

@@ -492,6 +492,37 @@ def test_what_a_base_cannot_take_is_refused_in_one_line(tmp_path):
         __import__("inr_cli").load(out)
 
 
+def test_a_base_that_is_no_file_is_a_damaged_set_not_a_missing_base(tmp_path):
+    """A folder, a FIFO or a link to nothing where a set of latents keeps its base.safetensors: said
+    as what it is (never opened: a FIFO would wait for a writer), not as a missing base."""
+    from inr_cli.formats.modulated import write_base
+
+    folder = letters(tmp_path / "kind", 3, 0)
+    path = tmp_path / "base.safetensors"
+    write_base(a_base(), ("l",), path, {})
+    out = tmp_path / "set"
+    assert runner.invoke(app, ["fit-many", str(folder), "-o", str(out), "--init", str(path), "-q"]).exit_code == 0
+    base = out / "base.safetensors"
+    for kind, what in (("folder", "is a directory"), ("fifo", "a FIFO"), ("link", "a link to nothing")):
+        base.rmdir() if base.is_dir() and not base.is_symlink() else base.unlink()
+        if kind == "folder":
+            base.mkdir()
+        elif kind == "fifo":
+            os.mkfifo(base)
+        else:
+            base.symlink_to(tmp_path / "nowhere")
+        expected = f"{base}: {what}"
+        for args in (["info", str(out)], ["export", str(out), "-o", str(tmp_path / "x.safetensors")],
+                     ["render", str(out), "--image", "00.png", "-o", str(tmp_path / "x.png"), "--device", "cpu"]):
+            result = runner.invoke(app, args)
+            lines = result.stderr.strip().splitlines()
+            assert result.exit_code == 1 and len(lines) == 1, result.output
+            assert expected in lines[0] and "the set is damaged: remove it" in lines[0], lines[0]
+            assert "missing" not in lines[0], lines[0]
+        with pytest.raises(InrError, match=f"{what}.*the set is damaged"):
+            __import__("inr_cli").load(out)
+
+
 def test_a_base_learned_from_a_start_takes_the_start_s_omega0(tmp_path):
     """--init of a learned start (omega0 30) with --modulations: the start's network, not the base's
     default omega0 of 15, which the command never said."""

@@ -27,6 +27,7 @@ import numpy as np
 from inr_cli.core.modulations import ModulatedBase
 from inr_cli.core.network import NetworkSpec
 from inr_cli.errors import InrError, NoSuchName
+from inr_cli.formats.input_files import check_regular
 from inr_cli.formats.network_description import BadDescription, spec_from_dict
 from inr_cli.formats.pixel_csv import CHANNEL_SETS
 from inr_cli.formats.set_index import INDEX_COLUMNS, LABEL, index_row
@@ -116,7 +117,7 @@ def load_network_set(out: Path) -> NetworkSet:
     description against the weights' shape, the index against their rows) before anything is
     sized from them; a damaged set is one line naming the file."""
     out = Path(out)
-    if not (out / WEIGHTS).is_file():
+    if not set_file(out / WEIGHTS, "the set's weights"):
         raise InrError(f"{out}: the set is not finished (no {WEIGHTS}); run the same inr fit-many command again")
     spec, channels, latent = read_description(out / DESCRIPTION)
     base = _set_base(out, spec, channels, latent) if latent else None
@@ -133,7 +134,7 @@ def _set_base(out: Path, spec: NetworkSpec, channels: tuple[str, ...], latent: i
     """The base a set of latents holds, checked against its description."""
     from inr_cli.formats.modulated import read_base
 
-    if not (out / BASE).is_file():
+    if not set_file(out / BASE, "the base of a set of latents"):
         raise InrError(f"{out / BASE}: missing; a set of latents is drawn through its base (the file fit-many copied "
                        f"there from --init)")
     base, base_channels, _ = read_base(out / BASE)
@@ -170,10 +171,33 @@ def read_description(path: Path) -> tuple[NetworkSpec, tuple[str, ...], int]:
     return spec, tuple(channels), latent
 
 
+DAMAGED = "the set is damaged: remove it, then run the same inr fit-many command again"
+
+
+def set_file(path: Path, what: str, damaged: str = DAMAGED) -> bool:
+    """Whether a set's file is there (False: nothing by its name, not even a link). Anything else in
+    its place, a folder, a FIFO, a device or a link to nothing, is a damaged set, said as what it is
+    (input_files.check_regular's words) before anything opens it: a FIFO would wait for a writer."""
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False  # another OSError (a name too long) is the system's line, as for any file
+    if not os.path.exists(path):
+        try:
+            points = os.readlink(path)
+        except OSError:
+            points = "?"
+        raise InrError(f"{path}: a link to nothing ({points} does not exist), expected {what}; {damaged}")
+    try:
+        check_regular(path, expected=what)
+    except InrError as exc:
+        raise InrError(f"{exc}; {damaged}") from None
+    return True
+
+
 def _refuse_special(path: Path) -> None:
     """Opening a FIFO waits for a writer and a device never ends: only regular files are read."""
-    if os.path.exists(path) and not os.path.isfile(path):
-        raise InrError(f"{path}: not a regular file (a device, FIFO or folder), so not part of a set")
+    set_file(path, f"a set's {path.name}")
 
 
 def _json_file(path: Path) -> dict:
