@@ -13,7 +13,7 @@ import numpy as np
 from inr_cli.core.network import NetworkSpec
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import checkpoint as ckpt
-from inr_cli.formats.network_set import NetworkSet, is_network_set, load_network_set
+from inr_cli.formats.network_set import NetworkSet, is_network_set, load_network_set, refuse_set_without_plan
 
 if TYPE_CHECKING:
     from inr_cli.formats.exported import Exported
@@ -48,10 +48,12 @@ def one_network(run: Path, image: str | None) -> OneNetwork:
 
 
 def require_input(path: Path) -> None:
-    """A missing RUN|SET said as such: otherwise it reads as a single run (not a set), and --image or
-    a set's -o would be refused for that instead."""
+    """A missing RUN|SET said as such, and so a set whose fit-many.json is gone: otherwise it reads as
+    a single run (not a set), and --image or a set's -o would be refused for that instead."""
     if not Path(path).exists():
         raise InrError(f"{path}: no such run or set")
+    if not (Path(path) / ckpt.FILENAME).exists():
+        refuse_set_without_plan(path)
 
 
 def is_exported_file(path: Path) -> bool:

@@ -11,6 +11,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import shutil
 import socket
 import threading
@@ -357,6 +358,25 @@ def test_a_weights_file_that_is_no_file_is_a_damaged_set_not_an_unfinished_one(r
                        "inr fit-many command again")
         assert "not finished" not in line, line
     with pytest.raises(inr_cli.InrError, match=f"{what}.*the set is damaged"):
+        inr_cli.load(out)
+    assert not (tmp_path / "x.png").exists() and not (tmp_path / "x.safetensors").exists()
+
+
+@pytest.mark.parametrize("kind", ["deleted", "folder", "fifo"])
+def test_a_set_without_its_plan_is_said_as_such_not_as_no_run(reference, tmp_path, kind):
+    """A set whose fit-many.json is gone (or is not a file) is no set to the commands, and was
+    read as a run: "no checkpoint.npz ... is it a run directory?", "--image ... is a single run"."""
+    _, out = copy_set(reference, tmp_path)
+    if kind == "deleted":
+        (out / PLAN).unlink()
+        fragments = (f"{out}: an inr fit-many set (it holds {WEIGHTS}, {INDEX}", f"whose {PLAN} is missing, so "
+                     f"it cannot be read: put {PLAN} back, or fit the set again")
+    else:
+        fragments = (f"{out / PLAN}: {in_place_of(out / PLAN, kind)}", "the set is damaged")
+    for result in readers_of(out, tmp_path):
+        line = refused(result, *fragments)
+        assert "checkpoint" not in line and "single run" not in line, line
+    with pytest.raises(inr_cli.InrError, match=re.escape(fragments[0])):
         inr_cli.load(out)
     assert not (tmp_path / "x.png").exists() and not (tmp_path / "x.safetensors").exists()
 

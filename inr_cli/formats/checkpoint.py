@@ -26,7 +26,7 @@ from inr_cli.formats import npz
 from inr_cli.formats.atomic import atomic_path
 from inr_cli.formats.input_files import check_regular
 from inr_cli.formats.network_description import spec_from_json
-from inr_cli.formats.network_set import is_network_set
+from inr_cli.formats.network_set import is_network_set, refuse_set_without_plan
 from inr_cli.formats.pixel_csv import CHANNEL_SETS
 from inr_cli.formats.versions import refuse_newer
 from inr_cli.limits import MAX_TEXT_BYTES
@@ -113,6 +113,7 @@ def resolve(path: Path) -> Path:
             raise UsageError(f"{path} is a set of networks (an inr fit-many folder), not a run: draw one of them with "
                              f"inr render {path} --image NAME, or browse them with inr view {path}")
         else:
+            refuse_set_without_plan(path)  # a set whose plan is gone is said as such, not as no run
             raise InrError(f"{path}: no {FILENAME} in this directory (is it a run directory?)")
         return candidate
     if not path.exists():

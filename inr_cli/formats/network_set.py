@@ -106,6 +106,23 @@ def is_network_set(path: Path) -> bool:
     return Path(path).is_dir() and (Path(path) / PLAN).is_file()
 
 
+def refuse_set_without_plan(folder: Path) -> None:
+    """A folder that holds a set's files but no plan (fit-many.json deleted, or not a file) is no
+    set to the commands (is_network_set) and would be read as a run, "no checkpoint.npz": it is said
+    as what it is instead. Called only where a folder holds no run's checkpoint."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return
+    again = f"fit the set again (inr fit-many ... -o {folder} --force)"  # without its plan, fit-many starts over
+    if os.path.lexists(folder / PLAN):
+        set_file(folder / PLAN, "the set's plan", f"the set is damaged: remove it and put the plan back, or {again}")
+        return
+    found = [name for name in (WEIGHTS, WEIGHTS_PART, INDEX, DESCRIPTION) if os.path.lexists(folder / name)]
+    if found:
+        raise InrError(f"{folder}: an inr fit-many set (it holds {', '.join(found)}) whose {PLAN} is missing, so "
+                       f"it cannot be read: put {PLAN} back, or {again}")
+
+
 # A spreadsheet runs a cell that begins so as a formula (CSV injection): index.csv holds such a name
 # or label behind an apostrophe, as spreadsheets expect, and so does one that would otherwise read
 # back as escaped, so that every name reads back exactly.
