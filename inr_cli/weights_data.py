@@ -146,10 +146,17 @@ class WeightsView:
 
     def standardized(self, mean: np.ndarray, std: np.ndarray) -> "WeightsView":
         """The same networks, their weights handed out as (w - mean) / std."""
-        width = self._weights.shape[1]
+        width, given = self._weights.shape[1], std
         mean, std = arguments.float_array(mean, "mean", (width,)), arguments.float_array(std, "std", (width,))
         if not (std > 0).all():
             raise ArgumentValueError(f"std must be positive for every parameter, got {float(std.min()):g}")
+        with np.errstate(divide="ignore", over="ignore"):  # refused below, not NumPy's warning
+            unbounded = ~np.isfinite(np.float32(1) / std)
+        if unbounded.any():  # (w - mean) / std would be infinite: a std below float32's 1 / 3.4e38
+            at = int(np.argmax(unbounded))
+            raise ArgumentValueError(f"std holds {float(np.asarray(given).reshape(-1)[at]):g} (parameter {at}), too "
+                                     f"small to divide by in float32 (its reciprocal is infinite): give at least "
+                                     f"3e-39 (statistics() floors it at {STD_FLOOR:g})")
         view = self._with_rows(self.rows)
         view.mean, view.std = mean, std
         return view

@@ -305,6 +305,24 @@ def test_an_array_of_what_are_not_real_numbers_is_refused_by_its_dtype(made, arr
     assert net(np.array([[0.5, -0.5]], dtype=object)).shape == (1, len(net.channels))
 
 
+@pytest.mark.parametrize("tiny", [1e-45, 2.9e-39])
+def test_a_std_too_small_to_divide_by_in_float32_is_refused_without_a_warning(made, tiny):
+    """standardized() with a positive std whose reciprocal float32 cannot hold: one ValueError naming
+    the value and the parameter, never NumPy's overflow warning and infinite weights handed out."""
+    view = made["set"].view()
+    mean, std = view.statistics()
+    std = std.astype(np.float64)
+    std[3] = tiny
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # NumPy's RuntimeWarning: overflow encountered in divide
+        with pytest.raises(ValueError) as caught:
+            view.standardized(mean, std)
+        assert isinstance(caught.value, InrError)
+        assert f"std holds {tiny:g} (parameter 3), too small to divide by in float32" in str(caught.value)
+        std[3] = 3e-39  # the least it takes
+        assert np.isfinite(view.standardized(mean, std).weights).all()
+
+
 def test_an_array_beyond_float32_is_refused_in_its_own_type_without_a_warning(made):
     """Coordinates, parameters, statistics and latents are float32: a float64 beyond its range is one
     ValueError naming the argument and the number, never NumPy's overflow warning and an infinity
