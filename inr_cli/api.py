@@ -549,7 +549,13 @@ KEYWORDS = Spelling(flag=lambda name: f"{name}=", key=lambda key: f"settings[{ke
 
 def _flags(command: str, options: dict, settings: dict) -> dict:
     """{flag name: value} from keyword arguments (named as the flags) and {"section.key": value},
-    checked as the command checks its flags and --set, with the messages in the library's spelling."""
+    checked as the command checks its flags and --set, with the messages in the library's spelling.
+    The start (init=, settings['training.init']: random, shared or a file) is a path as the other
+    path arguments are (arguments.path: a str or a PathLike, not empty, no NUL), handed on as text."""
+    options, settings = dict(options), dict(settings)
+    for given, key, name in ((options, "init", "init"), (settings, "training.init", "settings['training.init']")):
+        if given.get(key) is not None:
+            given[key] = os.fspath(arguments.path(given[key], name))
     return given_settings(command, options, settings.items(), KEYWORDS)
 
 

@@ -196,6 +196,26 @@ def test_a_path_the_system_refuses_is_the_commands_one_line_and_an_os_error(made
     assert not list(tmp_path.iterdir())
 
 
+def test_a_start_holding_nul_is_named_as_the_other_paths_are_never_shown_raw(made, tmp_path):
+    """init= (fit, fit_many) and settings['training.init'] name a start file as the other path
+    arguments do: a NUL is one ValueError showing it escaped, before anything is written."""
+    base = made["base"]
+    calls = {"fit": lambda **start: inr_cli.fit(np.full((4, 5, 3), 0.5), run_dir=tmp_path / "run", quiet=True,
+                                                **TINY, **start),
+             "fit_many": lambda **start: inr_cli.fit_many(base / "more", tmp_path / "out", quiet=True, **TINY,
+                                                          **start)}
+    for what, call in calls.items():
+        for start, name in (({"init": "a\0b.safetensors"}, "init"),
+                            ({"settings": {"training.init": "a\0b.safetensors"}}, "settings['training.init']")):
+            with pytest.raises(ValueError) as caught:
+                call(**start)
+            said = str(caught.value)
+            assert isinstance(caught.value, InrError) and "\0" not in said, (what, said)
+            assert said == f"{name} holds a NUL character, which no file name can: got 'a\\x00b.safetensors'", \
+                (what, said)
+    assert not list(tmp_path.iterdir())
+
+
 def test_running_out_of_memory_in_a_fit_is_an_inr_error_that_is_a_memory_error():
     """NumPy's MemoryError inside fit, fit_many or meta-learning reaches Python as OutOfMemory: an
     InrError with the command's one line, and the MemoryError a Python user catches."""
