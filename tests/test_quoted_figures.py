@@ -330,3 +330,21 @@ def test_the_before_after_picture_quotes_its_run():
     guide = " ".join(text("docs/upscaling.md").split())
     assert f"Lanczos upscaling: {run['lanczos']['psnr']:.2f} dB / SSIM {run['lanczos']['ssim']:.3f}" in guide
     assert f"rendered by `inr render`: {run['psnr']:.2f} dB / SSIM {run['ssim']:.3f}" in guide
+
+
+def test_the_grid_of_latents_table_quotes_its_runs():
+    """BENCHMARKS.md's table of latents in a grid against one vector (dev/spatial_latents.py) quotes
+    each run's last held-out reading and its ceiling, row by row in the order the result lists them."""
+    quoted = text("BENCHMARKS.md")
+    runs = result("spatial-latents-cpu-32-photos-all-tiles.json")["runs"]
+    rows = [line for line in quoted.splitlines() if line.startswith("  | ") and (" grid of " in line or
+                                                                              "one vector (functa)" in line)]
+    assert len(rows) == len(runs)
+    for row, run in zip(rows, runs):
+        last, ceiling = run["log"][-1], run["ceiling"]
+        cells = [cell.strip() for cell in row.strip().strip("|").split("|")]
+        assert f"--outer {cells[2]}" in run["command"], row
+        assert cells[3:7] == [f"{last['3']['mean']:.2f}", f"{last['10']['mean']:.2f}", f"{last['10']['min']:.2f}",
+                              f"{last['10']['share30']:.0%}"], row
+        assert cells[7] == ("" if ceiling is None else
+                            f"{ceiling['mean']:.2f}, {ceiling['min']:.2f}, {ceiling['share30']:.0%}"), row
