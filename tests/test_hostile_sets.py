@@ -27,7 +27,15 @@ import inr_cli
 from inr_cli.backends.cpu_backend import CpuBackend
 from inr_cli.cli import app
 from inr_cli.errors import UsageError
-from inr_cli.formats.network_set import INDEX, PLAN, SHARDS, WEIGHTS, WEIGHTS_PART, load_network_set
+from inr_cli.formats.network_set import (
+    DESCRIPTION,
+    INDEX,
+    PLAN,
+    SHARDS,
+    WEIGHTS,
+    WEIGHTS_PART,
+    load_network_set,
+)
 from inr_cli.sets import inputs
 from inr_cli.sets.storage import shard_name
 from inr_cli.viewer.server import ViewServer
@@ -360,6 +368,59 @@ def test_a_weights_file_that_is_no_file_is_a_damaged_set_not_an_unfinished_one(r
     with pytest.raises(inr_cli.InrError, match=f"{what}.*the set is damaged"):
         inr_cli.load(out)
     assert not (tmp_path / "x.png").exists() and not (tmp_path / "x.safetensors").exists()
+
+
+def regular_files(folder: Path) -> dict:
+    """Every regular file under `folder` with the hash of its bytes: nothing else is opened (a FIFO
+    would wait for a writer)."""
+    return {path: hashlib.sha256(path.read_bytes()).hexdigest() for path in sorted(folder.rglob("*"))
+            if path.is_file() and not path.is_symlink()}
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "dangling link"])
+@pytest.mark.parametrize("name", [WEIGHTS, WEIGHTS_PART, INDEX, DESCRIPTION])
+def test_a_set_file_that_is_no_file_stops_the_rerun_by_its_name_and_removing_it_finishes(reference, tmp_path, name,
+                                                                                         kind):
+    """The same fit-many over a set where one of its files is a folder, a FIFO or a link to nothing:
+    one line naming that file, as the readers say it, before anything is opened or fitted. Was: a
+    folder at weights.npy fitted every shard again, then "SET/weights.npy.part: Is a directory"; a
+    folder at index.csv "is a folder; -o names the file to write"; a FIFO or a link "choose another
+    -o". What the line says to do finishes the set: the networks of the set fitted at once."""
+    images, out = copy_set(reference, tmp_path)
+    (out / name).touch(exist_ok=True)  # weights.npy.part: where a set being fitted has its rows
+    what = in_place_of(out / name, kind)
+    before = regular_files(out)
+    line = refused(fit(images, "-o", out, *PACK, *NET), f"{out / name}: {what}", code=1)
+    assert line.endswith("; the set is damaged: remove it, then run the same inr fit-many command again"), line
+    assert regular_files(out) == before
+    os.rmdir(out / name) if kind == "folder" else os.unlink(out / name)
+    result = fit(images, "-o", out, *PACK, *NET)
+    assert result.exit_code == 0 and "Traceback" not in result.stderr, result.output
+    if name == WEIGHTS:  # the networks only it held are fitted again (was said of weights.npy.part, never removed)
+        assert f"their networks only in the set's weights file ({WEIGHTS} or {WEIGHTS_PART}), which is gone; they " \
+               f"are fitted again" in result.stderr, result.stderr
+    assert np.array_equal(load_network_set(out).weights, reference[2])
+    assert not os.path.lexists(out / WEIGHTS_PART)
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo", "dangling link"])
+def test_a_plan_that_is_no_file_stops_the_rerun_and_says_what_finishes_the_set(reference, tmp_path, kind):
+    """Without its plan the folder is no set to go on with: the line says to put the plan back or,
+    without it, to fit the set again with --force, and each does."""
+    images, out = copy_set(reference, tmp_path)
+    plan = (out / PLAN).read_bytes()
+    what = in_place_of(out / PLAN, kind)
+    for force in ((), ("--force",)):  # --force replaces the set's files, never a folder, a FIFO or a link
+        line = refused(fit(images, "-o", out, *PACK, *NET, *force), f"{out / PLAN}: {what}", code=1)
+        assert line.endswith("the set is damaged: remove it and put the plan back, or remove it and fit the set "
+                             "again (the same inr fit-many command with --force)"), line
+    os.rmdir(out / PLAN) if kind == "folder" else os.unlink(out / PLAN)
+    (out / PLAN).write_bytes(plan)
+    assert fit(images, "-o", out, *PACK, *NET).exit_code == 0
+    os.unlink(out / PLAN)
+    refused(fit(images, "-o", out, *PACK, *NET), "holds no inr fit-many set", "--force")
+    assert fit(images, "-o", out, *PACK, *NET, "--force").exit_code == 0
+    assert np.array_equal(load_network_set(out).weights, reference[2])
 
 
 @pytest.mark.parametrize("kind", ["deleted", "folder", "fifo"])

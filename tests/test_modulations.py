@@ -484,7 +484,7 @@ def test_what_a_base_cannot_take_is_refused_in_one_line(tmp_path):
     (out / "base.safetensors").unlink()  # a FIFO in its place is neither read (it would hang) nor written through
     os.mkfifo(out / "base.safetensors")
     result = runner.invoke(app, ["fit-many", str(folder), "-o", str(out), "--init", str(path)])
-    assert result.exit_code == 2 and "is not a regular file (a FIFO" in result.output, result.output
+    assert result.exit_code == 1 and f"{out / 'base.safetensors'}: a FIFO" in result.output, result.output
     os.unlink(out / "base.safetensors")
     (out / "base.safetensors").write_bytes(b"not a base")
     (out / "base.safetensors").unlink()
@@ -521,6 +521,18 @@ def test_a_base_that_is_no_file_is_a_damaged_set_not_a_missing_base(tmp_path):
             assert "missing" not in lines[0], lines[0]
         with pytest.raises(InrError, match=f"{what}.*the set is damaged"):
             __import__("inr_cli").load(out)
+        # the same fit-many again: the same line, before anything is opened or fitted (was: a folder
+        # "is a folder; -o names the file to write", a FIFO or a link "choose another -o")
+        result = runner.invoke(app, ["fit-many", str(folder), "-o", str(out), "--init", str(path), "-q"])
+        lines = result.stderr.strip().splitlines()
+        assert result.exit_code == 1 and len(lines) == 1, result.output
+        assert expected in lines[0] and lines[0].endswith("; the set is damaged: remove it, then run the "
+                                                                   "same inr fit-many command again"), lines[0]
+    base.unlink()  # and what it says finishes the set
+    held = np.load(out / "weights.npy")
+    assert runner.invoke(app, ["fit-many", str(folder), "-o", str(out), "--init", str(path), "-q"]).exit_code == 0
+    assert base.read_bytes() == path.read_bytes() and np.array_equal(np.load(out / "weights.npy"), held)
+    assert runner.invoke(app, ["info", str(out)]).exit_code == 0
 
 
 def test_a_base_learned_from_a_start_takes_the_start_s_omega0(tmp_path):

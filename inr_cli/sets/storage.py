@@ -229,8 +229,8 @@ def rows_file_ready(out: Path, plan: Plan, pending: list[int], with_networks: se
         notices.append(f"{finished} is damaged ({damaged}): {len(lost)} finished shards had their networks in it; "
                        f"they are fitted again")
     elif lost:
-        notices.append(f"{len(lost)} finished shards had their networks in a {WEIGHTS_PART} that is gone; "
-                       f"they are fitted again")
+        notices.append(f"{len(lost)} finished shards had their networks only in the set's weights file ({WEIGHTS} "
+                       f"or {WEIGHTS_PART}), which is gone; they are fitted again")
     return sorted(waiting.union(lost))
 
 
