@@ -4,6 +4,7 @@ wrote (one network, or a set's with the image named)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,10 +14,18 @@ import numpy as np
 from inr_cli.core.network import NetworkSpec
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats import checkpoint as ckpt
-from inr_cli.formats.network_set import NetworkSet, is_network_set, load_network_set, refuse_set_without_plan
+from inr_cli.formats.network_set import (
+    PLAN,
+    NetworkSet,
+    is_network_set,
+    load_network_set,
+    refuse_set_without_plan,
+)
 
 if TYPE_CHECKING:
     from inr_cli.formats.exported import Exported
+
+RUN_CONFIG = "config.toml"  # the first file inr train writes in a run
 
 
 @dataclass
@@ -48,12 +57,19 @@ def one_network(run: Path, image: str | None) -> OneNetwork:
 
 
 def require_input(path: Path) -> None:
-    """A missing RUN|SET said as such, and so a set whose fit-many.json is gone: otherwise it reads as
-    a single run (not a set), and --image or a set's -o would be refused for that instead."""
-    if not Path(path).exists():
+    """A missing RUN|SET said as such, and so a set whose fit-many.json is gone, and a folder that
+    holds neither (empty, or the user's own files): otherwise each reads as a single run (not a set),
+    and --image or a set's -o would be refused for that instead."""
+    path = Path(path)
+    if not path.exists():
         raise InrError(f"{path}: no such run or set")
-    if not (Path(path) / ckpt.FILENAME).exists():
+    if not (path / ckpt.FILENAME).exists():
         refuse_set_without_plan(path)
+    if path.is_dir() and not any(os.path.lexists(path / name) for name in (ckpt.FILENAME, RUN_CONFIG, PLAN)):
+        # a run inr train started holds its config.toml before its first checkpoint: the checkpoint's
+        # reader says that one
+        raise InrError(f"{path}: neither a run nor a set (no {ckpt.FILENAME}, no {PLAN} in this folder): give "
+                       f"the folder of an inr train run or of an inr fit-many set")
 
 
 def is_exported_file(path: Path) -> bool:

@@ -136,7 +136,10 @@ def test_a_set_export_is_read_as_its_folder(tmp_path):
 
 
 def test_export_refuses_unknown_formats_before_work(tmp_path):
-    (tmp_path / "run").mkdir()  # there, so that the format is what is refused (a missing RUN is said first)
+    # a run inr train started (its config.toml), so that the format is what is refused: a missing RUN, or a
+    # folder that holds neither a run nor a set, is said first
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "config.toml").write_text("")
     result = runner.invoke(app, ["export", str(tmp_path / "run"), "-o", str(tmp_path / "model.pt")])
     assert result.exit_code == 2 and "unknown export format '.pt'" in result.output
 

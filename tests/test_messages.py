@@ -73,6 +73,32 @@ def test_a_run_or_set_that_does_not_exist_is_said_so_whatever_the_other_argument
         assert result.exit_code == 1 and f"error: {missing}: no such run" in result.stderr, command
 
 
+@pytest.mark.parametrize("contents", [(), ("notes.txt", "photo.png")])
+def test_a_folder_that_holds_neither_a_run_nor_a_set_is_said_so(tmp_path, contents):
+    """An empty folder, or one of the user's files, given as RUN|SET: was "--image names an image of an
+    inr fit-many folder; FOLDER is a single run" (render, export) or "no checkpoint.npz in this directory
+    (is it a run directory?)" (info, view), though a set is as good an answer. A run inr train has
+    started (its config.toml, no checkpoint yet) is still a run."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for name in contents:
+        make_image(folder / name, "RGB") if name.endswith(".png") else (folder / name).write_text("mine\n")
+    expected = (f"error: {folder}: neither a run nor a set (no checkpoint.npz, no fit-many.json in this folder): "
+                f"give the folder of an inr train run or of an inr fit-many set")
+    commands = [["render", folder, "--image", "x.png", "-o", tmp_path / "x.png"], ["render", folder, "-o",
+                tmp_path / "x.png"], ["export", folder, "--image", "x.png", "-o", tmp_path / "x.safetensors"],
+                ["export", folder, "-o", tmp_path / "x.safetensors"], ["info", folder]]
+    if contents:  # an empty folder is said to view as such: it waits for nothing (inr view --next does)
+        commands.append(["view", folder, "--no-browser", "--device", "cpu"])
+    for command in commands:
+        result = run(*command)
+        assert result.exit_code == 1 and result.stderr.strip() == expected, (command, result.output)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["folder"]
+    (folder / "config.toml").write_text("")
+    result = run("render", folder, "--image", "x.png", "-o", tmp_path / "x.png")
+    assert result.exit_code == 2 and f"{folder} is a single run" in result.stderr, result.output
+
+
 def test_a_meta_init_checkpoint_or_a_set_given_as_a_run_says_what_it_is_and_what_to_give(tmp_path):
     """Neither is a damaged checkpoint nor a folder missing one: each is named for what it is."""
     from tests.test_fit_many import make_folder

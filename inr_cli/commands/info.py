@@ -11,7 +11,7 @@ from inr_cli.core.metrics import psnr_from_mse
 from inr_cli.core.sizing import image_bytes, model_bytes
 from inr_cli.formats import checkpoint as ckpt
 from inr_cli.formats.network_set import NetworkSet, is_network_set, load_network_set
-from inr_cli.loading import exported_contents, is_exported_file
+from inr_cli.loading import exported_contents, is_exported_file, require_input
 
 NAME = "info"
 HELP = ("What a run or a set (an inr fit-many folder) holds: network, parameters, step reached, last loss and "
@@ -30,6 +30,7 @@ def command(
     if is_network_set(run):
         _set_info(load_network_set(run), as_json)
         return
+    require_input(run)  # a folder that is no run is said as such, and so one that is neither run nor set
     saved = ckpt.load(run, moments=False, deferred=True)  # its description: no array read but a scan
     height, width, channels = saved.data_shape
     loss = saved.last_loss

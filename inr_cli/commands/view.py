@@ -38,6 +38,7 @@ def command(
                                "fit-many.json names them (URLs, paths outside its input folder): only for a set "
                                "you made."),
 ) -> None:
+    from inr_cli.loading import require_input
     from inr_cli.viewer.server import ViewServer
     from inr_cli.viewer.sources import SetView, open_view
     from inr_cli.viewer.tiles import TileRenderer
@@ -54,6 +55,7 @@ def command(
     elif not run.exists() or (run.is_dir() and not any(run.iterdir())):
         what = "an empty folder" if run.exists() else "no such run directory or checkpoint"
         raise InrError(f"{run}: {what}; inr view --next waits for the next run inr train starts")
+    require_input(run)  # a folder of the user's files is neither a run nor a set
     if _run_without_checkpoint(run):
         _wait_for_first_checkpoint(run)
     view = open_view(run, trust)
