@@ -102,6 +102,16 @@ def exported_contents(path: Path) -> tuple[NetworkSet | None, Exported | None]:
 
 
 def _exported_network(path: Path, image: str | None) -> OneNetwork:
+    from inr_cli.formats.exported import read_exported
+    from inr_cli.formats.modulated import is_latent_set_file
+
+    if image is not None and not is_latent_set_file(path):  # one image of a set: its network alone is read
+        exported = read_exported(path, member=image)
+        if exported.stacked:
+            entry = exported.index[exported.member]
+            return OneNetwork(exported.spec, exported.params[0], exported.channels, int(entry["width"]),
+                              int(entry["height"]), f"render-{Path(image).stem}")
+        raise UsageError(f"--image names an image of a set; {path} holds one network")
     networks, exported = exported_contents(path)
     if networks is not None:
         return _set_member(networks, path, image)

@@ -135,6 +135,44 @@ def test_a_set_export_is_read_as_its_folder(tmp_path):
     assert json.loads(runner.invoke(app, ["info", str(one), "--json"]).stdout)["width"] == 8
 
 
+def test_one_image_of_a_set_export_is_drawn_from_its_own_network_alone(tmp_path):
+    """render --image reads the named image's network from a set's .safetensors and no other: with
+    another image's weights made NaN in the file, reading the whole set refuses it, while the named
+    image still draws exactly as from the set's folder."""
+    pytest.importorskip("safetensors")
+    import struct
+
+    from tests.conftest import make_image
+
+    images = tmp_path / "images"
+    images.mkdir()
+    for i in range(3):
+        make_image(images / f"img{i}.png", "RGB", size=(8, 6), seed=i)
+    assert runner.invoke(app, ["fit-many", str(images), "-o", str(tmp_path / "set"), "--steps", "5", "--hidden", "8",
+                               "--layers", "2", "--device", "cpu", "-q"]).exit_code == 0
+    exported = tmp_path / "set.safetensors"
+    assert runner.invoke(app, ["export", str(tmp_path / "set"), "-o", str(exported)]).exit_code == 0
+    data = bytearray(exported.read_bytes())
+    header_size = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + header_size])
+    start, end = header["layers.0.weight"]["data_offsets"]
+    row_bytes = (end - start) // 3  # img2's network is the third row of every tensor
+    data[8 + header_size + start + 2 * row_bytes: 8 + header_size + start + 2 * row_bytes + 4] = struct.pack(
+        "<f", float("nan"))
+    exported.write_bytes(bytes(data))
+    result = runner.invoke(app, ["info", str(exported)])
+    assert result.exit_code == 1 and "network 2's weights hold NaN" in result.stderr, result.output
+    for source, name in ((tmp_path / "set", "folder.png"), (exported, "export.png")):
+        result = runner.invoke(app, ["render", str(source), "--image", "img1.png", "--size", "16", "--device", "cpu",
+                                     "-q", "-o", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+    assert np.array_equal(np.asarray(Image.open(tmp_path / "folder.png")),
+                          np.asarray(Image.open(tmp_path / "export.png")))
+    result = runner.invoke(app, ["render", str(exported), "--image", "img2.png", "-o", str(tmp_path / "2.png")])
+    assert result.exit_code == 1 and "network 2's weights hold NaN" in result.stderr, result.output
+    result = runner.invoke(app, ["render", str(exported), "--image", "img9.png", "-o", str(tmp_path / "9.png")])
+    assert result.exit_code != 0 and "no image named 'img9.png' in this set" in result.stderr, result.output
+
 def test_export_refuses_unknown_formats_before_work(tmp_path):
     # a run inr train started (its config.toml), so that the format is what is refused: a missing RUN, or a
     # folder that holds neither a run nor a set, is said first

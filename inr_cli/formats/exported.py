@@ -25,7 +25,7 @@ from inr_cli.extras import require
 from inr_cli.formats.input_files import check_regular
 from inr_cli.formats.network_description import BadDescription, spec_from_json
 from inr_cli.formats.pixel_csv import CHANNEL_SETS
-from inr_cli.formats.set_index import INDEX_COLUMNS, LABEL, index_cell, index_row
+from inr_cli.formats.set_index import INDEX_COLUMNS, LABEL, index_cell, index_row, row_named
 from inr_cli.limits import MAX_HEADER_BYTES, MAX_SIDE
 
 LATENTS = "latents"  # a set of latents over one base in one file: [N, D] (formats/modulated.py)
@@ -44,9 +44,13 @@ class Exported:
     width: int = 1  # the size one network was trained at, where the export recorded it
     height: int = 1
     dtype: str = "float32"  # what its tensors are stored in (read back as float32)
+    member: int | None = None  # a set read for one image (read_exported's member): its row; params [1, P]
 
 
-def read_exported(path: Path) -> Exported:
+def read_exported(path: Path, member: str | None = None) -> Exported:
+    """The file's network or set, checked. `member`, an image of a set: its network alone is read
+    (params [1, P], Exported.member its row), the others' never, so that drawing one image of a
+    large set costs one network's bytes; of a file holding one network, it is ignored."""
     require("safetensors", "reading safetensors files", "export")
     from safetensors import safe_open
 
@@ -57,7 +61,7 @@ def read_exported(path: Path) -> Exported:
         with safe_open(str(path), framework="numpy") as handle:
             metadata = dict(handle.metadata() or {})
             spec = _spec(path, metadata)
-            return _read(path, handle, spec, metadata)
+            return _read(path, handle, spec, metadata, member)
     except InrError:
         raise
     except Exception as exc:  # noqa: BLE001 - safetensors raises its own SafetensorError, and OS errors
@@ -90,7 +94,7 @@ def _spec(path: Path, metadata: dict) -> NetworkSpec:
         raise InrError(f"{path}: damaged network description, {exc}") from None
 
 
-def _read(path: Path, handle, spec: NetworkSpec, metadata: dict) -> Exported:
+def _read(path: Path, handle, spec: NetworkSpec, metadata: dict, member: str | None) -> Exported:
     from inr_cli.formats.export import tensor_views
 
     wanted = {name: view.shape[1:] for name, view in tensor_views(spec, np.empty((0, spec.parameter_count()),
@@ -116,14 +120,22 @@ def _read(path: Path, handle, spec: NetworkSpec, metadata: dict) -> Exported:
                            f"{list(shapes[name])}, expected F32 or F16 {list(expected)})")
     if networks < 1:
         raise InrError(f"{path}: a set of no networks")
+    names, index, row = [], [], None
+    if stacked:
+        names, index = set_rows(path, metadata, networks)
+        if member is not None:
+            row = row_named(index, member)
     # Every tensor is in the file at its size (safetensors checks the offsets): the parameters
     # take no more memory than the file holds.
-    params = np.empty((networks, spec.parameter_count()), dtype=np.float32)
+    params = np.empty((networks if row is None else 1, spec.parameter_count()), dtype=np.float32)
     for name, view in tensor_views(spec, params).items():
-        tensor = handle.get_tensor(name)
-        view[...] = tensor if stacked else tensor[None]
+        if row is not None:
+            view[...] = handle.get_slice(name)[row:row + 1]
+        else:
+            tensor = handle.get_tensor(name)
+            view[...] = tensor if stacked else tensor[None]
     if not np.isfinite(params).all():
-        bad = int(np.argmin(np.isfinite(params).all(axis=1)))
+        bad = int(np.argmin(np.isfinite(params).all(axis=1))) if row is None else row
         which = f"network {bad}'s" if stacked else "its"
         raise InrError(f"{path}: {which} weights hold NaN or infinite values; nothing can be drawn from them, nor "
                        f"fitted from them")
@@ -132,10 +144,8 @@ def _read(path: Path, handle, spec: NetworkSpec, metadata: dict) -> Exported:
         raise InrError(f"{path}: its channels '{metadata.get('channels', '')[:40]}' are not l, r,g,b or r,g,b,a for "
                        f"a network of {spec.out_features} outputs")
     stored = "float16" if any(handle.get_slice(name).get_dtype() == "F16" for name in wanted) else "float32"
-    exported = Exported(spec, channels, params, stacked, metadata=metadata, dtype=stored)
-    if stacked:
-        exported.names, exported.index = set_rows(path, metadata, networks)
-    else:
+    exported = Exported(spec, channels, params, stacked, names, index, metadata=metadata, dtype=stored, member=row)
+    if not stacked:
         exported.width, exported.height = (_side(path, metadata, key) for key in ("width", "height"))
     return exported
 

@@ -26,11 +26,11 @@ import numpy as np
 
 from inr_cli.core.modulations import ModulatedBase
 from inr_cli.core.network import NetworkSpec
-from inr_cli.errors import InrError, NoSuchName
+from inr_cli.errors import InrError
 from inr_cli.formats.input_files import check_regular
 from inr_cli.formats.network_description import BadDescription, spec_from_dict
 from inr_cli.formats.pixel_csv import CHANNEL_SETS
-from inr_cli.formats.set_index import INDEX_COLUMNS, LABEL, index_row
+from inr_cli.formats.set_index import INDEX_COLUMNS, LABEL, index_row, row_named
 from inr_cli.formats.versions import refuse_newer
 from inr_cli.limits import MAX_TEXT_BYTES
 
@@ -90,9 +90,7 @@ class NetworkSet:
     def row(self, name: str) -> int:
         if name in self._rows:
             return self._rows[name]
-        close = [r["name"] for r in self.index if r["name"].split(".")[0] == name.split(".")[0]]
-        hint = f"; did you mean {close[0]}?" if close else f" ({len(self.index)} images, e.g. {self.index[0]['name']})"
-        raise NoSuchName(f"no image named '{name}' in this set{hint}")
+        return row_named(self.index, name)
 
     def params(self, row: int) -> np.ndarray:
         """The [P] parameters of the network of index row `row`, read from the file and checked."""

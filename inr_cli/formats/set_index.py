@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from inr_cli.core.pixels import check_image
-from inr_cli.errors import InrError
+from inr_cli.errors import InrError, NoSuchName
 
 INDEX_COLUMNS = ("name", "psnr", "loss", "steps", "seed", "width", "height")
 LABEL = "label"  # the last column when the images came in class folders (the first folder level)
@@ -57,3 +57,14 @@ def index_row(path: Path, line: int, header: list[str], cells: list[str]) -> dic
     if not row["name"]:
         raise InrError(f"{path}, line {line}: no name")
     return row
+
+
+def row_named(index: list[dict], name: str) -> int:
+    """The row of the image `name` in a set's index rows; one that is not there is NoSuchName, with
+    the name it may have meant."""
+    for row, entry in enumerate(index):
+        if entry["name"] == name:
+            return row
+    close = [r["name"] for r in index if r["name"].split(".")[0] == name.split(".")[0]]
+    hint = f"; did you mean {close[0]}?" if close else f" ({len(index)} images, e.g. {index[0]['name']})"
+    raise NoSuchName(f"no image named '{name}' in this set{hint}")
