@@ -392,6 +392,8 @@ def test_a_set_file_that_is_no_file_stops_the_rerun_by_its_name_and_removing_it_
     before = regular_files(out)
     line = refused(fit(images, "-o", out, *PACK, *NET), f"{out / name}: {what}", code=1)
     assert line.endswith("; the set is damaged: remove it, then run the same inr fit-many command again"), line
+    # --add says the same (it said "holds no finished set to add to" of a weights.npy that is no file)
+    assert refused(fit(images, "-o", out, "--add", *PACK, *NET), f"{out / name}: {what}", code=1) == line
     assert regular_files(out) == before
     os.rmdir(out / name) if kind == "folder" else os.unlink(out / name)
     result = fit(images, "-o", out, *PACK, *NET)

@@ -210,6 +210,32 @@ def set_file(path: Path, what: str, damaged: str = DAMAGED) -> bool:
     return True
 
 
+# What each of a set's files is, in the line that refuses something else in its place (set_file's).
+SET_FILE_ROLES = {PLAN: "the set's plan", WEIGHTS: "the set's weights", WEIGHTS_PART: "the set's weights as they "
+                  "are fitted", INDEX: f"a set's {INDEX}", DESCRIPTION: f"a set's {DESCRIPTION}",
+                  BASE: "the base of a set of latents"}
+
+
+def refuse_damaged_files(folder: Path) -> None:
+    """A set fit-many goes on with (run again, or grown by --add) where one of its files is not a file
+    (a folder, a FIFO, a device or a link to nothing in its place): one line naming it, as the
+    readers say it (set_file), before anything is opened, renamed or fitted; --force too, which
+    replaces the set's files, never these. Removing it and running the same command again finishes
+    the set (fitting again what only a lost weights file held), except for the plan: without it the
+    folder is no set to go on with. A folder named as the base is refused once the plan says the set
+    is one of latents (driver.prepare)."""
+    if not folder.is_dir() or not os.path.lexists(folder / PLAN):
+        return
+    again = "remove it and put the plan back, or remove it and fit the set again (the same inr fit-many command " \
+            "with --force)"
+    set_file(folder / PLAN, SET_FILE_ROLES[PLAN], f"the set is damaged: {again}")
+    for name in (WEIGHTS, WEIGHTS_PART, INDEX, DESCRIPTION, BASE):
+        path = folder / name
+        if name == BASE and path.is_dir() and not path.is_symlink():
+            continue  # nothing of a set of whole networks
+        set_file(path, SET_FILE_ROLES[name])
+
+
 def _refuse_special(path: Path) -> None:
     """Opening a FIFO waits for a writer and a device never ends: only regular files are read."""
     set_file(path, f"a set's {path.name}")

@@ -26,12 +26,12 @@ from inr_cli.core.training_loop import Interrupted, Signals
 from inr_cli.errors import InrError, UsageError
 from inr_cli.formats.network_set import (
     BASE,
-    DESCRIPTION,
     INDEX,
     PLAN,
+    SET_FILE_ROLES,
     SHARDS,
     WEIGHTS,
-    WEIGHTS_PART,
+    refuse_damaged_files,
     set_file,
 )
 from inr_cli.formats.start import is_file_start, resolved_start, start_file, start_network, start_params, start_sha256
@@ -428,7 +428,7 @@ def _saved_plan(folder: SetFolder, force: bool, notices: list) -> Plan | None:
         shards = folder.local / SHARDS
         if os.path.lexists(shards) and (os.path.islink(shards) or not shards.is_dir()):
             raise UsageError(f"{shards} is not a folder of inr's; inr never replaces it: choose another -o")
-        _refuse_damaged_files(folder.local)
+        refuse_damaged_files(folder.local)
         if not folder_output(folder.local, _holds_set, "inr fit-many set", force=force, writes=SET_FILES):
             return None
         if not folder.exists(PLAN):
@@ -450,32 +450,6 @@ def _saved_plan(folder: SetFolder, force: bool, notices: list) -> Plan | None:
         notices.append(f"--force: {folder} is started again ({folder.join(PLAN)} was not a plan this inr "
                        f"can read)")
         return None
-
-
-# What each of a set's files is, in the line that refuses something else in its place (the readers'
-# words, network_set.py).
-SET_FILE_ROLES = {PLAN: "the set's plan", WEIGHTS: "the set's weights", WEIGHTS_PART: "the set's weights as they "
-                  "are fitted", INDEX: f"a set's {INDEX}", DESCRIPTION: f"a set's {DESCRIPTION}",
-                  BASE: "the base of a set of latents"}
-
-
-def _refuse_damaged_files(folder: Path) -> None:
-    """A set run again where one of its files is not a file (a folder, a FIFO, a device or a link to
-    nothing in its place): one line naming it, as the readers say it (network_set.set_file), before
-    anything is opened, renamed or fitted; --force too, which replaces the set's files, never these.
-    Removing it and running the same command again finishes the set (fitting again what only a lost
-    weights file held), except for the plan: without it the folder is no set to go on with. A
-    folder named as the base is refused once the plan says the set is one of latents (prepare)."""
-    if not folder.is_dir() or not os.path.lexists(folder / PLAN):
-        return
-    again = "remove it and put the plan back, or remove it and fit the set again (the same inr fit-many command " \
-            "with --force)"
-    set_file(folder / PLAN, SET_FILE_ROLES[PLAN], f"the set is damaged: {again}")
-    for name in (WEIGHTS, WEIGHTS_PART, INDEX, DESCRIPTION, BASE):
-        path = folder / name
-        if name == BASE and path.is_dir() and not path.is_symlink():
-            continue  # nothing of a set of whole networks
-        set_file(path, SET_FILE_ROLES[name])
 
 
 def _holds_set(folder: Path) -> bool:

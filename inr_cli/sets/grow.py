@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from inr_cli.errors import InrError
-from inr_cli.formats.network_set import PLAN, WEIGHTS
+from inr_cli.formats.network_set import PLAN, WEIGHTS, refuse_damaged_files
 from inr_cli.outputs import SCRATCH_MARKER, is_scratch, mark_scratch, release, remove_scratch, scratch, takes_files
 from inr_cli.sets import inputs
 from inr_cli.sets.join import finished_set, join_sets
@@ -23,7 +23,8 @@ from inr_cli.sets.plan import Plan
 def new_names(source: str, out: Path) -> set[str] | None:
     """The inputs of `source` that the set in `out` does not hold; None when there is no finished
     set there yet (the fit then starts it as usual). An image the set holds whose file changed since
-    is refused: its network would no longer be its own."""
+    is refused: its network would no longer be its own. A set whose files are damaged is said so."""
+    refuse_damaged_files(out)
     if not (out / PLAN).is_file() or not (out / WEIGHTS).is_file():
         return None
     saved = Plan.read(out / PLAN)
