@@ -113,7 +113,8 @@ def refuse_set_without_plan(folder: Path) -> None:
         return
     again = f"fit the set again (inr fit-many ... -o {folder} --force)"  # without its plan, fit-many starts over
     if os.path.lexists(folder / PLAN):
-        set_file(folder / PLAN, "the set's plan", f"the set is damaged: remove it and put the plan back, or {again}")
+        set_file(folder / PLAN, SET_FILE_ROLES[PLAN],
+                 f"the set is damaged: remove it and put the plan back, or {again}")
         return
     found = [name for name in (WEIGHTS, WEIGHTS_PART, INDEX, DESCRIPTION) if os.path.lexists(folder / name)]
     if found:
@@ -132,7 +133,7 @@ def load_network_set(out: Path) -> NetworkSet:
     description against the weights' shape, the index against their rows) before anything is
     sized from them; a damaged set is one line naming the file."""
     out = Path(out)
-    if not set_file(out / WEIGHTS, "the set's weights"):
+    if not set_file(out / WEIGHTS, SET_FILE_ROLES[WEIGHTS]):
         raise InrError(f"{out}: the set is not finished (no {WEIGHTS}); run the same inr fit-many command again")
     spec, channels, latent = read_description(out / DESCRIPTION)
     base = _set_base(out, spec, channels, latent) if latent else None
@@ -149,7 +150,7 @@ def _set_base(out: Path, spec: NetworkSpec, channels: tuple[str, ...], latent: i
     """The base a set of latents holds, checked against its description."""
     from inr_cli.formats.modulated import read_base
 
-    if not set_file(out / BASE, "the base of a set of latents"):
+    if not set_file(out / BASE, SET_FILE_ROLES[BASE]):
         raise InrError(f"{out / BASE}: missing; a set of latents is drawn through its base (the file fit-many copied "
                        f"there from --init)")
     base, base_channels, _ = read_base(out / BASE)
