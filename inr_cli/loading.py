@@ -81,9 +81,15 @@ def _set_member(networks: NetworkSet, where: Path, image: str | None) -> OneNetw
     if image is None:
         raise UsageError(f"{where} is a set of networks: name one with --image NAME")
     row = networks.row(image)
-    entry = networks.index[row]
-    return OneNetwork(networks.spec, networks.params(row), networks.channels, int(entry["width"]),
-                      int(entry["height"]), f"render-{Path(image).stem}")
+    return _member(networks.spec, networks.params(row), networks.channels, networks.index[row], image)
+
+
+def _member(spec: NetworkSpec, params: np.ndarray, channels, entry: dict, image: str,
+            dtype: str = "float32") -> OneNetwork:
+    """One image's network of a set, at the size its index row gives (1x1 in an older export that
+    holds the names alone, as the API reads it)."""
+    return OneNetwork(spec, params, channels, int(entry.get("width", 1)), int(entry.get("height", 1)),
+                      f"render-{Path(image).stem}", dtype)
 
 
 def exported_contents(path: Path) -> tuple[NetworkSet | None, Exported | None]:
@@ -107,15 +113,12 @@ def _exported_network(path: Path, image: str | None) -> OneNetwork:
 
     if image is not None and not is_latent_set_file(path):  # one image of a set: its network alone is read
         exported = read_exported(path, member=image)
-        if exported.stacked:
-            entry = exported.index[exported.member]
-            return OneNetwork(exported.spec, exported.params[0], exported.channels, int(entry["width"]),
-                              int(entry["height"]), f"render-{Path(image).stem}")
-        raise UsageError(f"--image names an image of a set; {path} holds one network")
+        if not exported.stacked:
+            raise UsageError(f"--image names an image of a set; {path} holds one network")
+        return _member(exported.spec, exported.params[0], exported.channels, exported.index[exported.member], image,
+                       exported.dtype)
     networks, exported = exported_contents(path)
     if networks is not None:
         return _set_member(networks, path, image)
-    if image is not None:
-        raise UsageError(f"--image names an image of a set; {path} holds one network")
     return OneNetwork(exported.spec, exported.params[0], exported.channels, exported.width, exported.height,
                       "render", exported.dtype)

@@ -116,8 +116,17 @@ class WeightsView:
             raise InrError(f"{self._names[rows[int(np.argmin(finite))]]}: its network's parameters hold NaN or "
                            f"infinite values (a damaged set)")
         if self.mean is not None:
-            taken -= self.mean
-            taken /= self.std
+            with np.errstate(over="ignore"):  # refused below, not NumPy's warning
+                taken -= self.mean
+                taken /= self.std
+            overflowed = ~np.isfinite(taken).all(axis=1)
+            if overflowed.any():  # (w - mean) / std beyond float32, however small std is allowed to be
+                row = int(np.argmax(overflowed))
+                column = int(np.argmin(np.isfinite(taken[row])))
+                raise ArgumentValueError(f"standardized weights beyond float32's range: parameter {column} of "
+                                         f"{self._names[rows[row]]} (mean {float(self.mean[column]):g}, std "
+                                         f"{float(self.std[column]):g}); give a mean and std of the set's weights "
+                                         f"(statistics())")
         return taken
 
     def split(self, test: float = 0.2, seed: int = 0, groups: Sequence | None = None

@@ -343,6 +343,23 @@ def test_a_std_too_small_to_divide_by_in_float32_is_refused_without_a_warning(ma
         assert np.isfinite(view.standardized(mean, std).weights).all()
 
 
+def test_standardized_weights_beyond_float32_are_refused_where_they_are_made(made):
+    """A small std that float32 divides by, against a mean far from the weights: (w - mean) / std
+    overflows. One ValueError naming the parameter and its image when the weights are taken, never
+    NumPy's warning and infinite weights handed out."""
+    view = made["set"].view()
+    mean, std = view.statistics()
+    mean, std = mean.astype(np.float64), std.astype(np.float64)
+    mean[5], std[5] = -10.0, 1e-38  # |w - mean| / std near 1e39
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        standardized = view.standardized(mean, std)  # accepted: 1 / std is finite in float32
+        with pytest.raises(ValueError) as caught:
+            _ = standardized.weights
+        assert isinstance(caught.value, InrError)
+        assert "standardized weights beyond float32's range: parameter 5 of " in str(caught.value)
+        assert "(mean -10, std 1e-38)" in str(caught.value)
+
 def test_an_array_beyond_float32_is_refused_in_its_own_type_without_a_warning(made):
     """Coordinates, parameters, statistics and latents are float32: a float64 beyond its range is one
     ValueError naming the argument and the number, never NumPy's overflow warning and an infinity

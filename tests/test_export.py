@@ -173,6 +173,34 @@ def test_one_image_of_a_set_export_is_drawn_from_its_own_network_alone(tmp_path)
     result = runner.invoke(app, ["render", str(exported), "--image", "img9.png", "-o", str(tmp_path / "9.png")])
     assert result.exit_code != 0 and "no image named 'img9.png' in this set" in result.stderr, result.output
 
+def test_one_image_of_an_older_set_export_that_holds_names_alone_is_drawn(tmp_path):
+    """An export of an older inr holds the images' names without their index: render --image draws
+    the named image's network at the size asked (its own unknown), as the library reads it, not a
+    KeyError from the missing width."""
+    pytest.importorskip("safetensors")
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+
+    from tests.conftest import make_image
+
+    images = tmp_path / "images"
+    images.mkdir()
+    for i in range(2):
+        make_image(images / f"img{i}.png", "RGB", size=(8, 6), seed=i)
+    assert runner.invoke(app, ["fit-many", str(images), "-o", str(tmp_path / "set"), "--steps", "5", "--hidden", "8",
+                               "--layers", "2", "--device", "cpu", "-q"]).exit_code == 0
+    exported = tmp_path / "set.safetensors"
+    assert runner.invoke(app, ["export", str(tmp_path / "set"), "-o", str(exported)]).exit_code == 0
+    with safe_open(str(exported), framework="numpy") as handle:
+        tensors = {name: handle.get_tensor(name) for name in handle.keys()}
+        metadata = {key: value for key, value in handle.metadata().items() if key != "index"}
+    older = tmp_path / "older.safetensors"
+    save_file(tensors, str(older), metadata=metadata)
+    result = runner.invoke(app, ["render", str(older), "--image", "img1.png", "--size", "16", "--device", "cpu",
+                                 "-q", "-o", str(tmp_path / "older.png")])
+    assert result.exit_code == 0 and result.exception is None, result.output
+    assert Image.open(tmp_path / "older.png").size == (16, 16)
+
 def test_export_refuses_unknown_formats_before_work(tmp_path):
     # a run inr train started (its config.toml), so that the format is what is refused: a missing RUN, or a
     # folder that holds neither a run nor a set, is said first

@@ -352,7 +352,8 @@ def readers_of(out: Path, tmp_path: Path) -> list:
             run("info", out),
             run("export", out, "-o", tmp_path / "x.safetensors"),
             run("export", out, "--image", "img0.png", "-o", tmp_path / "x.safetensors"),
-            run("view", out, "--no-browser", "--device", "cpu")]
+            run("view", out, "--no-browser", "--device", "cpu"),
+            run("join", out, out, "-o", tmp_path / "joined")]
 
 
 @pytest.mark.parametrize("kind", ["folder", "fifo", "dangling link"])
@@ -435,7 +436,8 @@ def test_a_set_without_its_plan_is_said_as_such_not_as_no_run(reference, tmp_pat
         fragments = (f"{out}: an inr fit-many set (it holds {WEIGHTS}, {INDEX}", f"whose {PLAN} is missing, so "
                      f"it cannot be read: put {PLAN} back, or fit the set again")
     else:
-        fragments = (f"{out / PLAN}: {in_place_of(out / PLAN, kind)}", "the set is damaged")
+        fragments = (f"{out / PLAN}: {in_place_of(out / PLAN, kind)}", "the set is damaged: remove it and put the "
+                     "plan back, or remove it and fit the set again (the same inr fit-many command with --force)")
     for result in readers_of(out, tmp_path):
         line = refused(result, *fragments)
         assert "checkpoint" not in line and "single run" not in line, line

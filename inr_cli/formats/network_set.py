@@ -111,15 +111,14 @@ def refuse_set_without_plan(folder: Path) -> None:
     folder = Path(folder)
     if not folder.is_dir():
         return
-    again = f"fit the set again (inr fit-many ... -o {folder} --force)"  # without its plan, fit-many starts over
     if os.path.lexists(folder / PLAN):
-        set_file(folder / PLAN, SET_FILE_ROLES[PLAN],
-                 f"the set is damaged: remove it and put the plan back, or {again}")
+        set_file(folder / PLAN, SET_FILE_ROLES[PLAN], PLAN_DAMAGED)
         return
     found = [name for name in (WEIGHTS, WEIGHTS_PART, INDEX, DESCRIPTION) if os.path.lexists(folder / name)]
-    if found:
+    if found:  # without its plan, fit-many starts over (--force)
         raise InrError(f"{folder}: an inr fit-many set (it holds {', '.join(found)}) whose {PLAN} is missing, so "
-                       f"it cannot be read: put {PLAN} back, or {again}")
+                       f"it cannot be read: put {PLAN} back, or fit the set again (the same inr fit-many command "
+                       f"with --force)")
 
 
 # A spreadsheet runs a cell that begins so as a formula (CSV injection): index.csv holds such a name
@@ -188,6 +187,9 @@ def read_description(path: Path) -> tuple[NetworkSpec, tuple[str, ...], int]:
 
 
 DAMAGED = "the set is damaged: remove it, then run the same inr fit-many command again"
+# Without its plan a folder is no set to go on with: the plan put back, or the set fitted afresh.
+PLAN_DAMAGED = ("the set is damaged: remove it and put the plan back, or remove it and fit the set again (the same "
+                "inr fit-many command with --force)")
 
 
 def set_file(path: Path, what: str, damaged: str = DAMAGED) -> bool:
@@ -224,22 +226,28 @@ def refuse_damaged_files(folder: Path) -> None:
     replaces the set's files, never these. Removing it and running the same command again finishes
     the set (fitting again what only a lost weights file held), except for the plan: without it the
     folder is no set to go on with. A folder named as the base is refused once the plan says the set
-    is one of latents (driver.prepare)."""
+    is one of latents."""
     if not folder.is_dir() or not os.path.lexists(folder / PLAN):
         return
-    again = "remove it and put the plan back, or remove it and fit the set again (the same inr fit-many command " \
-            "with --force)"
-    set_file(folder / PLAN, SET_FILE_ROLES[PLAN], f"the set is damaged: {again}")
-    for name in (WEIGHTS, WEIGHTS_PART, INDEX, DESCRIPTION, BASE):
-        path = folder / name
-        if name == BASE and path.is_dir() and not path.is_symlink():
-            continue  # nothing of a set of whole networks
-        set_file(path, SET_FILE_ROLES[name])
+    set_file(folder / PLAN, SET_FILE_ROLES[PLAN], PLAN_DAMAGED)
+    for name in (WEIGHTS, WEIGHTS_PART, INDEX, DESCRIPTION):
+        set_file(folder / name, SET_FILE_ROLES[name])
+    if os.path.lexists(folder / BASE) and _of_latents(folder):  # nothing of a set of whole networks
+        set_file(folder / BASE, SET_FILE_ROLES[BASE])
+
+
+def _of_latents(folder: Path) -> bool:
+    """Whether the set's description says it is one of latents (False where it cannot be read: its
+    reader says why, later)."""
+    try:
+        return bool(read_description(folder / DESCRIPTION)[2])
+    except InrError:
+        return False
 
 
 def _refuse_special(path: Path) -> None:
     """Opening a FIFO waits for a writer and a device never ends: only regular files are read."""
-    set_file(path, f"a set's {path.name}")
+    set_file(path, SET_FILE_ROLES.get(path.name, f"a set's {path.name}"))
 
 
 def _json_file(path: Path) -> dict:

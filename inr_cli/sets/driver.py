@@ -28,11 +28,9 @@ from inr_cli.formats.network_set import (
     BASE,
     INDEX,
     PLAN,
-    SET_FILE_ROLES,
     SHARDS,
     WEIGHTS,
     refuse_damaged_files,
-    set_file,
 )
 from inr_cli.formats.start import is_file_start, resolved_start, start_file, start_network, start_params, start_sha256
 from inr_cli.hooks import hook
@@ -298,8 +296,6 @@ def prepare(source: str, folder: SetFolder, config: Config, pack: int | None, sk
     whatever set or set files were there)."""
     _refuse_output_in_input(source, folder)
     saved = _saved_plan(folder, force, notices)
-    if saved is not None and saved.latent and folder.local:  # a folder there only a set of latents needs
-        set_file(folder.local / BASE, SET_FILE_ROLES[BASE])
     listed = inputs.list_inputs(source)
     if only is not None:  # --add: the images the set does not hold yet
         listed = [item for item in listed if item.name in only]

@@ -12,7 +12,17 @@ from pathlib import Path
 import numpy as np
 
 from inr_cli.errors import InrError
-from inr_cli.formats.network_set import BASE, INDEX, PLAN, SHARDS, WEIGHTS, NetworkSet, load_network_set
+from inr_cli.formats.network_set import (
+    BASE,
+    INDEX,
+    PLAN,
+    SHARDS,
+    WEIGHTS,
+    NetworkSet,
+    load_network_set,
+    refuse_damaged_files,
+    refuse_set_without_plan,
+)
 from inr_cli.outputs import check_parent, folder_output, release, scratch
 from inr_cli.sets.plan import Plan
 from inr_cli.sets.set_folder import SetFolder
@@ -25,6 +35,8 @@ def finished_set(folder: Path) -> tuple[Plan, NetworkSet]:
     folder = Path(folder)
     if not folder.exists():  # a mistyped name, not a set left unfinished
         raise InrError(f"{folder}: no such set")
+    refuse_damaged_files(folder)  # a file that is no file is a damaged set, not an unfinished one
+    refuse_set_without_plan(folder)  # and a set whose plan is gone is said as such
     if not (folder / PLAN).is_file() or not (folder / WEIGHTS).is_file():
         raise InrError(f"{folder}: not a finished inr fit-many set (no {PLAN} or {WEIGHTS})")
     plan = Plan.read(folder / PLAN)
