@@ -176,7 +176,7 @@ def test_one_image_of_a_set_export_is_drawn_from_its_own_network_alone(tmp_path)
 def test_one_image_of_an_older_set_export_that_holds_names_alone_is_drawn(tmp_path):
     """An export of an older inr holds the images' names without their index: render --image draws
     the named image's network at the size asked (its own unknown), as the library reads it, not a
-    KeyError from the missing width."""
+    KeyError from the missing width; inr info says what it holds and that its PSNR is not known."""
     pytest.importorskip("safetensors")
     from safetensors import safe_open
     from safetensors.numpy import save_file
@@ -200,6 +200,11 @@ def test_one_image_of_an_older_set_export_that_holds_names_alone_is_drawn(tmp_pa
                                  "-q", "-o", str(tmp_path / "older.png")])
     assert result.exit_code == 0 and result.exception is None, result.output
     assert Image.open(tmp_path / "older.png").size == (16, 16)
+    said = runner.invoke(app, ["info", str(older)])  # was a KeyError: 'psnr'
+    assert said.exit_code == 0 and said.exception is None, said.output
+    assert "set       2 networks (siren, 2 hidden x 8)\nPSNR      not recorded" in said.stdout, said.stdout
+    described = json.loads(runner.invoke(app, ["info", str(older), "--json"]).stdout)
+    assert described["count"] == 2 and described["mean_psnr"] is None and described["steps"] is None
 
 def test_export_refuses_unknown_formats_before_work(tmp_path):
     # a run inr train started (its config.toml), so that the format is what is refused: a missing RUN, or a

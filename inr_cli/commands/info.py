@@ -154,28 +154,31 @@ def _learned_facts(path: Path, metadata: dict) -> tuple[dict, list[str]]:
 
 
 def _set_info(networks: NetworkSet, as_json: bool) -> None:
-    """A set of networks from inr fit-many (its folder, or its export): how many, how good, how big."""
+    """A set of networks from inr fit-many (its folder, or its export): how many, how good, how big.
+    An export of an older inr holds the images' names alone: its PSNR, steps and sizes are not known."""
     spec = networks.spec
-    psnrs = np.array([float(row["psnr"]) for row in networks.index])
-    worst = int(np.argmin(psnrs))
-    pixels = np.array([int(r["width"]) * int(r["height"]) for r in networks.index])
     per_image = networks.latent or spec.parameter_count()  # a set of latents: each image's latent alone
     bytes_per_image = per_image * 4
     result = {
         "count": len(networks.index), "model": spec.model, "hidden": spec.hidden, "layers": spec.layers,
         "params_per_image": per_image, "bytes_per_image": bytes_per_image,
-        "mean_psnr": round(float(psnrs.mean()), 4), "worst_psnr": round(float(psnrs[worst]), 4),
-        "worst_image": networks.index[worst]["name"],
-        "image_bytes_mean": float((pixels * len(networks.channels)).mean()),
+        "mean_psnr": None, "worst_psnr": None, "worst_image": None, "image_bytes_mean": None,
+        "steps": None, "mean_steps": None, "min_steps": None, "max_steps": None,
     }
-    # A set fitted with --until-psnr stops each network at its own step: the first row's is not the set's.
-    steps = np.array([int(r["steps"]) for r in networks.index])
-    median = float(np.median(steps))
-    result.update({"steps": int(median) if median.is_integer() else median, "mean_steps": round(float(steps.mean()), 2),
-                   "min_steps": int(steps.min()), "max_steps": int(steps.max())})
-    stepped = f"{result['steps']} steps each" if steps.min() == steps.max() else \
-        (f"steps median {result['steps']:g}, mean {result['mean_steps']:g}, {result['min_steps']} to "
-         f"{result['max_steps']} (each stopped at its own: --until-psnr)")
+    recorded = "psnr" in networks.index[0]
+    if recorded:
+        psnrs = np.array([float(row["psnr"]) for row in networks.index])
+        worst = int(np.argmin(psnrs))
+        pixels = np.array([int(r["width"]) * int(r["height"]) for r in networks.index])
+        result.update({"mean_psnr": round(float(psnrs.mean()), 4), "worst_psnr": round(float(psnrs[worst]), 4),
+                       "worst_image": networks.index[worst]["name"],
+                       "image_bytes_mean": float((pixels * len(networks.channels)).mean())})
+        # A set fitted with --until-psnr stops each network at its own step: the first row's is not the set's.
+        steps = np.array([int(r["steps"]) for r in networks.index])
+        median = float(np.median(steps))
+        result.update({"steps": int(median) if median.is_integer() else median,
+                       "mean_steps": round(float(steps.mean()), 2), "min_steps": int(steps.min()),
+                       "max_steps": int(steps.max())})
     if networks.latent:
         result.update(latent=networks.latent, base_params=spec.parameter_count())
     if as_json:
@@ -184,6 +187,16 @@ def _set_info(networks: NetworkSet, as_json: bool) -> None:
     network = f"{spec.model}, {spec.layers} hidden x {spec.hidden}"
     what = (f"latents of {networks.latent} numbers over one base ({network}, {spec.parameter_count():,} parameters)"
             if networks.latent else f"networks ({network})")
+    if not recorded:
+        typer.echo("\n".join([
+            f"set       {result['count']} {what}",
+            "PSNR      not recorded (an export of an older inr holds the images' names alone)",
+            f"size      {bytes_per_image:,} bytes per image (float32)",
+        ]))
+        return
+    stepped = f"{result['steps']} steps each" if result["min_steps"] == result["max_steps"] else \
+        (f"steps median {result['steps']:g}, mean {result['mean_steps']:g}, {result['min_steps']} to "
+         f"{result['max_steps']} (each stopped at its own: --until-psnr)")
     typer.echo("\n".join([
         f"set       {result['count']} {what}, {stepped}",
         f"PSNR      mean {result['mean_psnr']:.2f} dB, worst {result['worst_psnr']:.2f} dB ({result['worst_image']})",
