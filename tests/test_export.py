@@ -104,21 +104,27 @@ def test_an_export_written_twice_is_the_same_bytes(run_dir, tmp_path):
     assert list(metadata) and json.loads(metadata["spec"])["model"] == ckpt.load(run_dir).spec.model
 
 
-def test_a_set_export_is_read_as_its_folder(tmp_path):
-    """A set's .safetensors: inr info describes the set, inr render draws one image's network (--image)
-    as from the folder, and inr export writes that network out again."""
-    pytest.importorskip("safetensors")
+def exported_set(tmp_path, count: int):
+    """A set of `count` small networks fitted into tmp_path/set, and its .safetensors export beside it."""
     from tests.conftest import make_image
 
     images = tmp_path / "images"
     images.mkdir()
-    for i in range(3):
+    for i in range(count):
         make_image(images / f"img{i}.png", "RGB", size=(8, 6), seed=i)
     result = runner.invoke(app, ["fit-many", str(images), "-o", str(tmp_path / "set"), "--steps", "5", "--hidden",
                                  "8", "--layers", "2", "--device", "cpu", "-q"])
     assert result.exit_code == 0, result.output
     exported = tmp_path / "set.safetensors"
     assert runner.invoke(app, ["export", str(tmp_path / "set"), "-o", str(exported)]).exit_code == 0
+    return exported
+
+
+def test_a_set_export_is_read_as_its_folder(tmp_path):
+    """A set's .safetensors: inr info describes the set, inr render draws one image's network (--image)
+    as from the folder, and inr export writes that network out again."""
+    pytest.importorskip("safetensors")
+    exported = exported_set(tmp_path, 3)
     described = [json.loads(runner.invoke(app, ["info", str(where), "--json"]).stdout)
                  for where in (tmp_path / "set", exported)]
     assert described[1]["count"] == 3 and described[1] == described[0]
@@ -142,16 +148,7 @@ def test_one_image_of_a_set_export_is_drawn_from_its_own_network_alone(tmp_path)
     pytest.importorskip("safetensors")
     import struct
 
-    from tests.conftest import make_image
-
-    images = tmp_path / "images"
-    images.mkdir()
-    for i in range(3):
-        make_image(images / f"img{i}.png", "RGB", size=(8, 6), seed=i)
-    assert runner.invoke(app, ["fit-many", str(images), "-o", str(tmp_path / "set"), "--steps", "5", "--hidden", "8",
-                               "--layers", "2", "--device", "cpu", "-q"]).exit_code == 0
-    exported = tmp_path / "set.safetensors"
-    assert runner.invoke(app, ["export", str(tmp_path / "set"), "-o", str(exported)]).exit_code == 0
+    exported = exported_set(tmp_path, 3)
     data = bytearray(exported.read_bytes())
     header_size = struct.unpack("<Q", data[:8])[0]
     header = json.loads(data[8:8 + header_size])
@@ -181,16 +178,7 @@ def test_one_image_of_an_older_set_export_that_holds_names_alone_is_drawn(tmp_pa
     from safetensors import safe_open
     from safetensors.numpy import save_file
 
-    from tests.conftest import make_image
-
-    images = tmp_path / "images"
-    images.mkdir()
-    for i in range(2):
-        make_image(images / f"img{i}.png", "RGB", size=(8, 6), seed=i)
-    assert runner.invoke(app, ["fit-many", str(images), "-o", str(tmp_path / "set"), "--steps", "5", "--hidden", "8",
-                               "--layers", "2", "--device", "cpu", "-q"]).exit_code == 0
-    exported = tmp_path / "set.safetensors"
-    assert runner.invoke(app, ["export", str(tmp_path / "set"), "-o", str(exported)]).exit_code == 0
+    exported = exported_set(tmp_path, 2)
     with safe_open(str(exported), framework="numpy") as handle:
         tensors = {name: handle.get_tensor(name) for name in handle.keys()}
         metadata = {key: value for key, value in handle.metadata().items() if key != "index"}
