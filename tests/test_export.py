@@ -120,6 +120,16 @@ def exported_set(tmp_path, count: int):
     return exported
 
 
+def assert_member_drawn_as_from_the_folder(tmp_path, exported, image: str) -> None:
+    """render --image draws the same pixels from the set's export as from its folder (tmp_path/set)."""
+    for source, name in ((tmp_path / "set", "folder.png"), (exported, "export.png")):
+        result = runner.invoke(app, ["render", str(source), "--image", image, "--size", "16", "--device", "cpu",
+                                     "-q", "-o", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+    assert np.array_equal(np.asarray(Image.open(tmp_path / "folder.png")),
+                          np.asarray(Image.open(tmp_path / "export.png")))
+
+
 def test_a_set_export_is_read_as_its_folder(tmp_path):
     """A set's .safetensors: inr info describes the set, inr render draws one image's network (--image)
     as from the folder, and inr export writes that network out again."""
@@ -128,12 +138,7 @@ def test_a_set_export_is_read_as_its_folder(tmp_path):
     described = [json.loads(runner.invoke(app, ["info", str(where), "--json"]).stdout)
                  for where in (tmp_path / "set", exported)]
     assert described[1]["count"] == 3 and described[1] == described[0]
-    for source, name in ((tmp_path / "set", "folder.png"), (exported, "export.png")):
-        result = runner.invoke(app, ["render", str(source), "--image", "img1.png", "--size", "16", "--device", "cpu",
-                                     "-q", "-o", str(tmp_path / name)])
-        assert result.exit_code == 0, result.output
-    assert np.array_equal(np.asarray(Image.open(tmp_path / "folder.png")),
-                          np.asarray(Image.open(tmp_path / "export.png")))
+    assert_member_drawn_as_from_the_folder(tmp_path, exported, "img1.png")
     result = runner.invoke(app, ["render", str(exported), "--size", "16"])
     assert result.exit_code == 2 and "name one with --image NAME" in result.stderr, result.output
     one = tmp_path / "one.safetensors"
@@ -159,12 +164,7 @@ def test_one_image_of_a_set_export_is_drawn_from_its_own_network_alone(tmp_path)
     exported.write_bytes(bytes(data))
     result = runner.invoke(app, ["info", str(exported)])
     assert result.exit_code == 1 and "network 2's weights hold NaN" in result.stderr, result.output
-    for source, name in ((tmp_path / "set", "folder.png"), (exported, "export.png")):
-        result = runner.invoke(app, ["render", str(source), "--image", "img1.png", "--size", "16", "--device", "cpu",
-                                     "-q", "-o", str(tmp_path / name)])
-        assert result.exit_code == 0, result.output
-    assert np.array_equal(np.asarray(Image.open(tmp_path / "folder.png")),
-                          np.asarray(Image.open(tmp_path / "export.png")))
+    assert_member_drawn_as_from_the_folder(tmp_path, exported, "img1.png")
     result = runner.invoke(app, ["render", str(exported), "--image", "img2.png", "-o", str(tmp_path / "2.png")])
     assert result.exit_code == 1 and "network 2's weights hold NaN" in result.stderr, result.output
     result = runner.invoke(app, ["render", str(exported), "--image", "img9.png", "-o", str(tmp_path / "9.png")])
