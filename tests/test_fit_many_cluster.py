@@ -313,7 +313,7 @@ def test_without_workers_each_one_cpu_node_gets_a_worker(cluster, reference, tmp
     from the driver's cores, each asked for more than any node has and Ray waited for ever)."""
     folder, out = reference
     process = inr("fit-many", folder, "-o", tmp_path / "set", "--pack", "2", *NET[:-1], "--ray", cluster.address)
-    code, stderr = finish(process, timeout=300)
+    code, stderr = finish(process)
     assert code == 0, stderr
     assert "2 workers on 2 nodes (0 on GPUs, 2 on CPUs)" in stderr
     assert np.array_equal(np.load(tmp_path / "set" / WEIGHTS), np.load(out / WEIGHTS))
@@ -326,7 +326,7 @@ def test_until_psnr_on_the_cluster_says_what_reached_it_as_this_process_does(clu
     for where in ([], ["--ray", cluster.address]):
         process = inr("fit-many", folder, "-o", tmp_path / f"set{len(where)}", "--pack", "2", "--until-psnr", "22",
                       *NET[:-1], *where)
-        code, stderr = finish(process, timeout=300)
+        code, stderr = finish(process)
         assert code == 0, stderr
         said.append([line for line in stderr.splitlines() if line.startswith("--until-psnr 22: ")])
     assert len(said[0]) == 1 and said[0] == said[1], said
